@@ -14,8 +14,8 @@ Contract
   family A names the id ``env_idx`` and ``/create`` answers a bare int;
   family B names it ``id`` and ``/create`` answers ``{"id": n}``.
   ``/close`` answers ``true``.  The env module adds its own routes.
-* Errors answer JSON ``{"error": "<message>"}``: unknown id 404, a finished
-  episode 409, a body or query that fails validation 422, the env cap 503,
+* Errors answer JSON ``{"error": "<message>"}``: unknown id 404, an episode that is
+  finished or not started 409, a body or query that fails validation 422, the env cap 503,
   anything unexpected 500 (logged with its traceback, which never reaches the
   client).
 """
@@ -50,7 +50,9 @@ class UnknownEnvError(EnvError):
     status_code = 404
 
 
-class EpisodeFinishedError(EnvError):
+class EpisodeStateError(EnvError):
+    """The episode is finished (or not started) and cannot take this call."""
+
     status_code = 409
 
 
@@ -230,7 +232,7 @@ def create_app(title: str, registry: EnvRegistry[Any], family: Family) -> FastAP
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and extras."""
 
-    _std = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+    _std = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "color_message"}
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {

@@ -1,0 +1,78 @@
+"""Command line: start one environment server.
+
+    agentgym serve <env> [--host 127.0.0.1] [--port P] [--log-level info] [env options]
+    agentgym list
+    webshop --host H --port P [webshop options]        # the upstream console command
+    python -m agentgym.launcher serve webshop --port 36001
+
+Each server runs one uvicorn worker (env state lives in the process) and binds
+127.0.0.1 unless told otherwise.  Environments register in ``ENVS`` as the
+module that serves them; such a module provides ``DEFAULT_PORT``,
+``add_arguments(parser)`` and ``app_from_args(args) -> FastAPI``; importing
+it must be cheap (data is loaded in ``app_from_args``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+from typing import Sequence
+
+import uvicorn
+
+from .server import configure_logging
+
+ENVS: dict[str, str] = {
+    "webshop": "agentgym.webshop.app",
+}
+
+
+def _env_module(name: str) -> ModuleType:
+    return importlib.import_module(ENVS[name])
+
+
+def _add_server_arguments(parser: argparse.ArgumentParser, default_port: int) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    parser.add_argument("--port", type=int, default=default_port, help="port to bind (default %(default)s)")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def _serve(module: ModuleType, args: argparse.Namespace) -> None:
+    configure_logging(args.log_level)
+    app = module.app_from_args(args)
+    uvicorn.run(app, host=args.host, port=args.port, workers=1, access_log=False, log_config=None,
+                log_level=args.log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``agentgym``: serve an environment by name."""
+    parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environment servers")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="print the environments that can be served")
+    serve = commands.add_parser("serve", help="start an environment server")
+    envs = serve.add_subparsers(dest="env", required=True, metavar="ENV")
+    for name in ENVS:
+        module = _env_module(name)
+        env_parser = envs.add_parser(name, help=f"serve {name}")
+        _add_server_arguments(env_parser, module.DEFAULT_PORT)
+        module.add_arguments(env_parser)
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(ENVS))
+        return
+    _serve(_env_module(args.env), args)
+
+
+def webshop_main(argv: Sequence[str] | None = None) -> None:
+    """``webshop``: the upstream WebShop server command."""
+    module = _env_module("webshop")
+    parser = argparse.ArgumentParser(prog="webshop", description="WebShop environment server")
+    _add_server_arguments(parser, module.DEFAULT_PORT)
+    module.add_arguments(parser)
+    _serve(module, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

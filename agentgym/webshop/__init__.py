@@ -1,0 +1,1 @@
+"""WebShop environment: catalogue, search, reward, page state machine and HTTP routes."""
