@@ -67,7 +67,7 @@ _ADJECTIVES = frozenset("""
     formal elegant cute pretty beautiful unisex tall wide narrow round square flat sleek stylish simple basic
     deluxe luxury matte glossy shiny sheer raw vegan kosher keto gourmet daily everyday universal
     nonstick non anti lean crisp crispy creamy
-    rich mild bold smooth tough loose tight hooded insulated sporty athletic
+    rich mild bold smooth tough loose tight hooded insulated sporty athletic resistant proof friendly ready
 """.split())
 
 _ADJ_SUFFIXES = ("ous", "ful", "ive", "able", "ible", "less", "ic", "ly")

@@ -1,0 +1,131 @@
+"""Fixtures for the agentgym tests: a private cache, the shop, and real server processes.
+
+Every server is started through the launcher in its own process on a free
+port, polled on ``GET /`` until healthy, and killed at teardown.  All servers
+and the in-process shop share one temporary cache directory, so the catalogue
+and the search index are generated once per test session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private ``OPENMANUS_CACHE`` for this session (in-process and for servers)."""
+    path = tmp_path_factory.mktemp("openmanus-cache")
+    saved = {k: os.environ.get(k) for k in ("OPENMANUS_CACHE", "WEBSHOP_DATA_DIR")}
+    os.environ["OPENMANUS_CACHE"] = str(path)
+    os.environ.pop("WEBSHOP_DATA_DIR", None)
+    yield path
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def shop(cache_dir: Path) -> Any:
+    from agentgym.webshop.data import load_shop
+
+    return load_shop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[str]:
+    """Start a WebShop server process; yield its base URL once ``GET /`` answers ``"ok"``."""
+    port = free_port()
+    cmd = (command or [sys.executable, "-m", "agentgym.launcher", "serve", "webshop"]) + ["--port", str(port), *args]
+    env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
+    env.pop("WEBSHOP_DATA_DIR", None)
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}; log tail:\n{_tail(log_path)}")
+            try:
+                if requests.get(url + "/", timeout=2).json() == "ok":
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not healthy after {START_TIMEOUT_S:.0f}s; log tail:\n{_tail(log_path)}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The shared WebShop server (default options) for this test session."""
+    log = tmp_path_factory.mktemp("logs") / "webshop.log"
+    with running_server(cache_dir, log) as url:
+        yield url
+
+
+class Client:
+    """An upstream-style family-A client: JSON POSTs, ``env_idx`` query GETs."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = requests.Session()
+        self.env_idx: int = self.http.post(url + "/create", timeout=10).json()
+
+    def post(self, path: str, **body: Any) -> Any:
+        r = self.http.post(self.url + path, json={"env_idx": self.env_idx, **body}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def get(self, path: str) -> Any:
+        r = self.http.get(self.url + path, params={"env_idx": self.env_idx}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def reset(self, session_id: int | None) -> str:
+        obs, extra = self.post("/reset", session_id=session_id)
+        assert extra is None
+        return obs
+
+    def step(self, action: str) -> dict[str, Any]:
+        return self.post("/step", action=action)
+
+    def clickables(self) -> list[str]:
+        return self.get("/available_actions")["clickables"]
+
+    def close(self) -> None:
+        self.post("/close")
+        self.http.close()

@@ -1,0 +1,146 @@
+"""The generated catalogue and the loader (ours and a user's WebShop-format files)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgym.webshop import catalogue
+from agentgym.webshop.data import NO_PRICE_LIMIT, TEST_SIZE, load_shop, session_ids
+from agentgym.webshop.reward import options_match
+
+
+def test_generation_is_deterministic() -> None:
+    first = json.dumps(catalogue.generate(7))
+    assert json.dumps(catalogue.generate(7)) == first
+    assert json.dumps(catalogue.generate(8)) != first
+
+
+def test_catalogue_size_and_categories(shop: Any) -> None:
+    assert len(shop.products) == 1000
+    assert Counter(p.category for p in shop.products) == {c: 200 for c in
+                                                          ("beauty", "electronics", "fashion", "food", "furniture")}
+    assert len(shop.goals) >= 5000
+    asins = [p.asin for p in shop.products]
+    assert len(set(asins)) == len(asins)
+    assert all(re.fullmatch(r"[A-Z0-9]{10}", a) for a in asins)
+
+
+def test_products_are_complete(shop: Any) -> None:
+    for p in shop.products:
+        assert p.title and p.description and p.query and len(p.bullets) >= 3 and len(p.attributes) >= 3
+        assert len(p.product_category.split(" › ")) >= 3
+        assert re.fullmatch(r"\$\d+\.\d\d( to \$\d+\.\d\d)?", p.price_text)
+    with_options = [p for p in shop.products if p.options]
+    assert 850 <= len(with_options) < 1000  # about one in ten has no options
+    assert sum(" to $" in p.price_text for p in shop.products) > 100  # some price ranges
+    for p in with_options:
+        for values in p.options.values():
+            assert not any(options_match(a, b) for i, a in enumerate(values) for b in values[i + 1:])
+
+
+def test_goals_fit_their_products(shop: Any) -> None:
+    for g in shop.goals:
+        p = shop.by_asin[g.asin]
+        assert set(g.attributes) <= set(p.attributes)
+        assert all(any(o in vs for vs in p.options.values()) for o in g.options)
+        assert p.price < g.price_upper
+        assert g.instruction.endswith(f", and price lower than {g.price_upper:.2f} dollars")
+        assert (g.query, g.name, g.product_category) == (p.query, p.title, p.product_category)
+    assert [g.session_id for g in shop.goals] == list(range(len(shop.goals)))
+
+
+def test_phrasing_varies(shop: Any) -> None:
+    openings = Counter(" ".join(g.instruction.split()[:3]) for g in shop.goals)
+    assert len(openings) >= 100
+    assert openings.most_common(1)[0][1] < len(shop.goals) / 10
+    assert len({g.instruction.split(" with ")[0] for g in shop.goals}) >= 950  # one request per product
+
+
+def test_split(shop: Any) -> None:
+    assert shop.session_ids("test") == range(0, TEST_SIZE) == session_ids("test")
+    assert shop.session_ids("train") == range(TEST_SIZE, len(shop.goals)) == session_ids("train")
+    with pytest.raises(ValueError):
+        shop.session_ids("dev")
+
+
+def test_human_goals(shop: Any) -> None:
+    human = load_shop(goal_source="human")
+    assert human.products == shop.products
+    assert len(human.goals) == 1000
+    for g in human.goals:
+        p = human.by_asin[g.asin]
+        assert all(any(o in vs for vs in p.options.values()) for o in g.options)
+        assert not g.instruction.split(", and price lower than")[0].endswith(".")
+
+
+def _write_user_data(root: Path) -> None:
+    products = [
+        {"asin": "B0USER0001", "name": "Tiny Test Hoodie", "pricing": "$3.78 - $11.38", "category": "fashion",
+         "query": "hoodie", "product_category": "Clothing › Men › Hoodies", "small_description": ["WARM"],
+         "full_description": "A hoodie.",
+         "customization_options": {"Color": [{"value": "Black/White"}, {"value": "Navy"}],
+                                   "Size": [{"value": "Small"}, {"value": "Large"}]}},
+        {"asin": "B0USER0002", "name": "Tiny Test Sofa", "pricing": "$985.00", "category": "furniture",
+         "query": "sofa", "product_category": "Home › Furniture › Sofas", "small_description": "COMFY",
+         "full_description": "", "customization_options": None},
+        {"asin": "B0USER0003", "name": "Product Without Instruction", "pricing": "", "category": "food",
+         "query": "tea", "product_category": "Food › Tea", "small_description": [], "full_description": "",
+         "customization_options": {}},
+    ]
+    ins = {
+        "B0USER0001": {"attributes": ["warm", "soft"], "instruction": "i want a warm hoodie",
+                       "instruction_attributes": ["warm"]},
+        "B0USER0002": {"attributes": ["comfy"], "instruction": "i want a comfy sofa",
+                       "instruction_attributes": ["comfy"]},
+    }
+    human = {"B0USER0001": [{"asin": "B0USER0001", "instruction": "A soft hoodie in navy.",
+                             "instruction_attributes": ["soft"], "instruction_options": ["Navy"]}]}
+    for name, payload in zip(catalogue.DATA_FILES, (products, ins, human)):
+        (root / name).write_text(json.dumps(payload))
+
+
+def test_user_data_dir_synthetic(tmp_path: Path, shop: Any) -> None:
+    _write_user_data(tmp_path)
+    user = load_shop(tmp_path)
+    assert user.data_hash != shop.data_hash
+    hoodie, sofa, tea = user.products
+    assert (hoodie.price, hoodie.price_text) == (3.78, "$3.78 to $11.38")
+    assert hoodie.options == {"color": ("black | white", "navy"), "size": ("small", "large")}
+    assert hoodie.bullets == ("WARM",) and sofa.bullets == ("COMFY",)
+    assert (tea.price, tea.price_text, tea.attributes) == (100.0, "$100.00", ())
+    # hoodie: 2 x 2 option combinations; sofa: no options, one goal; tea: no instruction, no goal
+    texts = sorted(g.instruction for g in user.goals)
+    upper = {g.asin: g.price_upper for g in user.goals}
+    assert upper["B0USER0001"] in (20.0, 30.0, 40.0)  # larger of two of 10, 20, 30, 40
+    assert upper["B0USER0002"] == NO_PRICE_LIMIT  # only 990 lies above 985: no price clause
+    clause = f", and price lower than {upper['B0USER0001']:.2f} dollars"
+    assert texts == sorted([
+        "i want a comfy sofa",
+        f"i want a warm hoodie with color: black | white, and size: large{clause}",
+        f"i want a warm hoodie with color: black | white, and size: small{clause}",
+        f"i want a warm hoodie with color: navy, and size: large{clause}",
+        f"i want a warm hoodie with color: navy, and size: small{clause}",
+    ])
+
+
+def test_user_data_dir_human_and_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_user_data(tmp_path)
+    monkeypatch.setenv("WEBSHOP_DATA_DIR", str(tmp_path))
+    user = load_shop(goal_source="human")
+    assert user.data_dir == tmp_path.resolve()
+    (goal,) = user.goals
+    assert goal.instruction.startswith("A soft hoodie in navy, and price lower than ")
+    assert (goal.options, goal.attributes) == (("navy",), ("soft",))
+
+
+def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="items_shuffle_1000.json"):
+        load_shop(tmp_path)
+    with pytest.raises(ValueError, match="goal_source"):
+        load_shop(goal_source="both")  # type: ignore[arg-type]
