@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import requests
@@ -90,10 +90,20 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 @pytest.fixture(scope="session")
-def server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def start_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+    """``with start_server(*args, command=None) as url:`` runs a server with extra launcher args."""
+    logs = tmp_path_factory.mktemp("logs")
+
+    def start(*args: str, command: list[str] | None = None) -> Any:
+        return running_server(cache_dir, logs / f"webshop-{len(list(logs.iterdir()))}.log", *args, command=command)
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def server(start_server: Callable[..., Any]) -> Iterator[str]:
     """The shared WebShop server (default options) for this test session."""
-    log = tmp_path_factory.mktemp("logs") / "webshop.log"
-    with running_server(cache_dir, log) as url:
+    with start_server() as url:
         yield url
 
 
