@@ -1,0 +1,92 @@
+"""FSDP2 wrapping, full state dicts, optimiser/scheduler construction and RNG state.
+
+Sharding uses ``torch.distributed.fsdp.fully_shard`` on every decoder layer and
+then on the root module, over a 1-D device mesh of all ranks (gloo on CPU,
+nccl on GPU). Parameters stay fp32 (the master weights); compute runs under
+autocast in the configured dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+from verl.workers.config import OptimConfig
+
+
+def shard_module(module: torch.nn.Module, device: str) -> torch.nn.Module:
+    """Apply FSDP2 to each ``*DecoderLayer`` and then the root, over all ranks."""
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+    for sub in module.modules():
+        if type(sub).__name__.endswith("DecoderLayer"):
+            fully_shard(sub, mesh=mesh)
+    fully_shard(module, mesh=mesh)
+    return module
+
+
+def full_model_state_dict(module: torch.nn.Module, cpu_offload: bool) -> dict[str, torch.Tensor]:
+    """Unsharded weights. With ``cpu_offload`` only rank 0 receives them (others get an empty dict)."""
+    return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload))
+
+
+def full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """Unsharded model and optimiser state on rank 0 (on CPU)."""
+    return get_state_dict(module, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, model_sd: dict, optim_sd: dict | None) -> None:
+    """Load unsharded state that only rank 0 read from disk; it is broadcast to every rank's shards."""
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    if optimizer is None:
+        set_state_dict(module, optimizers=(), model_state_dict=model_sd, optim_state_dict={}, options=options)
+    else:
+        set_state_dict(module, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd or {}, options=options)
+
+
+def build_optimizer(module: torch.nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``lr_warmup_steps``, then constant, or cosine down to ``min_lr_ratio * lr``."""
+    warmup, total = cfg.lr_warmup_steps, max(cfg.total_training_steps, 1)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if cfg.lr_scheduler == "constant":
+            return 1.0
+        progress = min((step - warmup) / max(total - warmup, 1), 1.0)
+        return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def rng_state() -> dict:
+    """Python, numpy and torch RNG states of this process."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

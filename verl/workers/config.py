@@ -1,0 +1,233 @@
+"""Typed configs of the workers, built from plain dicts (or Hydra/OmegaConf) with strict checking.
+
+`from_dict(Cls, data, where)` fills a dataclass recursively and raises
+`ConfigError` for an unknown key (listing the known ones) or a value of the
+wrong type, naming the full dotted path (e.g. ``actor_rollout_ref.actor.lr``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, missing or of the wrong type."""
+
+
+def _check_type(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(value, arg, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: expected {tp}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        items = [_check_type(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return list(items) if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{where}: expected {tp.__name__}, got a bool ({value!r})")
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
+    return value
+
+
+def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
+    """Build dataclass ``cls`` from ``data`` (a dict, an OmegaConf node, or an instance of ``cls``)."""
+    if isinstance(data, cls):
+        return data
+    if data is None:
+        data = {}
+    if hasattr(data, "items") and not isinstance(data, dict):  # OmegaConf DictConfig
+        from omegaconf import OmegaConf
+
+        data = OmegaConf.to_container(data, resolve=True)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{where}.{name} is required")
+    obj = cls(**kwargs)
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        validate(where)
+    return obj
+
+
+def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
+    if value not in choices:
+        raise ConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class ModelConfig:
+    """Where the weights come from and how the module is built."""
+
+    path: str = ""
+    enable_gradient_checkpointing: bool = False
+    attn_implementation: str = "sdpa"
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warm-up, then a constant or cosine learning rate."""
+
+    lr: float = 1e-6
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.01
+    lr_warmup_steps: int = 0
+    lr_scheduler: str = "constant"
+    min_lr_ratio: float = 0.0
+    total_training_steps: int = 1
+
+    def validate(self, where: str) -> None:
+        _choice(self.lr_scheduler, ("constant", "cosine"), f"{where}.lr_scheduler")
+        if self.lr <= 0:
+            raise ConfigError(f"{where}.lr must be > 0, got {self.lr}")
+
+
+@dataclass
+class ActorConfig:
+    """PPO policy update."""
+
+    ppo_mini_batch_size: int = 8
+    ppo_micro_batch_size_per_gpu: int = 4
+    use_dynamic_bsz: bool = False
+    ppo_max_token_len_per_gpu: int = 4096
+    ppo_epochs: int = 1
+    shuffle: bool = True
+    clip_ratio: float = 0.2
+    clip_ratio_low: float | None = None
+    clip_ratio_high: float | None = None
+    clip_ratio_c: float = 3.0
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    grad_clip: float = 1.0
+    mixed_precision: str = "bfloat16"
+    log_prob_micro_batch_size_per_gpu: int = 8
+    log_prob_max_token_len_per_gpu: int = 8192
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+    def validate(self, where: str) -> None:
+        _choice(self.loss_agg_mode, ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"), f"{where}.loss_agg_mode")
+        _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
+        for name in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "log_prob_micro_batch_size_per_gpu"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class RefConfig:
+    """The frozen reference policy."""
+
+    dtype: str = "float32"
+    log_prob_micro_batch_size_per_gpu: int = 8
+    log_prob_max_token_len_per_gpu: int = 8192
+
+    def validate(self, where: str) -> None:
+        _choice(self.dtype, DTYPES, f"{where}.dtype")
+
+
+@dataclass
+class RolloutConfig:
+    """The generation engine and its default sampling parameters."""
+
+    name: str = "vllm"
+    dtype: str = "bfloat16"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    response_length: int = 256
+    max_model_len: int = 4096
+    enforce_eager: bool = True
+    enable_prefix_caching: bool = True
+    kv_cache_gb: float = 1.0
+    gpu_memory_utilization: float = 0.4
+    cpu_threads_bind: str = "auto"
+    in_process: bool = True
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        _choice(self.name, ("vllm", "hf"), f"{where}.name")
+        _choice(self.dtype, DTYPES, f"{where}.dtype")
+
+
+@dataclass
+class ActorRolloutRefConfig:
+    """What one ActorRolloutRefWorker rank holds."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    device: str = "cpu"
+    num_threads: int = 2
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        if not self.model.path:
+            raise ConfigError(f"{where}.model.path is required")
+
+
+@dataclass
+class CriticConfig:
+    """The value model and its update."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+    ppo_mini_batch_size: int = 8
+    ppo_micro_batch_size_per_gpu: int = 4
+    use_dynamic_bsz: bool = False
+    ppo_max_token_len_per_gpu: int = 4096
+    ppo_epochs: int = 1
+    shuffle: bool = True
+    cliprange_value: float = 0.5
+    loss_agg_mode: str = "token-mean"
+    grad_clip: float = 1.0
+    mixed_precision: str = "bfloat16"
+    device: str = "cpu"
+    num_threads: int = 2
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
+        if not self.model.path:
+            raise ConfigError(f"{where}.model.path is required")

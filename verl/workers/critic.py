@@ -1,0 +1,89 @@
+"""The value model (a causal-LM backbone with a scalar head) and its clipped value-loss update."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+from verl.utils.torch_functional import autocast, forward_response, pad_right
+from verl.workers.config import CriticConfig
+from verl.workers.trainable import TrainableModule
+
+
+class ValueModel(nn.Module):
+    """``V(s_t) = w^T h_t + b`` on top of the backbone's last hidden state; the head starts at zero."""
+
+    def __init__(self, backbone: nn.Module, hidden_size: int):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    @classmethod
+    def from_pretrained(cls, path: str, attn_implementation: str = "sdpa") -> "ValueModel":
+        from transformers import AutoModel
+
+        backbone = AutoModel.from_pretrained(path, dtype=torch.float32, attn_implementation=attn_implementation)
+        return cls(backbone, backbone.config.hidden_size)
+
+    def forward(self, input_ids, attention_mask, position_ids, use_cache: bool = False) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=use_cache).last_hidden_state
+        return self.value_head(hidden).squeeze(-1)
+
+
+class PPOCritic(TrainableModule):
+    """Values of the states before each response token, and the clipped value-loss update."""
+
+    def __init__(self, module, optimizer, scheduler, config: CriticConfig):
+        super().__init__(module, optimizer, scheduler, config.device, config.mixed_precision, config.grad_clip)
+        self.config = config
+
+    def _values(self, mb: DataProto) -> torch.Tensor:
+        T = mb.batch["responses"].shape[1]
+        with autocast(self.device, self.mixed_precision):
+            values, _ = forward_response(self.module, mb.batch["input_ids"], mb.batch["attention_mask"], mb.batch["position_ids"], T)
+        return pad_right(values.float(), T) * mb.batch["response_mask"]
+
+    def compute_values(self, data: DataProto) -> torch.Tensor:
+        """``values`` ``(B, T)``, 0 outside the response mask."""
+        self.module.eval()
+        cfg = self.config
+        out = self.map_micro_batches(
+            data,
+            lambda mb: {"values": self._values(mb.to(self.device))},
+            cfg.ppo_micro_batch_size_per_gpu,
+            cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+        )
+        return out["values"]
+
+    def update_critic(self, data: DataProto, seed: int = 0) -> dict[str, float]:
+        """Value-loss epochs over ``data``; needs ``values`` (old) and ``returns``."""
+        cfg = self.config
+
+        def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
+            mask = mb.batch["response_mask"].float()
+            vpreds = self._values(mb)
+            vf_loss, vf_clipfrac = core_algos.compute_value_loss(
+                vpreds, mb.batch["returns"], mb.batch["values"], mask, cfg.cliprange_value, cfg.loss_agg_mode
+            )
+            return vf_loss, {
+                "critic/vf_loss": vf_loss.item(),
+                "critic/vf_clipfrac": vf_clipfrac.item(),
+                "critic/vpred_mean": core_algos.masked_mean(vpreds.detach(), mask).item(),
+            }
+
+        return self.run_update(
+            data,
+            loss_fn,
+            mini_batch_size=cfg.ppo_mini_batch_size,
+            epochs=cfg.ppo_epochs,
+            shuffle=cfg.shuffle,
+            seed=seed,
+            micro_batch_rows=cfg.ppo_micro_batch_size_per_gpu,
+            max_tokens=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+            loss_agg_mode=cfg.loss_agg_mode,
+            metric_prefix="critic",
+        )

