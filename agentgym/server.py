@@ -170,9 +170,13 @@ def _error(status: int, message: str) -> JSONResponse:
 def _describe_validation(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
-        where = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
-        parts.append(f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid")))
-    return "invalid request: " + ("; ".join(parts) or "validation failed")
+        if err.get("type") == "json_invalid":
+            parts.append(f"body is not valid JSON ({err.get('ctx', {}).get('error', 'decode error')})")
+            continue
+        loc = [str(x) for x in err.get("loc", ())]
+        where = ".".join(loc[1:] if loc[:1] == ["body"] else loc) or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -191,6 +195,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)
+            return _error(422, f"invalid request: body is not valid JSON ({exc.detail})")
         return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)
