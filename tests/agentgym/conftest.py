@@ -52,16 +52,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerUrl(str):
+    """A server's base URL, carrying the server's process id."""
+
+    pid: int
+
+
 @contextlib.contextmanager
-def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[str]:
+def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[ServerUrl]:
     """Start a WebShop server process; yield its base URL once ``GET /`` answers ``"ok"``."""
     port = free_port()
     cmd = (command or [sys.executable, "-m", "agentgym.launcher", "serve", "webshop"]) + ["--port", str(port), *args]
     env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
     env.pop("WEBSHOP_DATA_DIR", None)
-    url = f"http://127.0.0.1:{port}"
+    url = ServerUrl(f"http://127.0.0.1:{port}")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url.pid = proc.pid
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
