@@ -56,7 +56,7 @@ def build_app(data_dir: str | None = None, goal_source: GoalSource = "synthetic"
               max_envs: int = DEFAULT_MAX_ENVS, show_attrs: bool = False) -> FastAPI:
     """Load the shop and its search index, and return the WebShop app."""
     shop = load_shop(data_dir, goal_source)
-    engine = SearchEngine(shop.products, shop.data_hash, cache_root())
+    engine = SearchEngine(shop.products, shop.products_hash, cache_root())
     registry: EnvRegistry[WebShopEnv] = EnvRegistry(lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx")
     app = create_app("WebShop", registry, Family.A)
     log.info("webshop ready", extra={"products": len(shop.products), "goals": len(shop.goals),

@@ -163,8 +163,8 @@ def _description(rng: random.Random, kind: Kind, brand: str, adjs: list[str], fe
     return " ".join(sentences)
 
 
-def _request(rng: random.Random, kind: Kind, attrs: list[str]) -> tuple[str, bool]:
-    """A shopper's request naming the kind and ``attrs``; returns (text, plural)."""
+def _request(rng: random.Random, kind: Kind, attrs: list[str]) -> str:
+    """A shopper's request naming the kind and ``attrs``."""
     ask = rng.choice(kind.asks)
     plural = _is_plural(ask)
     adjs = [a for a in attrs if a in kind.adjs]
@@ -185,7 +185,7 @@ def _request(rng: random.Random, kind: Kind, attrs: list[str]) -> tuple[str, boo
         parts.append(("," if adjs and rng.random() < 0.5 else "") + f" {link} {_join(feats)}")
     if kind.purposes and rng.random() < 0.3:
         parts.append(rng.choice(kind.purposes))
-    return " ".join(parts).replace(" ,", ",").replace("  ", " "), plural
+    return " ".join(parts).replace(" ,", ",").replace("  ", " ")
 
 
 _OPTION_PHRASES = {
@@ -197,7 +197,7 @@ _OPTION_PHRASES = {
 
 
 def _human_request(rng: random.Random, kind: Kind, attrs: list[str], options: dict[str, list[str]]) -> tuple[str, list[str]]:
-    text, _ = _request(rng, kind, attrs)
+    text = _request(rng, kind, attrs)
     picked: list[str] = []
     for group, values in options.items():
         if rng.random() < 0.7:
@@ -250,7 +250,7 @@ def generate(seed: int = DEFAULT_SEED) -> tuple[list[dict[str, Any]], dict[str, 
             })
             attributes = adjs + feats
             goal_attrs = rng.sample(attributes, rng.randint(1, min(3, len(attributes))))
-            instruction, _ = _request(rng, kind, goal_attrs)
+            instruction = _request(rng, kind, goal_attrs)
             ins[asin] = {
                 "attributes": attributes,
                 "instruction": instruction,

@@ -94,7 +94,8 @@ class Shop:
     products: list[Product]
     goals: list[Goal]
     data_dir: Path
-    data_hash: str
+    data_hash: str  # of the files read and the goal source
+    products_hash: str  # of the product file alone (keys the search index)
     goal_source: GoalSource
 
     @functools.cached_property
@@ -210,16 +211,19 @@ def _human_goals(products: list[Product], human: dict[str, Any]) -> list[dict[st
     return goals
 
 
-def _read_json(path: Path, digest: "hashlib._Hash") -> Any:
+def _read_json(path: Path, *digests: Any) -> Any:
+    """Parse ``path``, feeding its name and bytes to each hashlib digest."""
     raw = path.read_bytes()
-    digest.update(path.name.encode() + b"\0" + raw)
+    for digest in digests:
+        digest.update(path.name.encode() + b"\0" + raw)
     return json.loads(raw)
 
 
 @functools.lru_cache(maxsize=4)
 def _load(data_dir: Path, goal_source: GoalSource) -> Shop:
     digest = hashlib.sha256(goal_source.encode())
-    raw_products = _read_json(data_dir / PRODUCTS_FILE, digest)
+    products_digest = hashlib.sha256()
+    raw_products = _read_json(data_dir / PRODUCTS_FILE, digest, products_digest)
     goal_file = ATTRIBUTES_FILE if goal_source == "synthetic" else HUMAN_FILE
     if not (data_dir / goal_file).is_file():
         raise FileNotFoundError(f"{data_dir} has no {goal_file}, needed for {goal_source} goals")
@@ -239,7 +243,7 @@ def _load(data_dir: Path, goal_source: GoalSource) -> Shop:
     if not goals:
         raise ValueError(f"no goals could be built from {data_dir} ({goal_source})")
     return Shop(products=products, goals=goals, data_dir=data_dir, data_hash=digest.hexdigest()[:16],
-                goal_source=goal_source)
+                products_hash=products_digest.hexdigest()[:16], goal_source=goal_source)
 
 
 def load_shop(data_dir: str | os.PathLike[str] | None = None, goal_source: GoalSource = "synthetic") -> Shop:

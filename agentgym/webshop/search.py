@@ -7,9 +7,9 @@ suffix stemmer (plural and ``-ing``/``-ed`` endings), the same way for
 products and queries.  ``search(query)`` returns up to ``k`` product
 positions with a positive score, best first (ties by catalogue order).
 
-The index is built once per catalogue and kept under
-``<cache root>/webshop/index-<key>/`` where the key hashes the data hash and
-``INDEX_VERSION``; later starts load it in milliseconds.
+The index is built once per product file and kept under
+``<cache root>/webshop/index-v<INDEX_VERSION>-<hash of the product file>/``;
+later starts load it in milliseconds.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ def product_document(product: Product) -> str:
 class SearchEngine:
     """BM25 over a fixed product list."""
 
-    def __init__(self, products: Sequence[Product], data_hash: str, cache_dir: Path | None) -> None:
-        self.size = len(products)
-        index_dir = cache_dir / "webshop" / f"index-v{INDEX_VERSION}-{data_hash}" if cache_dir else None
+    def __init__(self, products: Sequence[Product], products_hash: str, cache_dir: Path | None) -> None:
+        index_dir = cache_dir / "webshop" / f"index-v{INDEX_VERSION}-{products_hash}" if cache_dir else None
         if index_dir is not None and (index_dir / "params.index.json").is_file():
             self._bm25 = bm25s.BM25.load(str(index_dir), show_progress=False)
             log.info("search index loaded", extra={"path": str(index_dir)})

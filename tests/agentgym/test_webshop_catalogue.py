@@ -72,6 +72,7 @@ def test_split(shop: Any) -> None:
 def test_human_goals(shop: Any) -> None:
     human = load_shop(goal_source="human")
     assert human.products == shop.products
+    assert human.products_hash == shop.products_hash and human.data_hash != shop.data_hash
     assert len(human.goals) == 1000
     for g in human.goals:
         p = human.by_asin[g.asin]

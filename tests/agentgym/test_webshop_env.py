@@ -15,7 +15,7 @@ from agentgym.webshop.search import SearchEngine, stem, tokenize
 
 @pytest.fixture(scope="module")
 def engine(shop: Any, cache_dir: Path) -> SearchEngine:
-    return SearchEngine(shop.products, shop.data_hash, cache_dir)
+    return SearchEngine(shop.products, shop.products_hash, cache_dir)
 
 
 @pytest.fixture()
@@ -38,13 +38,13 @@ def test_search_finds_products_by_title(shop: Any, engine: SearchEngine) -> None
 
 def test_index_is_loaded_from_cache(shop: Any, engine: SearchEngine, cache_dir: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    assert list((cache_dir / "webshop").glob(f"index-v*-{shop.data_hash}/params.index.json"))
+    assert list((cache_dir / "webshop").glob(f"index-v*-{shop.products_hash}/params.index.json"))
 
     def no_indexing(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("index rebuilt instead of loaded")
 
     monkeypatch.setattr(bm25s.BM25, "index", no_indexing)
-    again = SearchEngine(shop.products, shop.data_hash, cache_dir)
+    again = SearchEngine(shop.products, shop.products_hash, cache_dir)
     assert again.search("wireless earbuds") == engine.search("wireless earbuds")
 
 
