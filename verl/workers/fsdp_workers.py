@@ -64,7 +64,8 @@ class ActorRolloutRefWorker(Worker):
     def init_model(self) -> None:
         """Load the weights, shard them, and start the rollout engine."""
         cfg = self.config
-        self.init_distributed(cfg.device)
+        if self.roles & {"actor", "ref"}:  # a rollout-only worker also runs in-process, without a process group
+            self.init_distributed(cfg.device)
         torch.manual_seed(cfg.seed + self.rank)
         if "actor" in self.roles:
             module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)

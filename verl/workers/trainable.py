@@ -134,9 +134,12 @@ class TrainableModule:
                 mini_metrics: dict[str, float] = {}
                 for mb, n_tokens, basis in zip(micro, tokens, bases):
                     loss, metrics = loss_fn(mb.to(self.device))
-                    (loss * (basis / basis_total * self.world_size)).backward()
-                    for key, value in metrics.items():  # metrics are token-weighted means over the mini-batch
-                        mini_metrics[key] = mini_metrics.get(key, 0.0) + value * n_tokens / token_total
+                    loss_weight = basis / basis_total
+                    (loss * (loss_weight * self.world_size)).backward()
+                    for key, value in metrics.items():
+                        # "*loss" metrics aggregate like the loss itself; the rest are token-weighted means
+                        weight = loss_weight if key.endswith("loss") else n_tokens / token_total
+                        mini_metrics[key] = mini_metrics.get(key, 0.0) + value * weight
                 mini_metrics = _global_sum_dict(mini_metrics, self.device)
                 grad_norm = self._clip_and_step()
                 mini_metrics[f"{metric_prefix}/grad_norm"] = grad_norm

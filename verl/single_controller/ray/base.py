@@ -10,6 +10,7 @@ driver calls ``group.update_actor(batch)`` as if it were one object.
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 import ray
@@ -89,7 +90,7 @@ class RayResourcePool:
         pgs = []
         for node, count in enumerate(self.process_on_nodes):
             bundles = [self._bundle() for _ in range(count)]
-            pg = placement_group(bundles, strategy="STRICT_PACK", name=f"{self.name_prefix}_{node}_{os.getpid()}")
+            pg = placement_group(bundles, strategy="STRICT_PACK", name=f"{self.name_prefix}_{node}_{uuid.uuid4().hex[:8]}")
             try:
                 ray.get(pg.ready(), timeout=self.placement_timeout_s)
             except GetTimeoutError:

@@ -1,0 +1,240 @@
+"""Worker groups on real Ray: dispatch, errors, FSDP equivalence, vLLM rollout and weight sync, checkpoints, critic."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from verl.protocol import DataProto
+from verl.single_controller.base import Dispatch, Worker, register
+from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, ResourceError, WorkerError
+from verl.utils.batch import packed_proto
+from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+
+pytestmark = pytest.mark.slow
+
+
+class EchoWorker(Worker):
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def tag(self, data: DataProto) -> DataProto:
+        return DataProto.from_dict({"x2": data.batch["x"] * 2, "rank": torch.full((len(data),), self.rank)}, {"uid": data.non_tensor_batch["uid"]})
+
+    @register(Dispatch.ONE_TO_ALL)
+    def add(self, a, b=0):
+        return (self.rank, a + b)
+
+    @register(Dispatch.ALL_TO_ALL)
+    def own(self, item):
+        return (self.rank, item)
+
+    @register(Dispatch.RANK_ZERO)
+    def who(self):
+        return self.rank
+
+    @register(Dispatch.ONE_TO_ALL)
+    def fail_on(self, rank):
+        if self.rank == rank:
+            raise ValueError(f"deliberate failure on rank {self.rank}")
+        return "ok"
+
+    @register(Dispatch.ONE_TO_ALL, blocking=False)
+    def later(self):
+        return self.world_size
+
+
+def group(cls, n, cpus=0.5, **init):
+    pool = RayResourcePool([n], cpus_per_worker=cpus)
+    return RayWorkerGroup(pool, RayClassWithInitArgs(cls, **init)), pool
+
+
+def close_group(wg, pool):
+    wg.shutdown()
+    pool.release()
+
+
+def test_dispatch_modes_split_and_gather(ray_local):
+    wg, pool = group(EchoWorker, 2)
+    try:
+        data = DataProto.from_dict({"x": torch.arange(5)}, {"uid": [f"u{i}" for i in range(5)]})
+        out = wg.tag(data)  # 5 rows -> padded to 6 -> 3 per rank -> gathered and unpadded
+        assert out.batch["x2"].tolist() == [0, 2, 4, 6, 8]
+        assert out.batch["rank"].tolist() == [0, 0, 0, 1, 1]
+        assert list(out.non_tensor_batch["uid"]) == ["u0", "u1", "u2", "u3", "u4"]
+        assert wg.add(1, b=2) == [(0, 3), (1, 3)]
+        assert wg.own(["a", "b"]) == [(0, "a"), (1, "b")]
+        assert wg.who() == 0
+        future = wg.later()
+        assert future.get() == [2, 2]
+        with pytest.raises(ValueError, match="ALL_TO_ALL argument 0 must be a list of 2 items"):
+            wg.own(["only one"])
+    finally:
+        close_group(wg, pool)
+
+
+def test_worker_exception_names_rank_and_message(ray_local):
+    wg, pool = group(EchoWorker, 2)
+    try:
+        with pytest.raises(WorkerError, match=r"EchoWorker.fail_on failed on rank 1 of 2:[\s\S]*deliberate failure on rank 1"):
+            wg.fail_on(1)
+        assert wg.fail_on(5) == ["ok", "ok"]  # the group survives
+    finally:
+        close_group(wg, pool)
+
+
+def test_pool_larger_than_cluster_fails_at_once(ray_local):
+    with pytest.raises(ResourceError, match=r"needs 128 CPU \(2 workers x 64 CPU each\) but Ray has [\d.]+ CPU available \(4 in the cluster\)"):
+        RayResourcePool([2], cpus_per_worker=64).get_placement_groups()
+    with pytest.raises(ResourceError, match=r"needs 1 GPU .* but Ray has 0 GPU available"):
+        RayResourcePool([1], use_gpu=True).get_placement_groups()
+
+
+# ----------------------------------------------------------------------------- actor / rollout
+
+
+def actor_config(path, **actor):
+    return {
+        "model": {"path": path},
+        "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "mixed_precision": "float32", "shuffle": False,
+                  "optim": {"lr": 1e-2, "weight_decay": 0.0}, **actor},
+        "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 512},
+        "num_threads": 1,
+    }
+
+
+def training_batch(n=4):
+    prompts = [[1, 2, 3, 4], [5, 6, 7], [8, 9], [10, 11, 12]] * (n // 4)
+    responses = [[30, 31, 32], [40, 41], [50, 51, 52, 53], [60]] * (n // 4)
+    d = packed_proto(prompts, responses, pad_id=2)
+    d.batch["advantages"] = torch.ones_like(d.batch["response_mask"], dtype=torch.float32)
+    return d
+
+
+def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path):
+    results = {}
+    for n in (1, 2):
+        # one mini-batch of 8 rows: 1 rank takes all 8, 2 ranks take 4 each (different micro-batches, same step)
+        wg, pool = group(ActorRolloutRefWorker, n, config=actor_config(tiny_model_path, ppo_mini_batch_size=8), role="actor")
+        try:
+            wg.init_model()
+            data = training_batch(8)
+            data.meta_info["temperature"] = 1.0
+            lp = wg.compute_log_prob(data)
+            data.union(lp)
+            metrics = wg.update_actor(data).meta_info["metrics"]
+            wg.save_checkpoint(str(tmp_path / f"ws{n}"))
+            results[n] = (lp.batch["old_log_probs"], metrics, torch.load(tmp_path / f"ws{n}" / "actor.pt", weights_only=False)["model"])
+        finally:
+            close_group(wg, pool)
+    lp1, m1, w1 = results[1]
+    lp2, m2, w2 = results[2]
+    torch.testing.assert_close(lp2, lp1, atol=1e-5, rtol=1e-5)
+    for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
+        assert m2[key] == pytest.approx(m1[key], rel=1e-4), key
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def hybrid(ray_local, tiny_model_path):
+    wg, pool = group(ActorRolloutRefWorker, 1, cpus=1, config=actor_config(tiny_model_path, ppo_epochs=4))
+    wg.init_model()
+    yield wg
+    close_group(wg, pool)
+
+
+def greedy(wg, prompts, max_tokens=6):
+    out = wg.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": max_tokens}))
+    return [list(r) for r in out.non_tensor_batch["response_ids"]], [list(r) for r in out.non_tensor_batch["response_log_probs"]]
+
+
+PROMPTS = [[1, 2, 3, 4], [5, 6, 7], [100, 200, 300, 400, 500]]
+
+
+def test_vllm_and_hf_agree_on_greedy_output(hybrid, tiny_model_path):
+    from verl.workers.rollout.base import SamplingParams
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    vllm_ids, vllm_lps = greedy(hybrid, PROMPTS)
+    hf = HFRollout(tiny_model_path, dtype="float32").generate(PROMPTS, [SamplingParams(temperature=0, max_tokens=6)] * 3)
+    assert vllm_ids == [o.token_ids for o in hf]
+    for mine, ref in zip(vllm_lps, hf):
+        np.testing.assert_allclose(mine, ref.log_probs, atol=1e-3)
+
+
+def test_sampling_is_reproducible_per_seed(hybrid):
+    def sample(seeds):
+        d = DataProto.from_dict(non_tensors={"prompt_ids": [PROMPTS[0]] * len(seeds), "seed": seeds}, meta_info={"temperature": 1.0, "max_tokens": 8})
+        return [list(r) for r in hybrid.generate_sequences(d).non_tensor_batch["response_ids"]]
+
+    first = sample([1, 2, 1])
+    assert first[0] == first[2] and first[0] != first[1]
+    assert sample([2]) == [first[1]]
+
+
+def test_update_moves_policy_and_engine_follows(hybrid):
+    before_ids, before_lps = greedy(hybrid, PROMPTS)
+    target = training_batch(4)  # positive advantage on fixed continuations
+    target.meta_info["temperature"] = 1.0
+    old = hybrid.compute_log_prob(target)
+    target.union(old)
+    metrics = hybrid.update_actor(target).meta_info["metrics"]
+    assert metrics["timing_s/weight_sync"] > 0
+    new = hybrid.compute_log_prob(target).batch["old_log_probs"]
+    mask = target.batch["response_mask"].bool()
+    assert (new - old.batch["old_log_probs"])[mask].min() > 0.1  # every rewarded token became more likely
+
+    after_ids, after_lps = greedy(hybrid, PROMPTS)
+    assert after_lps != before_lps  # the engine serves the new weights
+    # the engine's log-probs of its own greedy output match the trainer's on the same tokens
+    check = packed_proto(PROMPTS, after_ids, pad_id=2)
+    check.meta_info["temperature"] = 1.0
+    trainer = hybrid.compute_log_prob(check).batch["old_log_probs"]
+    for row, lps in enumerate(after_lps):
+        np.testing.assert_allclose(trainer[row, : len(lps)].numpy(), lps, atol=1e-3)
+
+
+def test_checkpoint_roundtrip_is_bit_identical(hybrid, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    hybrid.save_checkpoint(str(first))
+    data = training_batch(4)
+    data.meta_info["temperature"] = 1.0
+    data.union(hybrid.compute_log_prob(data))
+    hybrid.update_actor(data)  # move away from the checkpoint
+    hybrid.load_checkpoint(str(first))
+    hybrid.save_checkpoint(str(second))
+    a = torch.load(first / "actor.pt", weights_only=False)
+    b = torch.load(second / "actor.pt", weights_only=False)
+    assert a["model"].keys() == b["model"].keys()
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    for pid, state in a["optimizer"]["state"].items():
+        for key, value in state.items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"]["state"][pid][key])), (pid, key)
+    assert a["scheduler"] == b["scheduler"]
+    assert (first / "huggingface" / "model.safetensors").is_file() and (first / "huggingface" / "tokenizer.json").is_file()
+
+
+# ----------------------------------------------------------------------------- critic
+
+
+def test_critic_values_and_update(ray_local, tiny_model_path):
+    cfg = {"model": {"path": tiny_model_path}, "ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "ppo_epochs": 8,
+           "cliprange_value": 0.5, "mixed_precision": "float32", "optim": {"lr": 1e-3, "weight_decay": 0.0}, "num_threads": 1}
+    wg, pool = group(CriticWorker, 1, config=cfg)
+    try:
+        wg.init_model()
+        data = training_batch(4)
+        values = wg.compute_values(data).batch["values"]
+        assert torch.equal(values, torch.zeros_like(values))  # the value head starts at zero
+        data.batch["values"] = values
+        data.batch["returns"] = torch.ones_like(values) * data.batch["response_mask"]
+        metrics = wg.update_critic(data).meta_info["metrics"]
+        # epoch 1 starts at V = 0 with returns 1: 0.5 * mean((0 - 1)^2) = 0.5 on the first mini-batch
+        assert metrics["critic/values/mean"] == 0.0 and metrics["critic/returns/mean"] == 1.0
+        assert metrics["critic/vf_loss"] < 0.5
+        new_values = wg.compute_values(data).batch["values"]
+        mask = data.batch["response_mask"].bool()
+        assert new_values[mask].mean() > 0.3
+    finally:
+        close_group(wg, pool)
