@@ -1,0 +1,64 @@
+"""Write ``<out>/<env>/train.parquet`` and ``test.parquet`` from an environment's task list (deterministic).
+
+    python scripts/prepare_data.py --env_name webshop [--out data] [--train_size N] [--test_size N]
+
+Columns: ``data_source`` (the env name), ``prompt`` (chat messages with the
+task text), ``ability``, ``reward_model`` (``{"style": "env", "ground_truth": ""}``:
+the environment scores), ``extra_info`` (``{"index": <env task id>, "split": ...}``).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def webshop_tasks(split: str) -> list[tuple[int, str]]:
+    from agentgym.webshop.data import load_shop
+
+    shop = load_shop()
+    return [(i, shop.goal(i).instruction) for i in shop.session_ids(split)]
+
+
+TASK_LISTS = {"webshop": webshop_tasks}
+
+
+def rows(env: str, split: str, limit: int) -> list[dict]:
+    tasks = TASK_LISTS[env](split)
+    if limit > 0:
+        tasks = tasks[:limit]
+    return [
+        {
+            "data_source": env,
+            "prompt": [{"role": "user", "content": text}],
+            "ability": "agent",
+            "reward_model": {"style": "env", "ground_truth": ""},
+            "extra_info": {"index": int(index), "split": split},
+        }
+        for index, text in tasks
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env_name", default="webshop")
+    parser.add_argument("--out", default="data")
+    parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks (-1: all)")
+    parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks (-1: all)")
+    args = parser.parse_args()
+    if args.env_name not in TASK_LISTS:
+        print(f"unknown env '{args.env_name}'; task lists exist for: {sorted(TASK_LISTS)}", file=sys.stderr)
+        return 2
+    folder = Path(args.out) / args.env_name
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, limit in (("train", args.train_size), ("test", args.test_size)):
+        frame = pd.DataFrame(rows(args.env_name, split, limit))
+        path = folder / f"{split}.parquet"
+        frame.to_parquet(path, index=False)
+        print(f"wrote {len(frame)} {split} tasks to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

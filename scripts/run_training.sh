@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Shared body of train_ppo.sh and train_grpo.sh: set up, prepare model and data,
+# start the environment servers, wait for their health check, train, and stop
+# the servers on any exit. Usage: scripts/run_training.sh <ppo|grpo> [options] [hydra overrides]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+ALGO="$1"; shift
+usage() {
+    cat <<USAGE
+usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT] [--data_dir DIR]
+                         [--exp_name_suffix S] [--model HF_FOLDER] [hydra overrides ...]
+
+  --env_name         environment to train on (default webshop; see: agentgym list)
+  --num_servers      environment servers to start, on consecutive ports (default 1)
+  --base_port        first server port (default 36001)
+  --data_dir         where <env>/train.parquet and test.parquet live (default data; prepared if missing)
+  --exp_name_suffix  appended to the experiment name
+  --model            a Hugging Face model folder (default: SmolLM2-135M-Instruct, prepared once)
+  anything of the form key=value is passed to python -m verl.trainer.main_ppo
+USAGE
+}
+
+ENV_NAME=webshop; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
+OVERRIDES=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --env_name) ENV_NAME="$2"; shift 2 ;;
+        --num_servers) NUM_SERVERS="$2"; shift 2 ;;
+        --base_port) BASE_PORT="$2"; shift 2 ;;
+        --data_dir) DATA_DIR="$2"; shift 2 ;;
+        --exp_name_suffix) SUFFIX="$2"; shift 2 ;;
+        --model) MODEL="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        --*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+        *=*) OVERRIDES+=("$1"); shift ;;
+        *) echo "unexpected argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[[ "$NUM_SERVERS" =~ ^[1-9][0-9]*$ ]] || { echo "--num_servers must be a positive integer" >&2; exit 2; }
+[[ "$BASE_PORT" =~ ^[0-9]+$ ]] || { echo "--base_port must be a port number" >&2; exit 2; }
+
+[[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
+PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
+BIN="$(dirname "$PY")"
+export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+
+if ! "$BIN/agentgym" list | grep -qx "$ENV_NAME"; then
+    echo "unknown env '$ENV_NAME'; available: $("$BIN/agentgym" list | tr '\n' ' ')" >&2
+    usage >&2
+    exit 2
+fi
+if [[ -z "$MODEL" ]]; then
+    MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
+fi
+if [[ ! -f "$DATA_DIR/$ENV_NAME/train.parquet" || ! -f "$DATA_DIR/$ENV_NAME/test.parquet" ]]; then
+    "$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR"
+fi
+
+EXP="${ENV_NAME}_${ALGO}${SUFFIX}"
+LOG_DIR="outputs/$EXP/env_logs"
+mkdir -p "$LOG_DIR"
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+PORTS=()
+for ((i = 0; i < NUM_SERVERS; i++)); do
+    port=$((BASE_PORT + i))
+    PORTS+=("$port")
+    "$BIN/agentgym" serve "$ENV_NAME" --host 127.0.0.1 --port "$port" >"$LOG_DIR/server_$port.log" 2>&1 &
+    PIDS+=("$!")
+done
+for port in "${PORTS[@]}"; do
+    ok=0
+    for _ in $(seq 1 240); do
+        if "$PY" -c "import requests,sys; sys.exit(requests.get('http://127.0.0.1:$port/', timeout=2).status_code != 200)" 2>/dev/null; then ok=1; break; fi
+        sleep 0.5
+    done
+    if [[ $ok != 1 ]]; then
+        echo "environment server on port $port did not pass its health check (GET /) within 120 s; last log lines:" >&2
+        tail -n 30 "$LOG_DIR/server_$port.log" >&2
+        exit 1
+    fi
+done
+echo "[train] ${NUM_SERVERS} $ENV_NAME server(s) healthy on ports ${PORTS[*]}"
+
+PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
+if [[ "$ALGO" == ppo ]]; then
+    ALGO_ARGS=(algorithm.adv_estimator=gae)
+else
+    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2
+               actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001)
+fi
+"$PY" -m verl.trainer.main_ppo \
+    "${ALGO_ARGS[@]}" \
+    actor_rollout_ref.model.path="$MODEL" \
+    data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" \
+    data.val_files="$DATA_DIR/$ENV_NAME/test.parquet" \
+    agent.env_name="$ENV_NAME" \
+    "agent.env_ports=$PORT_LIST" \
+    trainer.experiment_name="$EXP" \
+    ${OVERRIDES[@]+"${OVERRIDES[@]}"}

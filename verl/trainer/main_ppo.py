@@ -1,0 +1,68 @@
+"""Entry point: ``python -m verl.trainer.main_ppo [hydra overrides]``.
+
+Validates the whole config and checks that the environment servers answer
+before any worker starts; then starts (or joins) Ray, builds the trainer and runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import requests
+
+from verl.workers.config import ConfigError
+
+
+def check_env_servers(base: str, ports: list[int], timeout_s: float = 5.0) -> None:
+    """Raise unless every server answers ``GET /``."""
+    for port in ports:
+        url = f"{base}:{port}/"
+        try:
+            requests.get(url, timeout=timeout_s).raise_for_status()
+        except requests.RequestException as exc:
+            raise ConfigError(
+                f"environment server {url} is not answering GET / ({type(exc).__name__}); "
+                f"start it with `agentgym serve <env> --port {port}` (train_ppo.sh does this for you)"
+            ) from None
+
+
+def run(overrides: list[str]) -> dict:
+    import ray
+    from transformers import AutoTokenizer
+
+    from verl.trainer.ppo.config import load_config
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, dump_config
+
+    cfg = load_config(overrides)
+    check_env_servers(cfg.agent.get("env_server_base", "http://127.0.0.1"), list(cfg.agent.get("env_ports", [])))
+    out = Path(cfg.trainer.output_dir)
+    dump_config(cfg, out / "config.json")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    env_vars = {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled"}
+    if cfg.ray_init.address:
+        ray.init(address=cfg.ray_init.address, runtime_env={"env_vars": env_vars})
+    else:
+        ray.init(num_cpus=cfg.ray_init.num_cpus, include_dashboard=cfg.ray_init.include_dashboard, runtime_env={"env_vars": env_vars})
+    tokenizer = AutoTokenizer.from_pretrained(cfg.actor_rollout_ref.model.path)
+    trainer = RayPPOTrainer(cfg, tokenizer)
+    try:
+        trainer.init_workers()
+        return trainer.fit()
+    finally:
+        trainer.shutdown()
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        run(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The trainer's whole config: loaded from ``ppo_trainer.yaml`` with Hydra overrides, typed, and validated.
+
+`load_config(overrides)` composes the YAML with command-line style overrides
+(``key=value``, ``trainer.logger=[console,jsonl]``) and returns a `PPOConfig`.
+Every check runs here, before any worker or server starts, and the first
+problem is raised as one `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from verl.trainer.ppo import core_algos
+from verl.workers.config import ActorRolloutRefConfig, ConfigError, CriticConfig, from_dict
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+
+
+@dataclass
+class DataConfig:
+    train_files: str = "data/webshop/train.parquet"
+    val_files: str = "data/webshop/test.parquet"
+    train_batch_size: int = 4
+    val_batch_size: int = 8
+    val_max_samples: int = -1
+    shuffle: bool = True
+    seed: int = 1
+
+
+@dataclass
+class KLCtrlConfig:
+    type: str = "fixed"
+    kl_coef: float = 0.001
+    target_kl: float = 0.1
+    horizon: int = 10000
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: str = "gae"
+    gamma: float = 1.0
+    lam: float = 1.0
+    norm_adv_by_std_in_grpo: bool = True
+    use_kl_in_reward: bool = False
+    kl_penalty: str = "kl"
+    kl_ctrl: KLCtrlConfig = field(default_factory=KLCtrlConfig)
+    reward_score_fn: str | None = None
+    critic_warmup: int = 0
+
+
+@dataclass
+class TrainerConfig:
+    project_name: str = "openmanus_rl"
+    experiment_name: str = "run"
+    device: str = "cpu"
+    nnodes: int = 1
+    n_workers_per_node: int = 1
+    cpus_per_worker: float = 2.0
+    threads_per_worker: int = 2
+    total_training_steps: int = 3
+    total_epochs: int = 100
+    seed: int = 1
+    balance_batch: bool = False
+    val_before_train: bool = True
+    val_do_sample: bool = False
+    test_freq: int = 3
+    save_freq: int = 3
+    max_ckpt_to_keep: int = 2
+    resume_mode: str = "auto"
+    resume_from_path: str | None = None
+    logger: list[str] = field(default_factory=lambda: ["console"])
+    output_dir: str = "outputs/run"
+    default_local_dir: str = "outputs/run/checkpoints"
+    save_trajectories: bool = True
+    stop_after_step: int | None = None
+
+
+@dataclass
+class RayInitConfig:
+    address: str | None = None
+    num_cpus: int | None = None
+    include_dashboard: bool = False
+
+
+@dataclass
+class PPOConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    agent: dict[str, Any] = field(default_factory=dict)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    ray_init: RayInitConfig = field(default_factory=RayInitConfig)
+
+    @property
+    def use_critic(self) -> bool:
+        return self.algorithm.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+
+    @property
+    def use_ref(self) -> bool:
+        return self.algorithm.use_kl_in_reward or self.actor_rollout_ref.actor.use_kl_loss
+
+    @property
+    def world_size(self) -> int:
+        return self.trainer.nnodes * self.trainer.n_workers_per_node
+
+
+def compose(overrides: list[str] | None = None):
+    """The raw OmegaConf config: YAML defaults plus Hydra-syntax overrides."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+            return hydra_compose(config_name="ppo_trainer", overrides=list(overrides or []))
+    except ConfigCompositionException as exc:
+        cause = exc.__cause__ or exc
+        raise ConfigError(f"bad override: {cause}") from None
+
+
+def load_config(overrides: list[str] | None = None, check_files: bool = True) -> PPOConfig:
+    """Compose, type-check and validate; raises `ConfigError` on the first problem."""
+    raw = compose(overrides)
+    try:
+        container = OmegaConf.to_container(raw, resolve=True)
+    except Exception as exc:  # interpolation errors name the key
+        raise ConfigError(f"config interpolation failed: {exc}") from None
+    cfg = from_dict(PPOConfig, container, "config")
+    validate(cfg, check_files=check_files)
+    return cfg
+
+
+def validate(cfg: PPOConfig, check_files: bool = True) -> None:
+    """Cross-field checks that a type check cannot see."""
+    from openmanus_rl.agent import AgentConfig
+
+    t, a, alg = cfg.trainer, cfg.actor_rollout_ref.actor, cfg.algorithm
+    if t.device not in ("cpu", "cuda"):
+        raise ConfigError(f"trainer.device must be 'cpu' or 'cuda', got {t.device!r}")
+    for name in ("nnodes", "n_workers_per_node", "total_training_steps", "threads_per_worker"):
+        if getattr(t, name) < 1:
+            raise ConfigError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if t.resume_mode not in ("auto", "disable", "resume_path"):
+        raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
+    if t.resume_mode == "resume_path" and not t.resume_from_path:
+        raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path")
+    from verl.utils.tracking import BACKENDS
+
+    bad_loggers = [b for b in t.logger if b not in BACKENDS]
+    if bad_loggers:
+        raise ConfigError(f"trainer.logger has unknown backend(s) {bad_loggers}; known: {list(BACKENDS)}")
+    if alg.adv_estimator not in core_algos.ADV_ESTIMATORS:
+        raise ConfigError(f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ADV_ESTIMATORS)}")
+    if alg.kl_ctrl.type not in ("fixed", "adaptive"):
+        raise ConfigError(f"algorithm.kl_ctrl.type must be fixed or adaptive, got {alg.kl_ctrl.type!r}")
+    if alg.reward_score_fn is not None:
+        from verl.utils.reward_score import SUPPORTED_REWARD_SCORE_FNS
+
+        if alg.reward_score_fn not in SUPPORTED_REWARD_SCORE_FNS:
+            raise ConfigError(f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
+
+    try:
+        agent = AgentConfig(**cfg.agent)
+        agent.validate()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"agent: {exc}") from None
+    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo") and agent.n < 2:
+        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {agent.n})")
+
+    trajectories = cfg.data.train_batch_size * agent.n
+    ws = cfg.world_size
+    for group, mini in (("actor_rollout_ref.actor", a.ppo_mini_batch_size), ("critic", cfg.critic.ppo_mini_batch_size)):
+        if group == "critic" and not cfg.use_critic:
+            continue
+        if trajectories % mini:
+            raise ConfigError(
+                f"{group}.ppo_mini_batch_size={mini} must divide the trajectories per step "
+                f"(data.train_batch_size {cfg.data.train_batch_size} x agent.n {agent.n} = {trajectories})"
+            )
+        if mini % ws:
+            raise ConfigError(f"{group}.ppo_mini_batch_size={mini} must divide over the {ws} worker ranks")
+    if trajectories % ws:
+        raise ConfigError(f"trajectories per step ({trajectories}) must divide over the {ws} worker ranks")
+
+    if check_files:
+        model = cfg.actor_rollout_ref.model.path
+        if not model or not (Path(model) / "config.json").is_file():
+            raise ConfigError(f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); run scripts/prepare_model.py")
+        for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
+            if not Path(path).is_file():
+                raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")

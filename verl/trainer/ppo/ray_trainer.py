@@ -1,0 +1,374 @@
+"""`RayPPOTrainer`: the driver. It reads like the algorithm; the worker groups hide the distribution.
+
+One step (``fit``)::
+
+    tasks      = dataloader.next_batch()
+    batch      = agent.run_llm_loop(tasks)                 # multi-turn rollouts, token_level_scores
+    scores     = reward_fn(batch)                          # reward-score registry (default: the agent's)
+    batch     += actor.compute_log_prob(batch)             # old log-probs
+    batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
+    batch     += critic.compute_values(batch)              # GAE only
+    rewards    = scores - beta * KL                        # in-reward KL, else rewards = scores
+    advantages = estimator(rewards, values, mask, groups)  # core_algos registry
+    critic.update_critic(batch); actor.update_actor(batch) # the actor update ends with the weight sync
+
+plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_freq`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from verl.protocol import DataProto
+from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.config import PPOConfig
+from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
+from verl.utils.dataset import TaskDataLoader, read_tasks
+from verl.utils.reward_score import agentgym, get_reward_score_fn
+from verl.utils.tracking import Tracking
+from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+
+LATEST = "latest_checkpointed_iteration.txt"
+
+
+@contextmanager
+def _timer(name: str, metrics: dict):
+    start = time.perf_counter()
+    yield
+    metrics[f"timing_s/{name}"] = time.perf_counter() - start
+
+
+class RayPPOTrainer:
+    def __init__(self, config: PPOConfig, tokenizer):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.global_step = 0
+        kl = config.algorithm.kl_ctrl
+        self.kl_ctrl = (
+            core_algos.AdaptiveKLController(kl.kl_coef, kl.target_kl, kl.horizon)
+            if kl.type == "adaptive"
+            else core_algos.FixedKLController(kl.kl_coef)
+        )
+        d = config.data
+        self.train_loader = TaskDataLoader(read_tasks(d.train_files), d.train_batch_size, shuffle=d.shuffle, seed=d.seed)
+        val_tasks = read_tasks(d.val_files, d.val_max_samples)
+        self.val_loader = TaskDataLoader(val_tasks, min(d.val_batch_size, len(val_tasks)), shuffle=False)
+        self.output_dir = Path(config.trainer.output_dir)
+        self.ckpt_dir = Path(config.trainer.default_local_dir)
+
+    # ------------------------------------------------------------------ workers
+    def init_workers(self) -> None:
+        """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term."""
+        from openmanus_rl.agent import AgentConfig, OpenManusAgent
+
+        cfg, t = self.config, self.config.trainer
+        groups = 2 if cfg.use_critic else 1
+        self.pool = RayResourcePool(
+            [t.n_workers_per_node] * t.nnodes,
+            use_gpu=t.device == "cuda",
+            cpus_per_worker=t.cpus_per_worker,
+            max_colocate_count=groups,
+            name_prefix="actor_rollout_ref",
+        )
+        role = "actor_rollout_ref" if cfg.use_ref else "actor_rollout"
+        self.actor_rollout_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role))
+        self.actor_rollout_wg.init_model()
+        self.critic_wg = None
+        if cfg.use_critic:
+            self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
+            self.critic_wg.init_model()
+        agent_cfg = AgentConfig(**cfg.agent)
+        self.agent = OpenManusAgent(self.tokenizer, self.actor_rollout_wg, agent_cfg)
+        self.val_agent = OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**{**cfg.agent, "n": 1}))
+
+    def shutdown(self) -> None:
+        for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None)):
+            if wg is not None:
+                wg.shutdown()
+        for agent in (getattr(self, "agent", None), getattr(self, "val_agent", None)):
+            if agent is not None and hasattr(agent, "close"):
+                agent.close()
+        if getattr(self, "pool", None) is not None:
+            self.pool.release()
+
+    # ------------------------------------------------------------------ rewards
+    def compute_scores(self, batch: DataProto) -> dict[str, float]:
+        """Apply the reward-score registry to every trajectory (in place); returns reward metrics.
+
+        The default for AgentGym sources (``agentgym``) keeps the agent's
+        token-level allocation; any other function's score replaces it and is
+        paid on the last model token of the trajectory.
+        """
+        scores = batch.batch["token_level_scores"]
+        mask = batch.batch["response_mask"]
+        nt = batch.non_tensor_batch
+        per_fn: dict[str, list[float]] = {}
+        for i in range(len(batch)):
+            if nt.get("failed") is not None and bool(nt["failed"][i]):
+                continue
+            name, fn = get_reward_score_fn(self.config.algorithm.reward_score_fn, str(nt["data_source"][i]))
+            if fn is agentgym.compute_score:
+                continue
+            extra = {
+                "task_id": nt["task_id"][i],
+                "env_reward": float(nt["env_reward"][i]),
+                "success": bool(nt["success"][i]),
+                "num_turns": int(nt["num_turns"][i]),
+                "reward_breakdown": nt["reward_breakdown"][i],
+                "reward_total": float(scores[i].sum()),
+                **(nt["extra_info"][i] if "extra_info" in nt else {}),
+            }
+            ground_truth = (nt["reward_model"][i] or {}).get("ground_truth") if "reward_model" in nt else None
+            result = fn(str(nt["data_source"][i]), self._final_model_text(batch, i), ground_truth, extra)
+            score = float(result["score"] if isinstance(result, dict) else result)
+            positions = mask[i].nonzero()
+            scores[i].zero_()
+            if len(positions):
+                scores[i, positions[-1]] = score
+            per_fn.setdefault(name, []).append(score)
+        return {f"reward/{name}/mean": float(np.mean(v)) for name, v in per_fn.items()}
+
+    def _final_model_text(self, batch: DataProto, row: int) -> str:
+        """Decoded text of the last contiguous run of model tokens."""
+        mask = batch.batch["response_mask"][row].tolist()
+        ids = batch.batch["responses"][row].tolist()
+        end = max((i for i, m in enumerate(mask) if m), default=-1)
+        if end < 0:
+            return ""
+        start = end
+        while start > 0 and mask[start - 1]:
+            start -= 1
+        return self.tokenizer.decode(ids[start : end + 1], skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ advantages
+    def compute_advantage(self, batch: DataProto, reward_baselines: torch.Tensor | None = None) -> None:
+        """Fill ``advantages`` and ``returns`` with the configured estimator.
+
+        Failed trajectories (masked out of the loss) get a group of their own,
+        so they do not shift the baseline of their task's other samples.
+        """
+        alg = self.config.algorithm
+        index = np.array(batch.non_tensor_batch["uid"], dtype=object)
+        if "failed" in batch.non_tensor_batch:
+            failed = np.array(batch.non_tensor_batch["failed"], dtype=bool)
+            index = np.array([f"failed-{i}" if failed[i] else index[i] for i in range(len(index))], dtype=object)
+        fn = core_algos.get_adv_estimator_fn(alg.adv_estimator)
+        advantages, returns = fn(
+            token_level_rewards=batch.batch["token_level_rewards"],
+            response_mask=batch.batch["response_mask"].float(),
+            index=index,
+            values=batch.batch.get("values"),
+            reward_baselines=reward_baselines,
+            gamma=alg.gamma,
+            lam=alg.lam,
+            norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo,
+        )
+        batch.batch["advantages"], batch.batch["returns"] = advantages, returns
+
+    def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> torch.Tensor:
+        """ReMax: the greedy rollout's reward of each task, broadcast to its samples."""
+        greedy = self.val_agent.run_llm_loop(tasks, do_sample=False, global_steps=self.global_step)
+        by_uid = dict(zip(greedy.non_tensor_batch["task_id"], greedy.batch["token_level_scores"].sum(-1).tolist()))
+        return torch.tensor([by_uid[t] for t in batch.non_tensor_batch["task_id"]], dtype=torch.float32)
+
+    def _balance(self, batch: DataProto) -> None:
+        """Reorder rows so every rank gets a similar number of tokens (snake order over sorted lengths)."""
+        ws = self.config.world_size
+        if ws == 1:
+            return
+        lengths = batch.batch["attention_mask"].sum(-1).numpy()
+        order = np.argsort(-lengths, kind="stable")
+        buckets: list[list[int]] = [[] for _ in range(ws)]
+        for k, row in enumerate(order):
+            lap, pos = divmod(k, ws)
+            buckets[pos if lap % 2 == 0 else ws - 1 - pos].append(int(row))
+        batch.reorder(torch.tensor([row for bucket in buckets for row in bucket]))
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self, tasks: DataProto) -> dict[str, float]:
+        cfg = self.config
+        metrics: dict[str, float] = {}
+        step_start = time.perf_counter()
+        with _timer("rollout", metrics):
+            traj_dir = str(self.output_dir / "trajectories") if cfg.trainer.save_trajectories else None
+            batch = self.agent.run_llm_loop(tasks, output_dir=traj_dir, global_steps=self.global_step)
+        metrics.update(batch.meta_info.pop("metrics", {}))
+        batch.meta_info["temperature"] = cfg.actor_rollout_ref.rollout.temperature
+        if cfg.trainer.balance_batch:
+            self._balance(batch)
+        metrics.update(self.compute_scores(batch))
+
+        with _timer("old_log_prob", metrics):
+            old = self.actor_rollout_wg.compute_log_prob(batch)
+        entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
+        metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
+        batch.union(old)
+        if cfg.use_ref:
+            with _timer("ref", metrics):
+                batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
+        if self.critic_wg is not None:
+            with _timer("values", metrics):
+                batch.union(self.critic_wg.compute_values(batch))
+
+        if cfg.algorithm.use_kl_in_reward:
+            batch, kl_metrics = core_algos.apply_kl_penalty(batch, self.kl_ctrl, cfg.algorithm.kl_penalty)
+            metrics.update(kl_metrics)
+        else:
+            batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
+        baselines = self._remax_baselines(tasks, batch) if cfg.algorithm.adv_estimator == "remax" else None
+        with _timer("adv", metrics):
+            self.compute_advantage(batch, baselines)
+
+        if self.critic_wg is not None:
+            with _timer("update_critic", metrics):
+                metrics.update(self.critic_wg.update_critic(batch).meta_info["metrics"])
+        if self.global_step > cfg.algorithm.critic_warmup:
+            with _timer("update_actor_total", metrics):
+                metrics.update(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
+        metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None))
+        metrics["timing_s/step"] = time.perf_counter() - step_start
+        metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))
+        return metrics
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> dict[str, float]:
+        """Rollouts on the validation tasks (greedy unless ``val_do_sample``); per-data-source metrics."""
+        rows: dict[str, list[tuple[float, bool]]] = {}
+        start = time.perf_counter()
+        for tasks in self.val_loader.all_batches():
+            out = self.val_agent.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_steps=self.global_step)
+            totals = out.batch["token_level_scores"].sum(-1).tolist()
+            for source, total, success in zip(out.non_tensor_batch["data_source"], totals, out.non_tensor_batch["success"]):
+                rows.setdefault(str(source), []).append((total, bool(success)))
+        metrics = {"timing_s/validation": time.perf_counter() - start}
+        for source, values in rows.items():
+            metrics[f"val/{source}/reward/mean"] = float(np.mean([v[0] for v in values]))
+            metrics[f"val/{source}/success_rate"] = float(np.mean([v[1] for v in values]))
+            metrics[f"val/{source}/count"] = float(len(values))
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self) -> Path:
+        """Write ``global_step_<k>`` under a temporary name, rename it into place, then update the latest marker."""
+        final = self.ckpt_dir / f"global_step_{self.global_step}"
+        tmp = self.ckpt_dir / f".tmp_global_step_{self.global_step}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.actor_rollout_wg.save_checkpoint(str(tmp / "actor"))
+        if self.critic_wg is not None:
+            self.critic_wg.save_checkpoint(str(tmp / "critic"))
+        torch.save(
+            {
+                "global_step": self.global_step,
+                "dataloader": self.train_loader.state_dict(),
+                "kl_coef": self.kl_ctrl.value,
+                "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            },
+            tmp / "trainer_state.pt",
+        )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        marker = self.ckpt_dir / f".{LATEST}.tmp"
+        marker.write_text(str(self.global_step))
+        os.replace(marker, self.ckpt_dir / LATEST)
+        kept = sorted(self.ckpt_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+        for old in kept[: max(len(kept) - self.config.trainer.max_ckpt_to_keep, 0)]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def _find_resume_path(self) -> Path | None:
+        t = self.config.trainer
+        if t.resume_mode == "disable":
+            return None
+        if t.resume_mode == "resume_path":
+            path = Path(t.resume_from_path)
+            if not (path / "trainer_state.pt").is_file():
+                raise FileNotFoundError(f"trainer.resume_from_path={path} is not a checkpoint (no trainer_state.pt)")
+            return path
+        marker = self.ckpt_dir / LATEST
+        if not marker.is_file():
+            return None
+        path = self.ckpt_dir / f"global_step_{int(marker.read_text().strip())}"
+        if not path.is_dir():
+            raise FileNotFoundError(f"{marker} names {path}, which does not exist")
+        return path
+
+    def _load_checkpoint(self) -> None:
+        path = self._find_resume_path()
+        if path is None:
+            return
+        state = torch.load(path / "trainer_state.pt", weights_only=False)
+        self.actor_rollout_wg.load_checkpoint(str(path / "actor"))
+        if self.critic_wg is not None:
+            self.critic_wg.load_checkpoint(str(path / "critic"))
+        self.global_step = state["global_step"]
+        self.train_loader.load_state_dict(state["dataloader"])
+        self.kl_ctrl.value = state["kl_coef"]
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        torch.set_rng_state(state["rng"]["torch"])
+        print(f"[trainer] resumed from {path} at step {self.global_step}", flush=True)
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> dict[str, float]:
+        """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics."""
+        cfg, t = self.config, self.config.trainer
+        tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None)
+        self._load_checkpoint()
+        last: dict[str, float] = {}
+        try:
+            if t.val_before_train and self.global_step == 0 and t.test_freq > 0:
+                tracker.log(self._validate(), step=0)
+            progress = _progress(t.total_training_steps, self.global_step)
+            while self.global_step < t.total_training_steps:
+                self.global_step += 1
+                metrics = self.train_step(self.train_loader.next_batch())
+                metrics["train/epoch"] = float(self.train_loader.epoch)
+                is_last = self.global_step == t.total_training_steps
+                if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
+                    metrics.update(self._validate())
+                if t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last or self.global_step == t.stop_after_step):
+                    with _timer("save_checkpoint", metrics):
+                        self._save_checkpoint()
+                tracker.log(metrics, step=self.global_step)
+                last = metrics
+                if progress is not None:
+                    progress.update(1)
+                if t.stop_after_step is not None and self.global_step >= t.stop_after_step:
+                    print(f"[trainer] stopping after step {self.global_step} (trainer.stop_after_step)", flush=True)
+                    break
+        finally:
+            tracker.close()
+        if tracker.jsonl_path.is_file():
+            from verl.utils.plot import plot_metrics
+
+            plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
+        return last
+
+
+def _progress(total: int, done: int):
+    """A progress bar over steps when attached to a terminal; None otherwise."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, desc="steps", unit="step")
+
+
+def dump_config(cfg: PPOConfig, path: Path) -> None:
+    import dataclasses
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))

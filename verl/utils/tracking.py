@@ -1,0 +1,86 @@
+"""Metric sinks chosen by ``trainer.logger``: console, jsonl, tensorboard, wandb (offline works without network)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+BACKENDS = ("console", "jsonl", "tensorboard", "wandb")
+
+# the few numbers the one-line console summary shows, in order
+CONSOLE_KEYS = (
+    ("env/success_rate", "succ"),
+    ("env/reward/mean", "reward"),
+    ("env/turns/mean", "turns"),
+    ("actor/pg_loss", "pg"),
+    ("critic/vf_loss", "vf"),
+    ("actor/reward_kl_penalty", "kl"),
+    ("actor/kl_loss", "kl_loss"),
+    ("actor/entropy", "ent"),
+    ("response_length/mean", "resp_len"),
+    ("timing_s/step", "step_s"),
+)
+
+
+def _clean(metrics: dict) -> dict[str, float]:
+    out = {}
+    for key, value in metrics.items():
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            out[key] = value
+    return out
+
+
+class Tracking:
+    """Send a dict of scalar metrics per step to every configured backend."""
+
+    def __init__(self, project: str, experiment: str, backends: list[str], log_dir: str, config: dict | None = None):
+        unknown = [b for b in backends if b not in BACKENDS]
+        if unknown:
+            raise ValueError(f"unknown logger(s) {unknown}; known: {list(BACKENDS)}")
+        self.backends = list(backends)
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl_path = self.log_dir / "metrics.jsonl"
+        self._jsonl = open(self.jsonl_path, "a") if "jsonl" in backends else None
+        self._tb = None
+        if "tensorboard" in backends:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.log_dir / "tensorboard"))
+        self._wandb = None
+        if "wandb" in backends:
+            import wandb
+
+            os.environ.setdefault("WANDB_MODE", "offline")
+            self._wandb = wandb.init(project=project, name=experiment, config=config or {}, dir=str(self.log_dir))
+
+    def log(self, metrics: dict, step: int) -> None:
+        data = _clean(metrics)
+        if "console" in self.backends:
+            parts = [f"{short}={data[key]:.4g}" for key, short in CONSOLE_KEYS if key in data]
+            val = [f"{k}={v:.4g}" for k, v in data.items() if k.startswith("val/") and k.endswith(("success_rate", "reward/mean"))]
+            print(f"[step {step}] " + " ".join(parts + val), file=sys.stdout, flush=True)
+        if self._jsonl:
+            self._jsonl.write(json.dumps({"step": step, **data}) + "\n")
+            self._jsonl.flush()
+        if self._tb:
+            for key, value in data.items():
+                self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        if self._wandb:
+            self._wandb.log(data, step=step)
+
+    def close(self) -> None:
+        if self._jsonl:
+            self._jsonl.close()
+        if self._tb:
+            self._tb.close()
+        if self._wandb:
+            self._wandb.finish()
