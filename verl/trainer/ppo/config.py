@@ -98,7 +98,8 @@ class PPOConfig:
 
     @property
     def use_critic(self) -> bool:
-        return self.algorithm.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+        needs = self.algorithm.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+        return needs if self.critic.enable is None else self.critic.enable
 
     @property
     def use_ref(self) -> bool:
@@ -156,6 +157,11 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"trainer.logger has unknown backend(s) {bad_loggers}; known: {list(BACKENDS)}")
     if alg.adv_estimator not in core_algos.ADV_ESTIMATORS:
         raise ConfigError(f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ADV_ESTIMATORS)}")
+    needs_critic = alg.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+    if cfg.critic.enable is False and needs_critic:
+        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} needs a critic, but critic.enable=false")
+    if cfg.critic.enable is True and not needs_critic:
+        raise ConfigError(f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic (its values would be ignored)")
     if alg.kl_ctrl.type not in ("fixed", "adaptive"):
         raise ConfigError(f"algorithm.kl_ctrl.type must be fixed or adaptive, got {alg.kl_ctrl.type!r}")
     if alg.reward_score_fn is not None:

@@ -4,7 +4,7 @@ One step (``fit``)::
 
     tasks      = dataloader.next_batch()
     batch      = agent.run_llm_loop(tasks)                 # multi-turn rollouts, token_level_scores
-    scores     = reward_fn(batch)                          # reward-score registry (default: the agent's)
+    scores     = reward_manager(batch)                     # reward-score registry (default: the agent's)
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -33,8 +33,8 @@ from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, Ra
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
+from verl.trainer.ppo.reward import RewardManager
 from verl.utils.dataset import TaskDataLoader, read_tasks
-from verl.utils.reward_score import agentgym, get_reward_score_fn
 from verl.utils.tracking import Tracking
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
@@ -52,6 +52,7 @@ class RayPPOTrainer:
     def __init__(self, config: PPOConfig, tokenizer):
         self.config = config
         self.tokenizer = tokenizer
+        self.reward_manager = RewardManager(tokenizer, config.algorithm.reward_score_fn)
         self.global_step = 0
         kl = config.algorithm.kl_ctrl
         self.kl_ctrl = (
@@ -100,55 +101,6 @@ class RayPPOTrainer:
                 agent.close()
         if getattr(self, "pool", None) is not None:
             self.pool.release()
-
-    # ------------------------------------------------------------------ rewards
-    def compute_scores(self, batch: DataProto) -> dict[str, float]:
-        """Apply the reward-score registry to every trajectory (in place); returns reward metrics.
-
-        The default for AgentGym sources (``agentgym``) keeps the agent's
-        token-level allocation; any other function's score replaces it and is
-        paid on the last model token of the trajectory.
-        """
-        scores = batch.batch["token_level_scores"]
-        mask = batch.batch["response_mask"]
-        nt = batch.non_tensor_batch
-        per_fn: dict[str, list[float]] = {}
-        for i in range(len(batch)):
-            if nt.get("failed") is not None and bool(nt["failed"][i]):
-                continue
-            name, fn = get_reward_score_fn(self.config.algorithm.reward_score_fn, str(nt["data_source"][i]))
-            if fn is agentgym.compute_score:
-                continue
-            extra = {
-                "task_id": nt["task_id"][i],
-                "env_reward": float(nt["env_reward"][i]),
-                "success": bool(nt["success"][i]),
-                "num_turns": int(nt["num_turns"][i]),
-                "reward_breakdown": nt["reward_breakdown"][i],
-                "reward_total": float(scores[i].sum()),
-                **(nt["extra_info"][i] if "extra_info" in nt else {}),
-            }
-            ground_truth = (nt["reward_model"][i] or {}).get("ground_truth") if "reward_model" in nt else None
-            result = fn(str(nt["data_source"][i]), self._final_model_text(batch, i), ground_truth, extra)
-            score = float(result["score"] if isinstance(result, dict) else result)
-            positions = mask[i].nonzero()
-            scores[i].zero_()
-            if len(positions):
-                scores[i, positions[-1]] = score
-            per_fn.setdefault(name, []).append(score)
-        return {f"reward/{name}/mean": float(np.mean(v)) for name, v in per_fn.items()}
-
-    def _final_model_text(self, batch: DataProto, row: int) -> str:
-        """Decoded text of the last contiguous run of model tokens."""
-        mask = batch.batch["response_mask"][row].tolist()
-        ids = batch.batch["responses"][row].tolist()
-        end = max((i for i, m in enumerate(mask) if m), default=-1)
-        if end < 0:
-            return ""
-        start = end
-        while start > 0 and mask[start - 1]:
-            start -= 1
-        return self.tokenizer.decode(ids[start : end + 1], skip_special_tokens=True)
 
     # ------------------------------------------------------------------ advantages
     def compute_advantage(self, batch: DataProto, reward_baselines: torch.Tensor | None = None) -> None:
@@ -206,7 +158,7 @@ class RayPPOTrainer:
         batch.meta_info["temperature"] = cfg.actor_rollout_ref.rollout.temperature
         if cfg.trainer.balance_batch:
             self._balance(batch)
-        metrics.update(self.compute_scores(batch))
+        metrics.update(self.reward_manager(batch))
 
         with _timer("old_log_prob", metrics):
             old = self.actor_rollout_wg.compute_log_prob(batch)

@@ -1,0 +1,170 @@
+"""Trainer pieces without Ray: config validation, the reward-module example, data order and resume, tracking."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from verl.protocol import DataProto
+from verl.utils.batch import pack_sequences
+from verl.utils.dataset import TaskDataLoader, read_tasks
+from verl.workers.config import ConfigError
+
+
+@pytest.fixture(scope="module")
+def task_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tasks")
+    for split, n in (("train", 10), ("test", 4)):
+        frame = pd.DataFrame(
+            [{"data_source": "webshop", "prompt": [{"role": "user", "content": f"task {i}"}], "ability": "agent",
+              "reward_model": {"style": "env", "ground_truth": ""}, "extra_info": {"index": i, "split": split}} for i in range(n)]
+        )
+        frame.to_parquet(folder / f"{split}.parquet")
+    return folder
+
+
+def overrides(tiny_model_path, task_files, *extra):
+    return [f"actor_rollout_ref.model.path={tiny_model_path}", f"data.train_files={task_files}/train.parquet",
+            f"data.val_files={task_files}/test.parquet", *extra]
+
+
+def load(*args):
+    from verl.trainer.ppo.config import load_config
+
+    return load_config(list(args))
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
+    cfg = load(*overrides(tiny_model_path, task_files))
+    assert cfg.algorithm.adv_estimator == "gae" and cfg.use_critic and not cfg.use_ref
+    assert cfg.critic.model.path == tiny_model_path  # interpolated from the actor
+    assert cfg.actor_rollout_ref.rollout.response_length == cfg.agent["max_response_length"]
+    grpo = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=4", "actor_rollout_ref.actor.use_kl_loss=true"))
+    assert not grpo.use_critic and grpo.use_ref
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["actor_rollout_ref.actor.not_a_key=1"], r"bad override: .*not_a_key"),
+        (["data.train_batch_size=abc"], r"config.data.train_batch_size: expected int, got str \('abc'\)"),
+        (["data.train_batch_size=3"], r"ppo_mini_batch_size=4 must divide the trajectories per step \(data.train_batch_size 3 x agent.n 1 = 3\)"),
+        (["algorithm.adv_estimator=magic"], r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]"),
+        (["critic.enable=false"], r"algorithm.adv_estimator=gae needs a critic, but critic.enable=false"),
+        (["algorithm.adv_estimator=grpo"], r"compares samples of one task: set agent.n >= 2 \(got 1\)"),
+        (["trainer.logger=[console,carrier_pigeon]"], r"unknown backend\(s\) \['carrier_pigeon'\]"),
+        (["algorithm.reward_score_fn=nope"], r"algorithm.reward_score_fn: unknown 'nope'"),
+        (["trainer.n_workers_per_node=3"], r"ppo_mini_batch_size=4 must divide over the 3 worker ranks"),
+    ],
+)
+def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        load(*overrides(tiny_model_path, task_files, *extra))
+
+
+def test_missing_model_and_data_fail_before_anything_starts(tiny_model_path, task_files, tmp_path):
+    with pytest.raises(ConfigError, match=r"model.path='/nonexistent' is not a Hugging Face model folder"):
+        load(*overrides("/nonexistent", task_files))
+    with pytest.raises(ConfigError, match=r"data.val_files='.*missing.parquet' does not exist; run scripts/prepare_data.py"):
+        load(*overrides(tiny_model_path, task_files, f"data.val_files={tmp_path}/missing.parquet"))
+
+
+def test_main_reports_config_errors_with_exit_code_2(tiny_model_path, task_files, capsys):
+    from verl.trainer.main_ppo import main
+
+    assert main(overrides(tiny_model_path, task_files, "data.train_batch_size=3")) == 2
+    assert "config error: " in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- reward modules
+
+
+def short_answer(data_source, solution_str, ground_truth, extra_info=None):
+    """The README's worked example: 1 for a successful episode, minus 0.01 per turn."""
+    return float(extra_info["success"]) - 0.01 * extra_info["num_turns"]
+
+
+def rollout_like_batch():
+    packed = pack_sequences([[1, 2], [3]], [[10, 11, 12, 13], [20, 21]], response_masks=[[1, 1, 0, 1], [1, 1]], pad_id=0)
+    packed["token_level_scores"] = torch.tensor([[0.0, 0.0, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0]])
+    return DataProto.from_dict(
+        packed,
+        {"data_source": ["webshop", "webshop"], "task_id": [5, 6], "env_reward": [0.7, 0.0], "success": [True, False],
+         "num_turns": [3, 2], "reward_breakdown": [{"goal": 0.7}, {"goal": 0.0}], "failed": [False, False]},
+    )
+
+
+def test_reward_module_example_is_paid_on_last_model_token():
+    from verl.trainer.ppo.reward import RewardManager
+    from verl.utils import reward_score
+
+    reward_score.SUPPORTED_REWARD_SCORE_FNS["short_answer"] = short_answer
+    try:
+        batch = rollout_like_batch()
+        manager = RewardManager(tokenizer=type("T", (), {"decode": staticmethod(lambda ids, skip_special_tokens: "x")})(), reward_score_fn="short_answer")
+        metrics = manager(batch)
+        # row 0: success, 3 turns -> 1 - 0.03 = 0.97 on its last model token (index 3)
+        # row 1: failure, 2 turns -> 0 - 0.02 = -0.02 on index 1
+        torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.0, 0.0, 0.97], [0.0, -0.02, 0.0, 0.0]]))
+        assert metrics == {"reward/short_answer/mean": pytest.approx((0.97 - 0.02) / 2)}
+    finally:
+        reward_score.SUPPORTED_REWARD_SCORE_FNS.pop("short_answer")
+
+
+def test_default_agentgym_reward_keeps_agent_allocation():
+    from verl.trainer.ppo.reward import RewardManager
+
+    batch = rollout_like_batch()
+    before = batch.batch["token_level_scores"].clone()
+    assert RewardManager(tokenizer=None)(batch) == {}
+    assert torch.equal(batch.batch["token_level_scores"], before)
+
+
+# ----------------------------------------------------------------------------- data order
+
+
+def test_dataloader_order_is_seeded_and_resumable(task_files):
+    frame = read_tasks(task_files / "train.parquet")
+    ids = lambda b: [e["index"] for e in b.non_tensor_batch["extra_info"]]
+    a = TaskDataLoader(frame, 4, shuffle=True, seed=3)
+    run = [ids(a.next_batch()) for _ in range(5)]  # 2 batches per epoch (10 rows, last 2 dropped)
+    assert sorted(run[0] + run[1]) == sorted(np.random.RandomState(3).permutation(10)[:8].tolist())
+    assert run[2] + run[3] == np.random.RandomState(4).permutation(10)[:8].tolist()
+    b = TaskDataLoader(frame, 4, shuffle=True, seed=3)
+    b.next_batch(), b.next_batch(), b.next_batch()
+    resumed = TaskDataLoader(frame, 4, shuffle=True, seed=3)
+    resumed.load_state_dict(b.state_dict())
+    assert [ids(resumed.next_batch()) for _ in range(2)] == run[3:5]
+    with pytest.raises(ValueError, match=r"batch_size 11 must be in \[1, 10\]"):
+        TaskDataLoader(frame, 11)
+
+
+def test_read_tasks_checks_columns(tmp_path):
+    pd.DataFrame([{"data_source": "x", "extra_info": {"split": "train"}}]).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"rows \[0\] have no extra_info\['index'\]"):
+        read_tasks(tmp_path / "bad.parquet")
+
+
+# ----------------------------------------------------------------------------- tracking
+
+
+def test_tracking_jsonl_and_plot(tmp_path, capsys):
+    from verl.utils.plot import plot_metrics
+    from verl.utils.tracking import Tracking
+
+    t = Tracking("p", "e", ["console", "jsonl"], str(tmp_path))
+    t.log({"env/success_rate": 0.5, "env/reward/mean": 0.25, "note": "skipped", "bad": float("nan")}, step=1)
+    t.log({"env/success_rate": 0.75, "val/webshop/success_rate": 1.0}, step=2)
+    t.close()
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [{"step": 1, "env/success_rate": 0.5, "env/reward/mean": 0.25}, {"step": 2, "env/success_rate": 0.75, "val/webshop/success_rate": 1.0}]
+    assert "[step 1] succ=0.5 reward=0.25" in capsys.readouterr().out
+    png = plot_metrics(tmp_path / "metrics.jsonl", tmp_path / "m.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match=r"unknown logger\(s\) \['fax'\]"):
+        Tracking("p", "e", ["fax"], str(tmp_path))
