@@ -1,0 +1,22 @@
+"""Env clients for AgentGym servers (both protocol families), registered by env name, and a load-balancing pool."""
+
+from .client import EnvClient, StepResult
+from .errors import (
+    EnvClientError,
+    EnvConnectionError,
+    EnvProtocolError,
+    EnvRequestError,
+    EnvServerError,
+    EnvTimeoutError,
+    EnvUnavailableError,
+    NoEnvServerError,
+)
+from .http import JsonHttp, RetryPolicy
+from .pool import EnvPool
+from .specs import ENV_SPECS, EnvSpec, get_env_spec, register_env
+
+__all__ = [
+    "ENV_SPECS", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
+    "EnvRequestError", "EnvServerError", "EnvSpec", "EnvTimeoutError", "EnvUnavailableError", "JsonHttp",
+    "NoEnvServerError", "RetryPolicy", "StepResult", "get_env_spec", "register_env",
+]

@@ -1,0 +1,63 @@
+"""Test doubles and builders for the agent tests: a scripted generator, dataset batches, free ports."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Callable
+
+from verl.protocol import DataProto
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+Reply = tuple[list[int], str]  # sampled ids and finish reason
+
+
+class ScriptedGenerator:
+    """``generate_sequences`` answering each row with ``policy(prompt_ids, seed)``; every token gets log-prob ``log_prob``.
+
+    ``calls`` records each call's rows (prompt ids, seeds) and meta_info; ``before_call(i)``
+    runs before call ``i`` answers (fault injection).
+    """
+
+    def __init__(self, policy: Callable[[list[int], int], Reply], log_prob: float = -0.25,
+                 before_call: Callable[[int], None] | None = None) -> None:
+        self.policy = policy
+        self.log_prob = log_prob
+        self.before_call = before_call
+        self.calls: list[dict[str, Any]] = []
+
+    def generate_sequences(self, data: DataProto) -> DataProto:
+        prompts = [list(p) for p in data.non_tensor_batch["prompt_ids"]]
+        seeds = [int(s) for s in data.non_tensor_batch["seed"]]
+        self.calls.append({"prompts": prompts, "seeds": seeds, "meta_info": dict(data.meta_info)})
+        if self.before_call is not None:
+            self.before_call(len(self.calls) - 1)
+        replies = [self.policy(p, s) for p, s in zip(prompts, seeds)]
+        return DataProto.from_dict(non_tensors={
+            "response_ids": [ids for ids, _ in replies],
+            "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
+            "finish_reason": [reason for _, reason in replies],
+        })
+
+
+def text_policy(tokenizer: Any, reply: Callable[[str], str], eot_id: int = 2) -> Callable[[list[int], int], Reply]:
+    """A policy that reads the decoded prompt and answers ``reply(prompt_text)`` ending with the end-of-turn token."""
+
+    def policy(prompt_ids: list[int], seed: int) -> Reply:
+        return tokenizer.encode(reply(tokenizer.decode(prompt_ids)), add_special_tokens=False) + [eot_id], "stop"
+
+    return policy
+
+
+def task_batch(task_ids: list[int], data_source: str = "webshop", **extra: list[Any]) -> DataProto:
+    """A batch shaped like the parquet dataset's rows."""
+    return DataProto.from_dict(non_tensors={
+        "data_source": [data_source] * len(task_ids),
+        "extra_info": [{"index": i, "split": "test"} for i in task_ids],
+        **extra,
+    })

@@ -1,0 +1,171 @@
+"""Env clients and the pool against real server processes: our WebShop (family A) and the toy family-B server."""
+
+import logging
+import time
+
+import pytest
+import requests
+
+from openmanus_rl.envs import (
+    EnvClient,
+    EnvConnectionError,
+    EnvPool,
+    EnvRequestError,
+    EnvServerError,
+    EnvTimeoutError,
+    NoEnvServerError,
+    RetryPolicy,
+    get_env_spec,
+)
+from agent_helpers import free_port
+
+pytestmark = pytest.mark.slow
+
+WEBSHOP, MAZE = get_env_spec("webshop"), get_env_spec("maze")
+FAST = RetryPolicy(timeout_s=5.0, retries=2, backoff_s=0.1)
+
+
+def test_family_a_episode_and_close(webshop_server, shop):
+    client = EnvClient(WEBSHOP, webshop_server.url, FAST)
+    env_id = client.create()
+    assert isinstance(env_id, int) and client.env_id == env_id
+    first = client.reset(3)
+    assert first == f"WebShop [SEP] Instruction: [SEP] {shop.goal(3).instruction} [SEP] Search"
+    result = client.step("search[casual dress]")
+    assert (result.reward, result.done, result.info) == (0.0, False, None)
+    assert result.observation.startswith(f"Instruction: [SEP] {shop.goal(3).instruction} [SEP] Back to Search")
+    assert client.observe() == result.observation
+    assert env_id in requests.get(webshop_server.url + "/list_envs", timeout=5).json()
+    client.close()
+    assert env_id not in requests.get(webshop_server.url + "/list_envs", timeout=5).json()
+    assert client.env_id is None
+
+
+def test_family_a_refusals_are_typed(webshop_server):
+    ghost = EnvClient(WEBSHOP, webshop_server.url, FAST)
+    ghost.env_id = 10**9
+    with pytest.raises(EnvRequestError, match="HTTP 404: unknown env_idx 1000000000") as info:
+        ghost.step("search[x]")
+    assert info.value.status == 404
+    client = EnvClient(WEBSHOP, webshop_server.url, FAST)
+    client.create()
+    client.reset(0)
+    with pytest.raises(EnvRequestError, match="HTTP 422") as info:
+        client.step("x" * 5000)  # longer than the server's action limit
+    assert info.value.status == 422
+    client.close()
+
+
+def test_family_b_with_path_prefix_and_error_bodies(start_server):
+    server = start_server("toy", "--prefix", "/maze", "--reset-field", "game")
+    client = EnvClient(MAZE, server.url, FAST)
+    assert client.create() == 0  # {"id": 0}
+    assert client.reset(4) == "Task 4: value 0."
+    assert client.step("add 2").observation == "value 2"
+    final = client.step("add 2")
+    assert (final.observation, final.reward, final.done) == ("value 4", 1.0, True)
+    with pytest.raises(EnvRequestError, match="the episode is finished") as info:  # HTTP 200 {"error": ...}
+        client.step("add 1")
+    assert info.value.status == 200
+    assert requests.get(server.url + "/maze/debug/resets", timeout=5).json() == [[0, 4]]  # "game": 4 reached the env
+    client.close()
+    assert requests.get(server.url + "/maze/list_envs", timeout=5).json() == []
+
+
+def test_upstream_server_without_close_is_tolerated(start_server, caplog):
+    server = start_server("toy", "--no-close")
+    client = EnvClient(get_env_spec("babyai"), server.url, FAST)
+    client.create()
+    with caplog.at_level(logging.WARNING):
+        client.close()  # 404 from the server: nothing to close there, no warning
+    assert caplog.records == [] and client.env_id is None
+
+
+def test_connection_refused_is_retried_with_backoff():
+    client = EnvClient(WEBSHOP, f"http://127.0.0.1:{free_port()}", FAST)
+    start = time.monotonic()
+    with pytest.raises(EnvConnectionError, match=r"connection failed .*\(after 3 attempts\)"):
+        client.create()
+    assert time.monotonic() - start >= 0.1 + 0.2  # backoff 0.1 * 2**0 + 0.1 * 2**1
+
+
+def test_server_errors_are_retried_then_typed(start_server):
+    server = start_server("webshop", "--max-envs", "1")
+    first = EnvClient(WEBSHOP, server.url, FAST)
+    first.create()
+    start = time.monotonic()
+    with pytest.raises(EnvServerError, match=r"HTTP 503: env cap reached.*\(after 3 attempts\)") as info:
+        EnvClient(WEBSHOP, server.url, FAST).create()
+    assert info.value.status == 503 and time.monotonic() - start >= 0.3
+    first.close()
+    second = EnvClient(WEBSHOP, server.url, FAST)
+    assert isinstance(second.create(), int)  # room again after /close
+    second.close()
+
+
+def test_hung_server_times_out_and_steps_are_not_retried(start_server):
+    server = start_server("webshop")
+    policy = RetryPolicy(timeout_s=1.0, retries=2, backoff_s=0.1)
+    client = EnvClient(WEBSHOP, server.url, policy)
+    client.create()
+    client.reset(0)
+    server.pause()
+    try:
+        start = time.monotonic()
+        with pytest.raises(EnvTimeoutError, match="no answer within 1s"):
+            client.step("search[x]")
+        assert 1.0 <= time.monotonic() - start < 1.9  # one attempt: a step may have been applied
+        start = time.monotonic()
+        with pytest.raises(EnvTimeoutError, match=r"\(after 3 attempts\)"):
+            client.observe()  # a GET is safe to repeat
+        assert time.monotonic() - start >= 3 * 1.0 + 0.1 + 0.2
+    finally:
+        server.resume()
+    client.close(notify=False)
+    server.stop()
+
+
+def test_pool_balances_reuses_and_closes(start_server):
+    a, b = start_server("toy"), start_server("toy")
+    spec = get_env_spec("babyai")
+    pool = EnvPool(spec, "http://127.0.0.1", [a.port, b.port], FAST)
+    episodes = [pool.start_episode(task) for task in (1, 2, 3, 4)]
+    assert [obs for _, obs in episodes] == ["Task 1: value 0.", "Task 2: value 0.", "Task 3: value 0.", "Task 4: value 0."]
+    assert [c.server_url for c, _ in episodes] == [a.url, b.url, a.url, b.url]  # least leased, ties to the first
+    assert pool.leased() == {a.url: 2, b.url: 2}
+    for client, _ in episodes:
+        pool.release(client)
+    again, _ = pool.start_episode(9)
+    assert again is episodes[2][0] and pool.stats["reused"] == 1  # idle env reset, not a new create
+    pool.release(again)
+    assert pool.stats["created"] == 4 and pool.idle() == {a.url: 2, b.url: 2}
+    pool.close()
+    assert requests.get(a.url + "/list_envs", timeout=5).json() == []
+    assert requests.get(b.url + "/list_envs", timeout=5).json() == []
+    assert requests.get(a.url + "/debug/resets", timeout=5).json() == [[0, 1], [1, 3], [1, 9]]
+
+
+def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(start_server):
+    live, dead = start_server("toy"), start_server("toy")
+    dead.kill()
+    pool = EnvPool(get_env_spec("babyai"), "http://127.0.0.1", [dead.port, live.port],
+                   RetryPolicy(timeout_s=2.0, retries=0, backoff_s=0.0), cooldown_s=1.0)
+    client, obs = pool.start_episode(5)
+    assert (client.server_url, obs) == (live.url, "Task 5: value 0.")
+    assert pool.stats["errors"] == 1  # the refused create on the dead server
+    second, _ = pool.start_episode(6)
+    assert second.server_url == live.url and pool.stats["errors"] == 1  # on cooldown: not even tried
+    dead.start()  # restarted on the same port
+    time.sleep(1.1)
+    third, _ = pool.start_episode(7)
+    assert third.server_url == dead.url  # cooldown over, least loaded: back in rotation
+    for c in (client, second, third):
+        pool.release(c)
+    pool.close()
+
+
+def test_pool_with_no_reachable_server():
+    pool = EnvPool(WEBSHOP, "http://127.0.0.1", [free_port(), free_port()], RetryPolicy(2.0, 0, 0.0))
+    with pytest.raises(NoEnvServerError, match="no webshop server could start an episode"):
+        pool.start_episode(0)
+    assert pool.leased() == dict.fromkeys(pool.urls, 0)
