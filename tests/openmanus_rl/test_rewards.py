@@ -1,0 +1,119 @@
+"""Reward components, the composer's breakdown, and the three allocation strategies, all worked out by hand."""
+
+import math
+
+import pytest
+import torch
+
+from openmanus_rl.rewards import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComposer, allocate
+
+
+def outcome(**kw):
+    base = dict(env_name="webshop", env_reward=0.75, success=False, reward_scale=1.0, model_tokens=14,
+                model_texts=("Action: search[x]", "hmm", "Action: click[y]", "Action: buy"))
+    return EpisodeOutcome(**{**base, **kw})
+
+
+def test_composer_total_and_breakdown():
+    composer = RewardComposer.from_config(
+        {"goal": 1.0,
+         "length": {"weight": 0.5, "max_length": 10, "kind": "quadratic"},
+         "format": {"weight": 0.2, "patterns": {"webshop": [r"Action: (search|click)\["], "default": ["never"]}}},
+        env_name="webshop")
+    total, breakdown = composer(outcome())
+    # goal:   1.0 * 0.75                                   = 0.75
+    # length: x = (14 - 10) / 10 = 0.4; 0.5 * -(0.4 ** 2)   = -0.08
+    # format: 2 of 4 turns match; 0.2 * 2 / 4              = 0.1
+    assert breakdown == pytest.approx({"goal": 0.75, "length": -0.08, "format": 0.1})
+    assert total == pytest.approx(0.75 - 0.08 + 0.1)
+    assert composer.names == ["goal", "length", "format"]
+
+
+def test_format_patterns_fall_back_to_default_entry_then_template_pattern():
+    texts = ("Thought: a\nAction: b",)
+    by_default_entry = RewardComposer.from_config({"format": {"patterns": {"default": ["^Thought"]}}}, "babyai")
+    by_template = RewardComposer.from_config({"format": 1.0}, "babyai", default_format_patterns=["nomatch"])
+    assert by_default_entry(outcome(model_texts=texts)) == (1.0, {"format": 1.0})
+    assert by_template(outcome(model_texts=texts)) == (0.0, {"format": 0.0})
+
+
+def test_goal_reward_modes_and_scale():
+    assert GoalReward()(outcome(env_reward=50.0, reward_scale=100.0)) == 0.5  # SciWorld's 0..100
+    assert GoalReward("success")(outcome(success=True)) == 1.0
+    assert GoalReward("success")(outcome(success=False, env_reward=0.9)) == 0.0
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("linear", -0.4),                  # x = (14 - 10) / 10
+    ("quadratic", -0.16),              # x ** 2
+    ("log", -math.log(1.4)),           # log(1 + x)
+])
+def test_length_penalty_kinds(kind, expected):
+    assert LengthPenalty(10, kind)(outcome(model_tokens=14)) == pytest.approx(expected)
+    assert LengthPenalty(10, kind)(outcome(model_tokens=10)) == 0.0  # at the limit: no penalty
+
+
+def test_length_penalty_scale():
+    assert LengthPenalty(10, "linear", scale=2)(outcome(model_tokens=14)) == pytest.approx(-2.0)  # (14 - 10) / 2
+
+
+def test_format_reward_share_of_turns():
+    assert FormatReward([r"^Action:", r"\]$"])(outcome()) == pytest.approx(2 / 4)  # "Action: buy" has no ']'
+    assert FormatReward([r"x"])(outcome(model_texts=())) == 0.0
+
+
+@pytest.mark.parametrize("config, message", [
+    ({}, "empty"),
+    ({"bonus": 1.0}, "unknown type 'bonus'"),
+    ({"goal": "high"}, "weight must be a number"),
+    ({"goal": {"mode": "always"}}, "mode must be"),
+    ({"length": 0.1}, "'length' \\(length\\)"),  # max_length is required
+    ({"length": {"max_length": 5, "kind": "cubic"}}, "kind must be one of"),
+    ({"format": {"patterns": ["("]}}, "does not compile"),
+    ({"g2": {"type": "goal", "extra": 1}}, "'g2'"),
+])
+def test_composer_config_errors(config, message):
+    with pytest.raises(ValueError, match=message):
+        RewardComposer.from_config(config, "webshop")
+
+
+# Three rows, width 8.  Row 0: model tokens at 0,1 (turn 1) and 4,5,6 (turn 2).
+# Row 1: model tokens at 0,1,2 (one turn).  Row 2: one model token per turn at 0, 2, 4.
+MASKS = [[1, 1, 0, 0, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0, 0, 0]]
+ENDS = [[1, 6], [2], [0, 2, 4]]
+REWARDS = [2.0, -1.0, 3.0]
+
+
+def test_allocate_last_token():
+    expected = torch.tensor([
+        [0, 0, 0, 0, 0, 0, 2.0, 0],   # R on the last model token (6)
+        [0, 0, -1.0, 0, 0, 0, 0, 0],  # (2)
+        [0, 0, 0, 0, 3.0, 0, 0, 0],   # (4)
+    ])
+    assert torch.equal(allocate("last_token", REWARDS, MASKS, ENDS, 8), expected)
+
+
+def test_allocate_uniform_positive():
+    expected = torch.tensor([
+        [0.4, 0.4, 0, 0, 0.4, 0.4, 0.4, 0],  # 2.0 / 5 model tokens
+        [0, 0, -1.0, 0, 0, 0, 0, 0],         # negative: all on the last model token
+        [1.0, 0, 1.0, 0, 1.0, 0, 0, 0],      # 3.0 / 3
+    ])
+    assert torch.allclose(allocate("uniform_positive", REWARDS, MASKS, ENDS, 8), expected)
+    assert allocate("uniform_positive", REWARDS, MASKS, ENDS, 8).sum(1).tolist() == pytest.approx(REWARDS)
+
+
+def test_allocate_discounted():
+    expected = torch.tensor([
+        [0, 1.0, 0, 0, 0, 0, 2.0, 0],       # gamma^1 * 2 at end of turn 1, 2 at end of turn 2
+        [0, 0, -1.0, 0, 0, 0, 0, 0],        # one turn: gamma^0 * R
+        [0.75, 0, 1.5, 0, 3.0, 0, 0, 0],    # 0.5^2 * 3, 0.5 * 3, 3
+    ])
+    assert torch.allclose(allocate("discounted", REWARDS, MASKS, ENDS, 8, gamma=0.5), expected)
+
+
+def test_allocate_skips_rows_without_model_tokens_and_rejects_unknown():
+    scores = allocate("last_token", [5.0], [[0, 0, 0]], [[]], 4)
+    assert torch.equal(scores, torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="unknown reward allocation 'sparse'"):
+        allocate("sparse", [1.0], [[1]], [[0]], 1)
