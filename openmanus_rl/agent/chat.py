@@ -1,0 +1,70 @@
+"""Token pieces of the model's chat template, for building sequences without re-encoding model text.
+
+* The first prompt is ``apply_chat_template([user turn], add_generation_prompt=True,
+  tokenize=False)`` encoded once.
+* A model turn is the exact sampled ids, ending with the end-of-turn token
+  (the tokenizer's eos token, ``<|im_end|>`` for SmolLM2).
+* An observation turn is ``head + observation ids + tail``: ``head`` is the
+  text the template puts between the end-of-turn token and a user message's
+  content, ``tail`` the text after that content up to and including the next
+  assistant generation prompt.  For SmolLM2: head ``"\\n<|im_start|>user\\n"``,
+  tail ``"<|im_end|>\\n<|im_start|>assistant\\n"``.
+
+Both pieces are read off the template itself by rendering a conversation with
+marker strings, so any chat template whose renderings extend each other works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_USER, _MODEL, _OBS = "\u2063USER\u2063", "\u2063MODEL\u2063", "\u2063OBS\u2063"
+
+
+class ChatFormat:
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        eot = tokenizer.eos_token
+        ids = tokenizer.convert_tokens_to_ids(eot) if eot else None
+        if not eot or not isinstance(ids, int):
+            raise ValueError("the tokenizer has no eos token to end a model turn")
+        self.eot_text, self.eot_id = eot, ids
+        self.turn_head_ids, self.turn_tail_ids = (self.encode(t) for t in self._observation_wrapper())
+
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+
+    def _observation_wrapper(self) -> tuple[str, str]:
+        two = [{"role": "user", "content": _USER}, {"role": "assistant", "content": _MODEL}]
+        before = self._render(two, False)
+        after = self._render(two + [{"role": "user", "content": _OBS}], True)
+        model_end = before.find(_MODEL + self.eot_text)
+        if model_end < 0 or not after.startswith(before) or after.count(_OBS) != 1:
+            raise ValueError("cannot read the observation-turn wrapper off this chat template: an assistant turn must "
+                             f"end with {self.eot_text!r} and a longer conversation must extend a shorter one's rendering")
+        separator = before[model_end + len(_MODEL) + len(self.eot_text):]
+        head, tail = after[len(before):].split(_OBS)
+        return separator + head, tail
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def prompt_ids(self, user_text: str) -> list[int]:
+        """The first prompt: one user turn plus the assistant generation prompt, encoded once."""
+        return self.encode(self._render([{"role": "user", "content": user_text}], True))
+
+    def observation_turn_ids(self, observation_ids: list[int]) -> list[int]:
+        """``head + observation_ids + tail``: a user turn that follows a model turn and prompts the next one."""
+        return self.turn_head_ids + observation_ids + self.turn_tail_ids
+
+    def truncate(self, text: str, max_tokens: int, marker: str = " [truncated]") -> tuple[list[int], bool]:
+        """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut), and whether it was cut."""
+        ids = self.encode(text)
+        if len(ids) <= max_tokens:
+            return ids, False
+        mark = self.encode(marker)
+        keep = max(0, max_tokens - len(mark))
+        return (ids[:keep] + mark)[:max_tokens], True

@@ -1,0 +1,101 @@
+"""`AgentConfig`: every knob of the rollout loop, constructible from a plain dict (``AgentConfig(**cfg)``).
+
+Token budget (stated policy): the first prompt holds at most
+``max_prompt_length`` tokens (its observation is cut to fit); the rest of a
+trajectory (model turns and observation turns) holds at most
+``max_trajectory_length - max_prompt_length`` tokens, so every row's response
+fits a response width ``T <= max_trajectory_length - P``.  A new turn starts
+only if its observation turn plus a full model turn (``max_response_length``
+tokens and a possible appended end-of-turn token) fit in what is left;
+otherwise the episode stops there and is marked truncated.  Each observation
+is cut to ``max_obs_length`` tokens (the agent's own invalid-action feedback is not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers (and any mapping / sequence) as plain dicts and lists."""
+    if isinstance(value, Mapping) or (hasattr(value, "items") and hasattr(value, "keys")):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class AgentConfig:
+    env_name: str = "webshop"
+    env_server_base: str = "http://127.0.0.1"
+    env_ports: list[int] = field(default_factory=lambda: [36001])
+    max_turns: int = 5
+    max_prompt_length: int = 512
+    max_response_length: int = 128  # per model turn
+    max_obs_length: int = 256  # per observation
+    max_trajectory_length: int = 2048  # prompt + all turns
+    n: int = 1  # rollouts per task (the GRPO group)
+    action_format: str = "react"  # "react" | "xml"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    concurrency: int = 16  # threads for env calls
+    request_timeout_s: float = 30.0
+    env_retries: int = 2  # retries of a connection error / 5xx
+    env_retry_backoff_s: float = 0.2
+    env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
+    reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
+    reward_allocation: str = "last_token"  # "last_token" | "uniform_positive" | "discounted"
+    gamma: float = 1.0
+    seed: int = 0
+    write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
+
+    def __post_init__(self) -> None:
+        self.env_ports = _plain(self.env_ports)
+        if isinstance(self.env_ports, int):
+            self.env_ports = [self.env_ports]
+        self.reward_components = _plain(self.reward_components)
+
+    @property
+    def response_budget(self) -> int:
+        """Tokens a trajectory may hold after its prompt."""
+        return self.max_trajectory_length - self.max_prompt_length
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        from openmanus_rl.envs.specs import get_env_spec
+        from openmanus_rl.rewards import STRATEGIES, RewardComposer
+
+        from .templates import get_action_template
+
+        spec = get_env_spec(self.env_name)
+        template = get_action_template(self.action_format)
+        if not self.env_ports or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
+                                         for p in self.env_ports):
+            raise ValueError(f"env_ports must be a non-empty list of ports (1..65535), got {self.env_ports!r}")
+        if not self.env_server_base.startswith(("http://", "https://")):
+            raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
+        for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.response_budget < self.max_response_length + 1:
+            raise ValueError(
+                f"max_trajectory_length ({self.max_trajectory_length}) must leave room after max_prompt_length "
+                f"({self.max_prompt_length}) for one model turn of max_response_length ({self.max_response_length}) "
+                f"plus its end-of-turn token: at least {self.max_prompt_length + self.max_response_length + 1}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.request_timeout_s <= 0 or self.env_retries < 0 or self.env_retry_backoff_s < 0 or self.env_cooldown_s < 0:
+            raise ValueError("request_timeout_s must be > 0 and env_retries, env_retry_backoff_s, env_cooldown_s >= 0")
+        if self.reward_allocation not in STRATEGIES:
+            raise ValueError(f"reward_allocation must be one of {list(STRATEGIES)}, got {self.reward_allocation!r}")
+        if not 0 <= self.gamma <= 1:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not isinstance(self.reward_components, dict):
+            raise ValueError(f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}")
+        RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])

@@ -1,0 +1,316 @@
+"""`OpenManusAgent`: multi-turn rollouts of a batch of tasks against AgentGym env servers.
+
+``run_llm_loop(gen_batch)``: every row names a task (``extra_info["index"]``)
+and is rolled out ``n`` times (one GRPO group, same task, distinct seeds, one
+``uid``).  Each turn, all unfinished trajectories are generated in one batched
+``generator.generate_sequences`` call (token ids in; sampled ids, log-probs
+and finish reasons out), and the env calls (create/reset, step) go out in
+parallel on a thread pool.  A trajectory leaves the batch when its env says
+done, at ``max_turns``, when the token budget is spent (see `AgentConfig`),
+or when its env fails (the episode is marked failed and never scored).
+
+Seeds: trajectory ``(row, copy)`` of step ``global_steps`` gets
+`trajectory_seed` ``(config.seed, global_steps, row, copy)``; turn ``t`` of it
+is sampled with ``(seed + 1_000_003 * t) mod 2**31``, passed in the ``seed``
+column to the generator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
+from openmanus_rl.records import step_path, write_jsonl, write_viewer
+from openmanus_rl.rewards import RewardComposer
+from verl.protocol import DataProto
+
+from .chat import ChatFormat
+from .config import AgentConfig, _plain
+from .output import build_batch, objects, rollout_metrics, score, trajectory_record
+from .templates import ParsedAction, get_action_template
+from .trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+MIN_FIRST_OBSERVATION_TOKENS = 32
+SEED_MOD = 2**31
+TURN_SEED_STRIDE = 1_000_003
+
+
+def trajectory_seed(base_seed: int, global_steps: int, row: int, copy: int) -> int:
+    """A deterministic seed in ``[0, 2**31)``: blake2b of ``"base:step:row:copy"``."""
+    digest = hashlib.blake2b(f"{base_seed}:{global_steps}:{row}:{copy}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % SEED_MOD
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    return (seed + TURN_SEED_STRIDE * turn) % SEED_MOD
+
+
+def task_id_of(extra_info: Any, row: int) -> int:
+    """The env task id of a dataset row: ``extra_info["index"]`` (an int, or a name like ``webshop_12``)."""
+    if isinstance(extra_info, str):
+        extra_info = json.loads(extra_info)
+    index = extra_info.get("index") if isinstance(extra_info, Mapping) else None
+    if isinstance(index, str) and (match := re.search(r"(\d+)$", index)):
+        index = int(match.group(1))
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise ValueError(f"row {row}: extra_info must hold an int 'index' (the env task id), got {extra_info!r}")
+    return index
+
+
+class PhaseTimer:
+    """Wall seconds per phase (``generation``, ``env``), summed over the calls."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.totals[phase] += time.perf_counter() - start
+
+
+class OpenManusAgent:
+    """Rolls out tasks of ``config.env_name`` with ``generator`` (anything with
+    ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker
+    group, or an in-process worker) and returns training-ready `DataProto`s.
+    Call `close` (or use it as a context manager) to close the env clients."""
+
+    def __init__(self, tokenizer: Any, generator: Any, config: AgentConfig | Mapping[str, Any]) -> None:
+        self.config = config if isinstance(config, AgentConfig) else AgentConfig(**_plain(config))
+        self.config.validate()
+        cfg = self.config
+        self.tokenizer = tokenizer
+        self.generator = generator
+        self.spec = get_env_spec(cfg.env_name)
+        self.template = get_action_template(cfg.action_format)
+        self.chat = ChatFormat(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.chat.eot_id
+        self.composer = RewardComposer.from_config(cfg.reward_components, self.spec.name, [self.template.format_pattern])
+        self.instructions = f"{self.spec.instructions}\n\n{self.template.format_instructions(self.spec)}"
+        self._bare_prompt = self.chat.prompt_ids(self._first_user_text(""))
+        if len(self._bare_prompt) + MIN_FIRST_OBSERVATION_TOKENS > cfg.max_prompt_length:
+            raise ValueError(f"max_prompt_length {cfg.max_prompt_length} is too small: the instructions alone take "
+                             f"{len(self._bare_prompt)} tokens, and the first observation needs at least "
+                             f"{MIN_FIRST_OBSERVATION_TOKENS}")
+        policy = RetryPolicy(cfg.request_timeout_s, cfg.env_retries, cfg.env_retry_backoff_s)
+        self.pool = EnvPool(self.spec, cfg.env_server_base, cfg.env_ports, policy, cfg.env_cooldown_s)
+        self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
+        self._start_errors_reported = 0
+
+    # ------------------------------------------------------------------ public
+    def run_llm_loop(self, gen_batch: DataProto, output_dir: str | None = None, global_steps: int = 0,
+                     do_sample: bool = True) -> DataProto:
+        """Roll out every row ``n`` times; returns ``len(gen_batch) * n`` rows (see `output`) with
+        ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
+        start = time.perf_counter()
+        trajectories = self._trajectories(gen_batch, global_steps)
+        return self._finish(trajectories, self._run(trajectories, do_sample), start, output_dir, global_steps)
+
+    def _run_single_rollout(self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single",
+                            data_source: str | None = None) -> DataProto:
+        """One trajectory, generated with batch size 1 and stepped without threads: the debugging path."""
+        start = time.perf_counter()
+        trajectory = Trajectory(0, 0, uid, task_id, data_source or self.spec.name, seed)
+        return self._finish([trajectory], self._run([trajectory], do_sample, parallel=False), start, None, 0)
+
+    def close(self) -> None:
+        """Close every env client (``POST /close``) and the thread pool."""
+        self._executor.shutdown(wait=True)
+        self.pool.close()
+
+    def __enter__(self) -> "OpenManusAgent":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ set-up
+    def _first_user_text(self, observation: str) -> str:
+        return f"{self.instructions}\n\nObservation:\n{observation}"
+
+    def _trajectories(self, gen_batch: DataProto, global_steps: int) -> list[Trajectory]:
+        rows = len(gen_batch)
+        nt = gen_batch.non_tensor_batch
+        if "extra_info" not in nt:
+            raise ValueError("gen_batch needs a non-tensor 'extra_info' column with the env task id in 'index'")
+        uids = nt.get("uid")
+        sources = nt.get("data_source")
+        out = []
+        for row in range(rows):
+            task_id = task_id_of(nt["extra_info"][row], row)
+            uid = str(uids[row]) if uids is not None else f"step{global_steps}-row{row}-task{task_id}"
+            source = str(sources[row]) if sources is not None else self.spec.name
+            for copy in range(self.config.n):
+                seed = trajectory_seed(self.config.seed, global_steps, row, copy)
+                out.append(Trajectory(row, copy, uid, task_id, source, seed))
+        return out
+
+    def _first_prompt(self, observation: str) -> tuple[list[int], int, bool]:
+        """The first prompt's ids with the observation cut to fit; also the observation's tokens and whether it was cut."""
+        cfg = self.config
+        limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(self._bare_prompt))
+        while limit >= 0:
+            obs_ids, cut = self.chat.truncate(observation, limit)
+            ids = self.chat.prompt_ids(self._first_user_text(self.tokenizer.decode(obs_ids)))
+            if len(ids) <= cfg.max_prompt_length:
+                return ids, len(obs_ids), cut
+            limit -= len(ids) - cfg.max_prompt_length  # token boundaries moved when encoded in context
+        raise RuntimeError(f"cannot fit the first observation into max_prompt_length={cfg.max_prompt_length}")
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self, trajectories: list[Trajectory], do_sample: bool, parallel: bool = True) -> PhaseTimer:
+        timer = PhaseTimer()
+        each: Callable[[Callable[[Any], None], Iterable[Any]], None] = (
+            (lambda fn, items: list(self._executor.map(fn, items))) if parallel
+            else (lambda fn, items: [fn(item) for item in items]))
+        try:
+            with timer("env"):
+                each(self._start, trajectories)
+            for turn in range(self.config.max_turns):
+                for t in trajectories:
+                    if t.running and turn:
+                        self._append_observation(t)
+                active = [t for t in trajectories if t.running]
+                if not active:
+                    break
+                with timer("generation"):
+                    outputs = self._generate(active, turn, do_sample)
+                steps = []
+                for t, output in zip(active, outputs):
+                    parsed = self._take_model_turn(t, *output)
+                    if parsed.valid:
+                        steps.append((t, parsed.action))
+                    else:
+                        t.invalid_actions += 1
+                        self._observe(t, self.template.invalid_feedback(self.spec), feedback=True)
+                with timer("env"):
+                    each(self._step, steps)
+            for t in trajectories:
+                if t.running:
+                    t.status = "turn_limit"
+        finally:
+            for t in trajectories:
+                if t.client is not None:
+                    self.pool.release(t.client)
+                    t.client = None
+        return timer
+
+    def _start(self, t: Trajectory) -> None:
+        try:
+            client, observation = self.pool.start_episode(t.task_id)
+        except EnvClientError as exc:
+            t.prompt_ids = list(self._bare_prompt)
+            self._fail(t, exc)
+            return
+        t.client, t.server = client, client.server_url
+        t.prompt_ids, tokens, cut = self._first_prompt(observation)
+        t.truncated_observations += cut
+        t.turns.append({"role": "observation", "text": observation, "tokens": tokens, "truncated": cut,
+                        "in_sequence": True})
+
+    def _generate(self, active: list[Trajectory], turn: int, do_sample: bool) -> list[tuple[list[int], list[float], str]]:
+        cfg = self.config
+        request = DataProto.from_dict(
+            non_tensors={"prompt_ids": objects([t.prompt_ids + t.response_ids for t in active]),
+                         "seed": objects([turn_seed(t.seed, turn) for t in active])},
+            meta_info={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
+                       "max_tokens": cfg.max_response_length, "stop_token_ids": [self.chat.eot_id],
+                       "do_sample": do_sample},
+        )
+        reply = self.generator.generate_sequences(request).non_tensor_batch
+        ids, log_probs, reasons = reply["response_ids"], reply["response_log_probs"], reply["finish_reason"]
+        if not len(ids) == len(log_probs) == len(reasons) == len(active):
+            raise RuntimeError(f"generator answered {len(ids)} rows for {len(active)} prompts")
+        out = []
+        for i in range(len(active)):
+            row_ids = [int(x) for x in ids[i]]
+            if len(row_ids) > cfg.max_response_length:
+                raise RuntimeError(f"generator returned {len(row_ids)} tokens, above max_tokens={cfg.max_response_length}")
+            out.append((row_ids, [float(x) for x in log_probs[i]], str(reasons[i])))
+        return out
+
+    def _take_model_turn(self, t: Trajectory, ids: list[int], log_probs: list[float], reason: str) -> ParsedAction:
+        appended = t.add_model_turn(ids, log_probs, self.chat.eot_id)
+        text = self.chat.decode(ids)
+        t.model_texts.append(text)
+        parsed = self.template.parse(text, self.spec)
+        t.turns.append({"role": "assistant", "text": text, "action": parsed.action, "kind": parsed.kind,
+                        "valid": parsed.valid, "tokens": len(ids), "finish_reason": reason,
+                        "end_of_turn_appended": appended})
+        return parsed
+
+    def _step(self, item: tuple[Trajectory, str]) -> None:
+        t, action = item
+        assert t.client is not None
+        try:
+            result = t.client.step(action)
+        except EnvClientError as exc:
+            self._fail(t, exc)
+            return
+        t.step_rewards.append(result.reward)
+        t.turns[-1].update(reward=result.reward, done=result.done)
+        self._observe(t, result.observation)
+        if result.done:
+            t.status = "done"
+
+    def _observe(self, t: Trajectory, observation: str, feedback: bool = False) -> None:
+        """Queue an observation for the next turn (it enters the sequence in `_append_observation`)."""
+        t.pending_observation, t.pending_feedback = observation, feedback
+        t.turns.append({"role": "observation", "text": observation, "feedback": feedback, "in_sequence": False})
+
+    def _append_observation(self, t: Trajectory) -> None:
+        cfg = self.config
+        assert t.pending_observation is not None
+        limit = cfg.response_budget if t.pending_feedback else cfg.max_obs_length  # our own feedback is never cut
+        obs_ids, cut = self.chat.truncate(t.pending_observation, limit)
+        wrapped = self.chat.observation_turn_ids(obs_ids)
+        if len(t.response_ids) + len(wrapped) + cfg.max_response_length + 1 > cfg.response_budget:
+            t.status = "truncated"
+            log.info("trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
+                     t.uid, t.copy, t.task_id, t.num_turns, cfg.max_trajectory_length)
+            return
+        t.add_observation_turn(wrapped)
+        t.truncated_observations += cut
+        t.turns[-1].update(tokens=len(obs_ids), truncated=cut, in_sequence=True)
+        t.pending_observation = None
+
+    def _fail(self, t: Trajectory, exc: EnvClientError) -> None:
+        if t.client is not None:
+            self.pool.discard(t.client, exc)
+            t.client = None
+        t.fail(f"{type(exc).__name__}: {exc}")
+        log.warning("trajectory %s/%d (task %d) failed: %s", t.uid, t.copy, t.task_id, t.error)
+
+    # ------------------------------------------------------------------ output
+    def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
+                global_steps: int) -> DataProto:
+        cfg = self.config
+        scores = score(trajectories, self.composer, self.spec)
+        out = build_batch(trajectories, scores, self.spec, self.pad_id, cfg.reward_allocation, cfg.gamma)
+        start_errors = self.pool.stats["errors"]
+        metrics = rollout_metrics(trajectories, scores, self.spec, start_errors - self._start_errors_reported)
+        self._start_errors_reported = start_errors
+        if output_dir is not None:
+            records = [trajectory_record(t, self.chat, s, self.spec, global_steps) for t, s in zip(trajectories, scores)]
+            write_jsonl(records, step_path(output_dir, global_steps))
+            if cfg.write_viewer:
+                write_viewer(records, step_path(output_dir, global_steps, ".html"), f"Rollouts, step {global_steps}")
+        total = time.perf_counter() - start
+        generation, env = timer.totals["generation"], timer.totals["env"]
+        metrics.update({"timing_s/generation": generation, "timing_s/env": env,
+                        "timing_s/overhead": max(0.0, total - generation - env), "timing_s/rollout_total": total})
+        out.meta_info["metrics"] = metrics
+        return out

@@ -1,0 +1,149 @@
+"""Turn finished trajectories into the training `DataProto`, its metrics and the readable records.
+
+Batch (B = trajectories, rows of one group adjacent; P, T = the batch's
+widest prompt and response):
+
+* ``prompts (B,P)`` left-padded, ``responses (B,T)`` right-padded,
+  ``input_ids = cat(prompts, responses)``, ``attention_mask`` (1 on every real
+  token), ``position_ids`` (`verl.utils.batch.pack_sequences`);
+* ``response_mask (B,T)``: 1 on sampled model tokens only; all 0 on a failed row;
+* ``token_level_scores (B,T)`` float: the composed reward, allocated
+  (`openmanus_rl.rewards.allocate`); all 0 on a failed row;
+* ``rollout_log_probs (B,T)`` float: the engine's log-prob of each sampled
+  token, 0 elsewhere and on failed rows.
+
+Non-tensors: ``uid``, ``data_source``, ``task_id``, ``trajectory`` (readable
+turns), ``num_turns``, ``success``, ``env_reward``, ``reward_breakdown``,
+``failed``, and ``status``, ``error``, ``seed``, ``env_server``.
+Failed rows are excluded from the reward, success and turn means.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from openmanus_rl.envs.specs import EnvSpec
+from openmanus_rl.rewards import EpisodeOutcome, RewardComposer, allocate
+from verl.protocol import DataProto
+from verl.utils.batch import pack_sequences
+
+from .chat import ChatFormat
+from .trajectory import Trajectory
+
+
+def score(trajectories: list[Trajectory], composer: RewardComposer, spec: EnvSpec) -> list[tuple[float, dict[str, float]]]:
+    """``(total, breakdown)`` per trajectory; a failed one gets ``(0.0, {name: 0.0})`` and is never averaged in."""
+    out = []
+    for t in trajectories:
+        if t.failed:
+            out.append((0.0, {name: 0.0 for name in composer.names}))
+            continue
+        outcome = EpisodeOutcome(spec.name, t.env_reward, success(t, spec), spec.reward_scale, t.model_tokens,
+                                 tuple(t.model_texts))
+        out.append(composer(outcome))
+    return out
+
+
+def success(t: Trajectory, spec: EnvSpec) -> bool:
+    return not t.failed and t.env_reward >= spec.success_reward
+
+
+def objects(values: list[Any]) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        arr[i] = value
+    return arr
+
+
+def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+                pad_id: int, allocation: str, gamma: float) -> DataProto:
+    """The training `DataProto` (batch and non-tensors; no meta_info)."""
+    masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
+    tensors = pack_sequences([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories],
+                             response_masks=masks, pad_id=pad_id)
+    width = tensors["responses"].shape[1]
+    log_probs = torch.zeros((len(trajectories), width), dtype=torch.float32)
+    for b, t in enumerate(trajectories):
+        if not t.failed and t.log_probs:
+            log_probs[b, : len(t.log_probs)] = torch.tensor(t.log_probs, dtype=torch.float32) * torch.tensor(masks[b])
+    tensors["rollout_log_probs"] = log_probs
+    rewards = [0.0 if t.failed else total for t, (total, _) in zip(trajectories, scores)]
+    tensors["token_level_scores"] = allocate(allocation, rewards, masks, [[] if t.failed else t.turn_ends for t in trajectories],
+                                             width, gamma)
+    non_tensors = {
+        "uid": objects([t.uid for t in trajectories]),
+        "data_source": objects([t.data_source for t in trajectories]),
+        "task_id": objects([t.task_id for t in trajectories]),
+        "trajectory": objects([t.turns for t in trajectories]),
+        "num_turns": objects([t.num_turns for t in trajectories]),
+        "success": objects([success(t, spec) for t in trajectories]),
+        "env_reward": objects([float(t.env_reward) for t in trajectories]),
+        "reward_breakdown": objects([breakdown for _, breakdown in scores]),
+        "failed": objects([t.failed for t in trajectories]),
+        "status": objects([t.status for t in trajectories]),
+        "error": objects([t.error for t in trajectories]),
+        "seed": objects([t.seed for t in trajectories]),
+        "env_server": objects([t.server for t in trajectories]),
+    }
+    return DataProto.from_dict(tensors, non_tensors)
+
+
+def _mean(values: list[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+                    start_errors: int) -> dict[str, float]:
+    """Flat float metrics; means are over trajectories that did not fail.
+
+    ``env/errors`` counts env calls that failed after their retries: ``start_errors``
+    (while starting episodes, including those the pool recovered from by failing
+    over) plus one per trajectory that failed after its episode started.
+    """
+    ok = [(t, s) for t, s in zip(trajectories, scores) if not t.failed]
+    failed = sum(t.failed for t in trajectories)
+    turns = sum(t.num_turns for t in trajectories)
+    invalid = sum(t.invalid_actions for t in trajectories)
+    metrics = {
+        "env/success_rate": _mean([float(success(t, spec)) for t, _ in ok]),
+        "env/reward/mean": _mean([t.env_reward for t, _ in ok]),
+        "env/turns/mean": _mean([float(t.num_turns) for t, _ in ok]),
+        "env/invalid_actions": float(invalid),
+        "env/invalid_action_rate": invalid / turns if turns else 0.0,
+        "env/errors": float(start_errors + sum(t.failed and bool(t.server) for t in trajectories)),
+        "env/failed_trajectories": float(failed),
+        "env/done_trajectories": float(sum(t.status == "done" for t in trajectories)),
+        "env/turn_limit_trajectories": float(sum(t.status == "turn_limit" for t in trajectories)),
+        "env/truncated_observations": float(sum(t.truncated_observations for t in trajectories)),
+        "reward/total/mean": _mean([total for _, (total, _) in ok]),
+        "rollout/trajectories": float(len(trajectories)),
+        "rollout/generated_tokens": float(sum(t.model_tokens for t in trajectories)),
+        "rollout/truncated_trajectories": float(sum(t.status == "truncated" for t in trajectories)),
+        "rollout/response_length/mean": _mean([float(len(t.response_ids)) for t in trajectories]),
+    }
+    names = list(scores[0][1]) if scores else []
+    for name in names:
+        metrics[f"reward/{name}/mean"] = _mean([breakdown[name] for _, (_, breakdown) in ok])
+    return metrics
+
+
+def trajectory_record(t: Trajectory, chat: ChatFormat, scored: tuple[float, dict[str, float]], spec: EnvSpec,
+                      global_step: int) -> dict[str, Any]:
+    """A JSON-ready record of one trajectory for the JSONL files and the viewer."""
+    total, breakdown = scored
+    return {
+        "global_step": global_step, "uid": t.uid, "task_id": t.task_id, "copy": t.copy, "data_source": t.data_source,
+        "seed": t.seed, "server": t.server, "status": t.status, "failed": t.failed, "error": t.error,
+        "success": success(t, spec), "env_reward": t.env_reward, "reward_total": total, "reward_breakdown": breakdown,
+        "num_turns": t.num_turns, "invalid_actions": t.invalid_actions,
+        "prompt_tokens": len(t.prompt_ids), "prompt_text": chat.tokenizer.decode(t.prompt_ids),
+        "turns": t.turns,
+        "segments": [
+            {"kind": s.kind, "text": chat.tokenizer.decode(t.response_ids[s.start:s.end]), "tokens": s.end - s.start,
+             "mask": 0 if t.failed else int(s.kind == "model")}
+            for s in t.segments
+        ],
+    }
