@@ -1,14 +1,30 @@
-"""Shared fixtures: a tiny random Llama with the real SmolLM2 tokenizer, and a local Ray instance."""
+"""Shared fixtures.
 
+* ``tiny_model_path``: a tiny random Llama with the real SmolLM2 tokenizer.
+* ``ray_local``: a local Ray instance.
+* ``cache_dir``, ``shop``, ``start_server``, ``server``: real WebShop server
+  processes, started through the launcher on free ports, polled on ``GET /``
+  until healthy and killed at teardown; all share one temporary cache, so the
+  catalogue and search index are generated once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
+import requests
 import torch
 
 torch.set_num_threads(int(os.environ.get("OPENMANUS_TEST_THREADS", "2")))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> str:
@@ -27,3 +43,97 @@ def ray_local():
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(test_dirs)}})
     yield ray
     ray.shutdown()
+
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private ``OPENMANUS_CACHE`` for this session (in-process and for servers)."""
+    path = tmp_path_factory.mktemp("openmanus-cache")
+    saved = {k: os.environ.get(k) for k in ("OPENMANUS_CACHE", "WEBSHOP_DATA_DIR")}
+    os.environ["OPENMANUS_CACHE"] = str(path)
+    os.environ.pop("WEBSHOP_DATA_DIR", None)
+    yield path
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def shop(cache_dir: Path) -> Any:
+    from agentgym.webshop.data import load_shop
+
+    return load_shop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerUrl(str):
+    """A server's base URL, carrying the server's process id."""
+
+    pid: int
+
+
+@contextlib.contextmanager
+def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[ServerUrl]:
+    """Start a WebShop server process; yield its base URL once ``GET /`` answers ``"ok"``."""
+    port = free_port()
+    cmd = (command or [sys.executable, "-m", "agentgym.launcher", "serve", "webshop"]) + ["--port", str(port), *args]
+    env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
+    env.pop("WEBSHOP_DATA_DIR", None)
+    url = ServerUrl(f"http://127.0.0.1:{port}")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url.pid = proc.pid
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}; log tail:\n{_tail(log_path)}")
+            try:
+                if requests.get(url + "/", timeout=2).json() == "ok":
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not healthy after {START_TIMEOUT_S:.0f}s; log tail:\n{_tail(log_path)}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def start_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+    """``with start_server(*args, command=None) as url:`` runs a server with extra launcher args."""
+    logs = tmp_path_factory.mktemp("logs")
+
+    def start(*args: str, command: list[str] | None = None) -> Any:
+        return running_server(cache_dir, logs / f"webshop-{len(list(logs.iterdir()))}.log", *args, command=command)
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def server(start_server: Callable[..., Any]) -> Iterator[str]:
+    """The shared WebShop server (default options) for this test session."""
+    with start_server() as url:
+        yield url
