@@ -43,7 +43,8 @@ class Worker:
         if dist.is_initialized():
             return
         if torch.device(device).type == "cuda":
-            torch.cuda.set_device(self.local_rank)
+            # Ray gives each actor only its own GPU(s) through CUDA_VISIBLE_DEVICES
+            torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
         if not self.master_port:
             if self.world_size > 1:
                 raise RuntimeError("MASTER_PORT is not set for a multi-rank worker")
