@@ -5,7 +5,8 @@ and is rolled out ``n`` times (one GRPO group, same task, distinct seeds, one
 ``uid``).  Each turn, all unfinished trajectories are generated in one batched
 ``generator.generate_sequences`` call (token ids in; sampled ids, log-probs
 and finish reasons out), and the env calls (create/reset, step) go out in
-parallel on a thread pool.  A trajectory leaves the batch when its env says
+parallel on a thread pool (only HTTP runs there; all tokenisation stays on
+the calling thread).  A trajectory leaves the batch when its env says
 done, at ``max_turns``, when the token budget is spent (see `AgentConfig`),
 or when its env fails (the episode is marked failed and never scored).
 
@@ -25,7 +26,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
 from openmanus_rl.records import step_path, write_jsonl, write_viewer
@@ -173,12 +174,20 @@ class OpenManusAgent:
     # ------------------------------------------------------------------ the loop
     def _run(self, trajectories: list[Trajectory], do_sample: bool, parallel: bool = True) -> PhaseTimer:
         timer = PhaseTimer()
-        each: Callable[[Callable[[Any], None], Iterable[Any]], None] = (
-            (lambda fn, items: list(self._executor.map(fn, items))) if parallel
-            else (lambda fn, items: [fn(item) for item in items]))
+
+        def each(fn: Callable[[Any], None], items: list[Any]) -> None:
+            if parallel:
+                list(self._executor.map(fn, items))
+            else:
+                for item in items:
+                    fn(item)
+
         try:
             with timer("env"):
                 each(self._start, trajectories)
+            for t in trajectories:
+                if t.running:
+                    self._build_prompt(t)
             for turn in range(self.config.max_turns):
                 for t in trajectories:
                     if t.running and turn:
@@ -209,13 +218,18 @@ class OpenManusAgent:
         return timer
 
     def _start(self, t: Trajectory) -> None:
+        """Env thread: create/reset; the first observation waits in ``pending_observation``."""
         try:
-            client, observation = self.pool.start_episode(t.task_id)
+            t.client, t.pending_observation = self.pool.start_episode(t.task_id)
         except EnvClientError as exc:
             t.prompt_ids = list(self._bare_prompt)
             self._fail(t, exc)
             return
-        t.client, t.server = client, client.server_url
+        t.server = t.client.server_url
+
+    def _build_prompt(self, t: Trajectory) -> None:
+        """Main thread (the tokenizer is not shared between threads): the first prompt from the first observation."""
+        observation, t.pending_observation = t.pending_observation or "", None
         t.prompt_ids, tokens, cut = self._first_prompt(observation)
         t.truncated_observations += cut
         t.turns.append({"role": "observation", "text": observation, "tokens": tokens, "truncated": cut,
@@ -236,10 +250,13 @@ class OpenManusAgent:
             raise RuntimeError(f"generator answered {len(ids)} rows for {len(active)} prompts")
         out = []
         for i in range(len(active)):
-            row_ids = [int(x) for x in ids[i]]
+            row_ids, row_lps = [int(x) for x in ids[i]], [float(x) for x in log_probs[i]]
             if len(row_ids) > cfg.max_response_length:
                 raise RuntimeError(f"generator returned {len(row_ids)} tokens, above max_tokens={cfg.max_response_length}")
-            out.append((row_ids, [float(x) for x in log_probs[i]], str(reasons[i])))
+            if self.chat.eot_id in row_ids:  # a turn ends at its first end-of-turn token: nothing after it (no padding)
+                end = row_ids.index(self.chat.eot_id) + 1
+                row_ids, row_lps = row_ids[:end], row_lps[:end]
+            out.append((row_ids, row_lps, str(reasons[i])))
         return out
 
     def _take_model_turn(self, t: Trajectory, ids: list[int], log_probs: list[float], reason: str) -> ParsedAction:

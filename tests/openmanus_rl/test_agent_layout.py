@@ -211,3 +211,15 @@ def test_greedy_validation_passes_do_sample_false(tokenizer, toy_server):
 def test_prompt_budget_too_small_for_the_instructions(tokenizer, toy_server):
     with pytest.raises(ValueError, match=r"max_prompt_length 64 is too small: the instructions alone take \d+ tokens"):
         OpenManusAgent(tokenizer, ScriptedGenerator(solve(tokenizer)), config(toy_server, max_prompt_length=64))
+
+
+def test_padding_after_the_end_of_turn_never_enters_the_sequence(tokenizer, toy_server):
+    """An engine that pads its answers (pad id 2 = <|im_end|> for SmolLM2) still yields R1 + O1 + ... only."""
+    padded = iter([(R1 + [2, 2, 2], "stop"), (ADD1 + [2, 2], "stop"), (R3 + [2], "stop")])
+    generator = ScriptedGenerator(lambda prompt, seed: next(padded))
+    with OpenManusAgent(tokenizer, generator, config(toy_server)) as agent:
+        out = agent.run_llm_loop(task_batch([3]))
+    # turn 2 now ended with a sampled <|im_end|> (mask 1) instead of an appended one
+    assert out.batch["responses"].tolist() == [R1 + O1 + ADD1 + [2] + O2 + R3]
+    assert out.batch["response_mask"].tolist() == [[1] * 6 + [0] * 13 + [1] * 6 + [0] * 13 + [1] * 6]
+    assert out.batch["rollout_log_probs"][0].tolist() == [-0.25 if m else 0.0 for m in out.batch["response_mask"][0]]
