@@ -75,6 +75,8 @@ class AgentConfig:
         if not self.env_ports or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
                                          for p in self.env_ports):
             raise ValueError(f"env_ports must be a non-empty list of ports (1..65535), got {self.env_ports!r}")
+        if len(set(self.env_ports)) != len(self.env_ports):
+            raise ValueError(f"env_ports lists a port twice: {self.env_ports!r}")
         if not self.env_server_base.startswith(("http://", "https://")):
             raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
         for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):

@@ -36,6 +36,7 @@ def test_config_defaults_fit_the_small_box():
     ({"env_name": "chess"}, "unknown env 'chess'"),
     ({"env_ports": []}, "env_ports must be a non-empty list"),
     ({"env_ports": [0]}, "env_ports must be"),
+    ({"env_ports": [36001, 36001]}, "lists a port twice"),
     ({"env_server_base": "127.0.0.1"}, "must start with http"),
     ({"n": 0}, "n must be an int >= 1"),
     ({"max_turns": 2.5}, "max_turns must be an int"),
