@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_rollout.py                  # SmolLM2-135M-Instruct, 32 trajectories
     .venv/bin/python scripts/bench_rollout.py --tiny --trajectories 8 --max-turns 2   # a quick smoke run
-    .venv/bin/python scripts/bench_rollout.py --no-baseline --json bench.json
+    .venv/bin/python scripts/bench_rollout.py --no-baseline --json bench.json --output-dir /tmp/bench_records
 
 Both runs roll out the same WebShop test tasks (session ids 0..N-1) with the
 same per-trajectory seeds, through the same in-process vLLM rollout worker
@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--output-dir", default=None, help="write the batched run's trajectory records (JSONL + viewer) here")
     args = parser.parse_args()
     if args.trajectories % args.n:
         sys.exit("--trajectories must be a multiple of --n")
@@ -157,7 +158,7 @@ def main() -> None:
         agent.run_llm_loop(batch[:1], global_steps=-1)  # warm-up: engine kernels, server caches
 
         start = time.perf_counter()
-        out = agent.run_llm_loop(batch)
+        out = agent.run_llm_loop(batch, output_dir=args.output_dir)
         results = [summary("batched", time.perf_counter() - start, len(out), out.meta_info["metrics"])]
 
         if not args.no_baseline:

@@ -1,4 +1,4 @@
-"""Fixtures for the agent tests: a private cache, the SmolLM2 tokenizer, and real env server processes.
+"""Fixtures for the agent tests: the SmolLM2 tokenizer and real env server processes.
 
 Servers (our WebShop through the launcher, or the toy family-B server) run as
 their own processes on free ports, are polled on ``GET /`` until healthy and
@@ -85,19 +85,6 @@ class ServerProcess:
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private ``OPENMANUS_CACHE`` (the WebShop catalogue is generated into it once per session)."""
-    path = tmp_path_factory.mktemp("openmanus-cache")
-    saved = os.environ.get("OPENMANUS_CACHE")
-    os.environ["OPENMANUS_CACHE"] = str(path)
-    yield path
-    if saved is None:
-        os.environ.pop("OPENMANUS_CACHE", None)
-    else:
-        os.environ["OPENMANUS_CACHE"] = saved
-
-
-@pytest.fixture(scope="session")
 def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
@@ -107,15 +94,10 @@ def tokenizer() -> Any:
 
 
 @pytest.fixture(scope="session")
-def shop(cache_dir: Path) -> Any:
-    from agentgym.webshop.data import load_shop
+def spawn_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
+    """``spawn_server("webshop" | "toy", *extra_args)`` -> a running `ServerProcess`, stopped at session end.
 
-    return load_shop()
-
-
-@pytest.fixture(scope="session")
-def start_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
-    """``start_server("webshop" | "toy", *extra_args)`` -> a running `ServerProcess`, stopped at session end."""
+    Uses the session's private cache (``cache_dir`` and ``shop`` from tests/conftest.py)."""
     logs = tmp_path_factory.mktemp("server-logs")
     env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
     env.pop("WEBSHOP_DATA_DIR", None)
@@ -136,12 +118,12 @@ def start_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture(scope="session")
-def webshop_server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+def webshop_server(spawn_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The shared WebShop server (never killed or paused by a test)."""
-    return start_server("webshop")
+    return spawn_server("webshop")
 
 
 @pytest.fixture(scope="session")
-def toy_server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+def toy_server(spawn_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The shared toy family-B server (no prefix, reset field ``data_idx``)."""
-    return start_server("toy")
+    return spawn_server("toy")

@@ -36,8 +36,8 @@ def check_failed_rows_are_masked_out(out, bad_url, error):
     return bad, good
 
 
-def test_server_killed_mid_episode(tokenizer, start_server):
-    a, b = start_server("webshop"), start_server("webshop")
+def test_server_killed_mid_episode(tokenizer, spawn_server):
+    a, b = spawn_server("webshop"), spawn_server("webshop")
     generator = ScriptedGenerator(searcher(tokenizer), before_call=lambda call: b.kill() if call == 1 else None)
     with OpenManusAgent(tokenizer, generator, config(a, b, env_cooldown_s=3.0)) as agent:
         out = agent.run_llm_loop(task_batch([0, 1, 2, 3]))
@@ -59,8 +59,8 @@ def test_server_killed_mid_episode(tokenizer, start_server):
         assert not any(back.non_tensor_batch["failed"])
 
 
-def test_hung_server_times_out(tokenizer, start_server, webshop_server):
-    hung = start_server("webshop")
+def test_hung_server_times_out(tokenizer, spawn_server, webshop_server):
+    hung = spawn_server("webshop")
     generator = ScriptedGenerator(searcher(tokenizer), before_call=lambda call: hung.pause() if call == 1 else None)
     try:
         with OpenManusAgent(tokenizer, generator, config(webshop_server, hung, request_timeout_s=1.0)) as agent:

@@ -56,8 +56,8 @@ def test_family_a_refusals_are_typed(webshop_server):
     client.close()
 
 
-def test_family_b_with_path_prefix_and_error_bodies(start_server):
-    server = start_server("toy", "--prefix", "/maze", "--reset-field", "game")
+def test_family_b_with_path_prefix_and_error_bodies(spawn_server):
+    server = spawn_server("toy", "--prefix", "/maze", "--reset-field", "game")
     client = EnvClient(MAZE, server.url, FAST)
     assert client.create() == 0  # {"id": 0}
     assert client.reset(4) == "Task 4: value 0."
@@ -72,8 +72,8 @@ def test_family_b_with_path_prefix_and_error_bodies(start_server):
     assert requests.get(server.url + "/maze/list_envs", timeout=5).json() == []
 
 
-def test_upstream_server_without_close_is_tolerated(start_server, caplog):
-    server = start_server("toy", "--no-close")
+def test_upstream_server_without_close_is_tolerated(spawn_server, caplog):
+    server = spawn_server("toy", "--no-close")
     client = EnvClient(get_env_spec("babyai"), server.url, FAST)
     client.create()
     with caplog.at_level(logging.WARNING):
@@ -89,8 +89,8 @@ def test_connection_refused_is_retried_with_backoff():
     assert time.monotonic() - start >= 0.1 + 0.2  # backoff 0.1 * 2**0 + 0.1 * 2**1
 
 
-def test_server_errors_are_retried_then_typed(start_server):
-    server = start_server("webshop", "--max-envs", "1")
+def test_server_errors_are_retried_then_typed(spawn_server):
+    server = spawn_server("webshop", "--max-envs", "1")
     first = EnvClient(WEBSHOP, server.url, FAST)
     first.create()
     start = time.monotonic()
@@ -103,8 +103,8 @@ def test_server_errors_are_retried_then_typed(start_server):
     second.close()
 
 
-def test_hung_server_times_out_and_steps_are_not_retried(start_server):
-    server = start_server("webshop")
+def test_hung_server_times_out_and_steps_are_not_retried(spawn_server):
+    server = spawn_server("webshop")
     policy = RetryPolicy(timeout_s=1.0, retries=2, backoff_s=0.1)
     client = EnvClient(WEBSHOP, server.url, policy)
     client.create()
@@ -125,8 +125,8 @@ def test_hung_server_times_out_and_steps_are_not_retried(start_server):
     server.stop()
 
 
-def test_pool_balances_reuses_and_closes(start_server):
-    a, b = start_server("toy"), start_server("toy")
+def test_pool_balances_reuses_and_closes(spawn_server):
+    a, b = spawn_server("toy"), spawn_server("toy")
     spec = get_env_spec("babyai")
     pool = EnvPool(spec, "http://127.0.0.1", [a.port, b.port], FAST)
     episodes = [pool.start_episode(task) for task in (1, 2, 3, 4)]
@@ -145,8 +145,8 @@ def test_pool_balances_reuses_and_closes(start_server):
     assert requests.get(a.url + "/debug/resets", timeout=5).json() == [[0, 1], [1, 3], [1, 9]]
 
 
-def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(start_server):
-    live, dead = start_server("toy"), start_server("toy")
+def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(spawn_server):
+    live, dead = spawn_server("toy"), spawn_server("toy")
     dead.kill()
     pool = EnvPool(get_env_spec("babyai"), "http://127.0.0.1", [dead.port, live.port],
                    RetryPolicy(timeout_s=2.0, retries=0, backoff_s=0.0), cooldown_s=1.0)
