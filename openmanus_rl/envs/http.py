@@ -78,10 +78,10 @@ class JsonHttp:
         attempts = 1 + (self.policy.retries if retries is None else retries)
         last: EnvClientError | None = None
         tried = 0
-        for attempt in range(attempts):
+        while tried < attempts:
+            if tried:
+                time.sleep(self.policy.backoff_s * 2 ** (tried - 1))
             tried += 1
-            if attempt:
-                time.sleep(self.policy.backoff_s * 2 ** (attempt - 1))
             try:
                 response = self.session.request(
                     method, url, json=json, params=params, timeout=(min(timeout, CONNECT_TIMEOUT_CAP_S), timeout)
