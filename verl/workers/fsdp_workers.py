@@ -139,32 +139,27 @@ class ActorRolloutRefWorker(Worker):
         )
 
     # ------------------------------------------------------------------ log-probs
+    def _log_probs(self, model: PPOActor, data: DataProto, micro_rows: int, max_tokens: int, with_entropy: bool) -> dict:
+        return model.compute_log_prob(
+            data,
+            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
+            with_entropy=with_entropy,
+            micro_batch_rows=micro_rows,
+            max_tokens=max_tokens if self.config.actor.use_dynamic_bsz else None,
+        )
+
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
-        actor: PPOActor = self._need("actor")
         cfg = self.config.actor
-        out = actor.compute_log_prob(
-            data,
-            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
-            with_entropy=True,
-            micro_batch_rows=cfg.log_prob_micro_batch_size_per_gpu,
-            max_tokens=cfg.log_prob_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
-        )
+        out = self._log_probs(self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True)
         return DataProto.from_dict({"old_log_probs": out["log_probs"], "entropys": out["entropys"]})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         """``ref_log_prob`` ``(B, T)`` under the frozen reference policy."""
-        ref: PPOActor = self._need("ref")
         cfg = self.config.ref
-        out = ref.compute_log_prob(
-            data,
-            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
-            with_entropy=False,
-            micro_batch_rows=cfg.log_prob_micro_batch_size_per_gpu,
-            max_tokens=cfg.log_prob_max_token_len_per_gpu if self.config.actor.use_dynamic_bsz else None,
-        )
+        out = self._log_probs(self._need("ref"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
         return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
 
     # ------------------------------------------------------------------ update
