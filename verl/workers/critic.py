@@ -75,15 +75,4 @@ class PPOCritic(TrainableModule):
                 "critic/vpred_mean": core_algos.masked_mean(vpreds.detach(), mask).item(),
             }
 
-        return self.run_update(
-            data,
-            loss_fn,
-            mini_batch_size=cfg.ppo_mini_batch_size,
-            epochs=cfg.ppo_epochs,
-            shuffle=cfg.shuffle,
-            seed=seed,
-            micro_batch_rows=cfg.ppo_micro_batch_size_per_gpu,
-            max_tokens=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
-            loss_agg_mode=cfg.loss_agg_mode,
-            metric_prefix="critic",
-        )
+        return self.run_update(data, loss_fn, cfg, seed, metric_prefix="critic")

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
 from verl.utils.torch_functional import plan_micro_batches
+from verl.workers.config import ActorConfig, CriticConfig
 
 LossFn = Callable[[DataProto], tuple[torch.Tensor, dict[str, float]]]
 
@@ -98,18 +99,20 @@ class TrainableModule:
         self,
         data: DataProto,
         loss_fn: LossFn,
-        *,
-        mini_batch_size: int,
-        epochs: int,
-        shuffle: bool,
+        cfg: ActorConfig | CriticConfig,
         seed: int,
-        micro_batch_rows: int,
-        max_tokens: int | None,
-        loss_agg_mode: str,
+        metric_prefix: str,
         mask_key: str = "response_mask",
-        metric_prefix: str = "actor",
     ) -> dict[str, float]:
-        """Run PPO epochs over ``data`` (this rank's rows) and return averaged metrics."""
+        """Run PPO epochs over ``data`` (this rank's rows) and return averaged metrics.
+
+        ``cfg`` supplies ``ppo_mini_batch_size``, ``ppo_epochs``, ``shuffle``,
+        ``ppo_micro_batch_size_per_gpu``, ``use_dynamic_bsz`` /
+        ``ppo_max_token_len_per_gpu`` and ``loss_agg_mode``.
+        """
+        mini_batch_size, epochs, loss_agg_mode = cfg.ppo_mini_batch_size, cfg.ppo_epochs, cfg.loss_agg_mode
+        micro_batch_rows = cfg.ppo_micro_batch_size_per_gpu
+        max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
         if mini_batch_size % self.world_size:
             raise ValueError(f"{metric_prefix} mini-batch size {mini_batch_size} does not divide over {self.world_size} ranks")
         per_rank = mini_batch_size // self.world_size
@@ -122,7 +125,7 @@ class TrainableModule:
         sums: dict[str, float] = {}
         steps = 0
         for epoch in range(epochs):
-            for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=shuffle):
+            for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
                 micro = [mini[rows] for rows in plan_micro_batches(mini.batch["attention_mask"], micro_batch_rows, max_tokens)]
                 tokens = [float(m.batch[mask_key].sum()) for m in micro]
                 bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
