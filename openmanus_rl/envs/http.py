@@ -94,6 +94,8 @@ class JsonHttp:
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
                 last = EnvConnectionError(f"{method} {url}: connection failed ({type(exc).__name__})", url)
                 continue
+            except requests.RequestException as exc:  # anything else requests can raise: not worth repeating
+                raise EnvProtocolError(f"{method} {url}: {type(exc).__name__}: {exc}", url) from exc
             if response.status_code >= 500:
                 last = EnvServerError(f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
                                       url, response.status_code)
