@@ -9,6 +9,13 @@ only if its observation turn plus a full model turn (``max_response_length``
 tokens and a possible appended end-of-turn token) fit in what is left;
 otherwise the episode stops there and is marked truncated.  Each observation
 is cut to ``max_obs_length`` tokens (the agent's own invalid-action feedback is not).
+
+Step-wise mode (``history_window = k > 0``, for GiGPO-style training): each
+turn is generated from the first prompt plus the exact tokens of the last
+``k`` turns (model turn and the observation after it), and becomes its own
+training row (that context as the prompt, the turn as the response).  The
+budget then bounds each context: a turn starts only if its context plus a
+full model turn fit in ``max_trajectory_length``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class AgentConfig:
     gamma: float = 1.0
     seed: int = 0
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
+    history_window: int = 0  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)
@@ -88,6 +96,8 @@ class AgentConfig:
                 f"max_trajectory_length ({self.max_trajectory_length}) must leave room after max_prompt_length "
                 f"({self.max_prompt_length}) for one model turn of max_response_length ({self.max_response_length}) "
                 f"plus its end-of-turn token: at least {self.max_prompt_length + self.max_response_length + 1}")
+        if not isinstance(self.history_window, int) or isinstance(self.history_window, bool) or self.history_window < 0:
+            raise ValueError(f"history_window must be an int >= 0 (0: trajectory mode), got {self.history_window!r}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:

@@ -35,7 +35,7 @@ from verl.protocol import DataProto
 
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
-from .output import build_batch, objects, rollout_metrics, score, trajectory_record
+from .output import build_batch, build_step_batch, objects, rollout_metrics, score, trajectory_record
 from .templates import ParsedAction, get_action_template
 from .trajectory import Trajectory
 
@@ -237,8 +237,10 @@ class OpenManusAgent:
 
     def _generate(self, active: list[Trajectory], turn: int, do_sample: bool) -> list[tuple[list[int], list[float], str]]:
         cfg = self.config
+        for t in active:
+            t.windows.append(t.window_start(cfg.history_window))
         request = DataProto.from_dict(
-            non_tensors={"prompt_ids": objects([t.prompt_ids + t.response_ids for t in active]),
+            non_tensors={"prompt_ids": objects([t.context(cfg.history_window) for t in active]),
                          "seed": objects([turn_seed(t.seed, turn) for t in active])},
             meta_info={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
                        "max_tokens": cfg.max_response_length, "stop_token_ids": [self.chat.eot_id],
@@ -294,7 +296,7 @@ class OpenManusAgent:
         limit = cfg.response_budget if t.pending_feedback else cfg.max_obs_length  # our own feedback is never cut
         obs_ids, cut = self.chat.truncate(t.pending_observation, limit)
         wrapped = self.chat.observation_turn_ids(obs_ids)
-        if len(t.response_ids) + len(wrapped) + cfg.max_response_length + 1 > cfg.response_budget:
+        if not self._fits(t, len(wrapped)):
             t.status = "truncated"
             log.info("trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
                      t.uid, t.copy, t.task_id, t.num_turns, cfg.max_trajectory_length)
@@ -303,6 +305,14 @@ class OpenManusAgent:
         t.truncated_observations += cut
         t.turns[-1].update(tokens=len(obs_ids), truncated=cut, in_sequence=True)
         t.pending_observation = None
+
+    def _fits(self, t: Trajectory, observation_tokens: int) -> bool:
+        """Whether an observation turn plus a full model turn still fit the budget (see `AgentConfig`)."""
+        cfg = self.config
+        turn = observation_tokens + cfg.max_response_length + 1
+        if cfg.history_window:
+            return len(t.context(cfg.history_window)) + turn <= cfg.max_trajectory_length
+        return len(t.response_ids) + turn <= cfg.response_budget
 
     def _fail(self, t: Trajectory, exc: EnvClientError) -> None:
         if t.client is not None:
@@ -316,7 +326,8 @@ class OpenManusAgent:
                 global_steps: int) -> DataProto:
         cfg = self.config
         scores = score(trajectories, self.composer, self.spec)
-        out = build_batch(trajectories, scores, self.spec, self.pad_id, cfg.reward_allocation, cfg.gamma)
+        build = build_step_batch if cfg.history_window else build_batch
+        out = build(trajectories, scores, self.spec, self.pad_id, cfg.reward_allocation, cfg.gamma)
         start_errors = self.pool.stats["errors"]
         metrics = rollout_metrics(trajectories, scores, self.spec, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors

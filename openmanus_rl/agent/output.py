@@ -16,6 +16,7 @@ Non-tensors: ``uid``, ``data_source``, ``task_id``, ``trajectory`` (readable
 turns), ``num_turns``, ``success``, ``env_reward``, ``reward_breakdown``,
 ``failed``, and ``status``, ``error``, ``seed``, ``env_server``.
 Failed rows are excluded from the reward, success and turn means.
+Step-wise mode (`build_step_batch`) has one row per model turn instead.
 """
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
     rewards = [0.0 if t.failed else total for t, (total, _) in zip(trajectories, scores)]
     tensors["token_level_scores"] = allocate(allocation, rewards, masks, [[] if t.failed else t.turn_ends for t in trajectories],
                                              width, gamma)
-    non_tensors = {
+    return DataProto.from_dict(tensors, build_non_tensors(trajectories, scores, spec))
+
+
+def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]],
+                      spec: EnvSpec) -> dict[str, np.ndarray]:
+    """The per-trajectory non-tensor columns."""
+    return {
         "uid": objects([t.uid for t in trajectories]),
         "data_source": objects([t.data_source for t in trajectories]),
         "task_id": objects([t.task_id for t in trajectories]),
@@ -88,6 +95,41 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
         "seed": objects([t.seed for t in trajectories]),
         "env_server": objects([t.server for t in trajectories]),
     }
+
+
+def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+                     pad_id: int, allocation: str, gamma: float) -> DataProto:
+    """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
+
+    Turn ``k`` of ``K`` gets the trajectory's reward ``R`` (``gamma ** (K - 1 - k) * R`` with ``discounted``),
+    placed by ``last_token`` (``discounted`` too) or ``uniform_positive`` within the turn.  Non-tensors as
+    in `build_batch`, repeated per row, plus ``traj_uid`` and ``step``.
+    """
+    rows: list[tuple[int, int]] = [(b, k) for b, t in enumerate(trajectories) for k in range(len(t.turn_spans))]
+    if not rows:
+        raise RuntimeError("step-wise rollout produced no turn: every episode failed before its first generation")
+    prompts, responses, masks, log_probs, rewards, ends = [], [], [], [], [], []
+    for b, k in rows:
+        t, (start, end) = trajectories[b], trajectories[b].turn_spans[k]
+        prompts.append(t.prompt_ids + t.response_ids[t.windows[k]:start])
+        responses.append(t.response_ids[start:end])
+        masks.append([0] * (end - start) if t.failed else t.response_mask[start:end])
+        log_probs.append(t.log_probs[start:end])
+        turns = len(t.turn_spans)
+        rewards.append(0.0 if t.failed else scores[b][0] * (gamma ** (turns - 1 - k) if allocation == "discounted" else 1.0))
+        ends.append([i for i, m in enumerate(masks[-1]) if m][-1:])
+    tensors = pack_sequences(prompts, responses, response_masks=masks, pad_id=pad_id)
+    width = tensors["responses"].shape[1]
+    tensors["rollout_log_probs"] = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, (lps, mask) in enumerate(zip(log_probs, masks)):
+        if lps:
+            tensors["rollout_log_probs"][i, : len(lps)] = torch.tensor(lps, dtype=torch.float32) * torch.tensor(mask)
+    within_turn = "last_token" if allocation == "discounted" else allocation
+    tensors["token_level_scores"] = allocate(within_turn, rewards, masks, ends, width, gamma)
+    per_trajectory = build_non_tensors(trajectories, scores, spec)
+    non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in per_trajectory.items()}
+    non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
+    non_tensors["step"] = objects([k for _, k in rows])
     return DataProto.from_dict(tensors, non_tensors)
 
 

@@ -43,6 +43,8 @@ class Trajectory:
     log_probs: list[float] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)  # last model token of each model turn
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)  # each model turn, with an appended end-of-turn
+    windows: list[int] = field(default_factory=list)  # where each turn's generation context began in the response
     turns: list[dict[str, Any]] = field(default_factory=list)  # readable record
     model_texts: list[str] = field(default_factory=list)
     step_rewards: list[float] = field(default_factory=list)
@@ -86,13 +88,26 @@ class Trajectory:
         """Append a sampled turn (mask 1); returns whether an end-of-turn token had to be appended (mask 0)."""
         if len(log_probs) != len(ids):
             raise ValueError(f"generator returned {len(ids)} ids but {len(log_probs)} log-probs")
+        start = len(self.response_ids)
         if ids:
             self._extend("model", ids, 1, log_probs)
             self.turn_ends.append(len(self.response_ids) - 1)
         appended = not ids or ids[-1] != eot_id
         if appended:
             self._extend("end_of_turn", [eot_id], 0)
+        self.turn_spans.append((start, len(self.response_ids)))
         return appended
+
+    def window_start(self, history_window: int) -> int:
+        """Where the next turn's context starts in the response: 0 (all history) unless
+        ``history_window`` > 0 turns are already past it, then the start of the last ``history_window`` turns."""
+        if history_window <= 0 or len(self.turn_spans) < history_window:
+            return 0
+        return self.turn_spans[-history_window][0]
+
+    def context(self, history_window: int) -> list[int]:
+        """The next turn's generation context: the prompt, then the history from `window_start` on."""
+        return self.prompt_ids + self.response_ids[self.window_start(history_window):]
 
     def add_observation_turn(self, ids: list[int]) -> None:
         """Append a wrapped observation turn (mask 0)."""

@@ -223,3 +223,29 @@ def test_padding_after_the_end_of_turn_never_enters_the_sequence(tokenizer, toy_
     assert out.batch["responses"].tolist() == [R1 + O1 + ADD1 + [2] + O2 + R3]
     assert out.batch["response_mask"].tolist() == [[1] * 6 + [0] * 13 + [1] * 6 + [0] * 13 + [1] * 6]
     assert out.batch["rollout_log_probs"][0].tolist() == [-0.25 if m else 0.0 for m in out.batch["response_mask"][0]]
+
+
+@pytest.mark.parametrize("allocation, last_scores", [("last_token", [1.0, 1.0, 1.0]), ("discounted", [0.25, 0.5, 1.0])])
+def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, allocation, last_scores):
+    generator = scripted_three_turns()
+    cfg = config(toy_server, history_window=1, reward_allocation=allocation, gamma=0.5)
+    with OpenManusAgent(tokenizer, generator, cfg) as agent:
+        out = agent.run_llm_loop(task_batch([3], uid=["g"]))
+    prompt = tokenizer.encode(PROMPT_TEXT, add_special_tokens=False)
+    # turn 0 sees the prompt; turn 1 the prompt and turn 0; turn 2 the prompt and turn 1 only (turn 0 left the window)
+    contexts = [prompt, prompt + R1 + O1, prompt + R2 + E + O2]
+    assert [c["prompts"][0] for c in generator.calls] == contexts
+    P = len(prompt) + 19  # widest context: 6 (R1) + 13 (O1) = 5 + 1 + 13 (R2, E, O2) = 19 tokens of history
+    b = out.batch
+    assert b["prompts"].tolist() == [[2] * (P - len(c)) + c for c in contexts]  # left-padded with pad id 2
+    assert b["responses"].tolist() == [R1, R2 + E, R3]  # 6 tokens each: T = 6, no padding
+    assert b["response_mask"].tolist() == [[1] * 6, [1] * 5 + [0], [1] * 6]
+    assert b["attention_mask"][:, P:].tolist() == [[1] * 6, [1] * 6, [1] * 6]
+    # R = 1.0 on each turn's last model token (index 5, 4, 5); discounted: 0.5^2, 0.5^1, 0.5^0
+    expected = torch.zeros(3, 6)
+    for row, (position, value) in enumerate(zip([5, 4, 5], last_scores)):
+        expected[row, position] = value
+    assert torch.allclose(b["token_level_scores"], expected)
+    nt = out.non_tensor_batch
+    assert list(nt["step"]) == [0, 1, 2] and list(nt["traj_uid"]) == ["g/0"] * 3 and list(nt["uid"]) == ["g"] * 3
+    assert list(nt["success"]) == [True] * 3 and list(nt["task_id"]) == [3] * 3

@@ -47,6 +47,7 @@ def test_config_defaults_fit_the_small_box():
     ({"request_timeout_s": 0}, "request_timeout_s must be > 0"),
     ({"reward_allocation": "sparse"}, "reward_allocation must be one of"),
     ({"gamma": 1.5}, "gamma must be in"),
+    ({"history_window": -1}, "history_window must be an int >= 0"),
     ({"reward_components": {"speed": 1.0}}, "unknown type 'speed'"),
 ])
 def test_config_validate_errors(change, message):
