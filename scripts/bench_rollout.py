@@ -106,11 +106,11 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     return worker
 
 
-def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float]) -> dict[str, float]:
+def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float], load: tuple[float, float]) -> dict[str, Any]:
     generation, env = metrics["timing_s/generation"], metrics["timing_s/env"]
     tokens = metrics["rollout/generated_tokens"]
     return {
-        "run": name, "trajectories": trajectories, "wall_s": wall,
+        "run": name, "trajectories": trajectories, "wall_s": wall, "load_average_1min_start_end": load,
         "trajectories_per_s": trajectories / wall, "generated_tokens": tokens, "generated_tokens_per_s": tokens / wall,
         "share_generation": generation / wall, "share_env": env / wall,
         "share_overhead": max(0.0, wall - generation - env) / wall,
@@ -180,31 +180,32 @@ def main() -> None:
               f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers", flush=True)
         agent.run_llm_loop(batch[:1], global_steps=-1)  # warm-up: engine kernels, server caches
 
-        start = time.perf_counter()
+        load, start = os.getloadavg()[0], time.perf_counter()
         out = agent.run_llm_loop(batch, output_dir=args.output_dir)
-        results = [summary("batched", time.perf_counter() - start, len(out), out.meta_info["metrics"])]
+        results = [summary("batched", time.perf_counter() - start, len(out), out.meta_info["metrics"],
+                           (load, os.getloadavg()[0]))]
 
         if not args.no_baseline:
             parts = []
-            start = time.perf_counter()
+            load, start = os.getloadavg()[0], time.perf_counter()
             for row, task in enumerate(tasks):
                 for copy in range(args.n):
                     single = agent._run_single_rollout(task, seed=trajectory_seed(0, 0, row, copy))
                     parts.append(single.meta_info["metrics"])
             results.append(summary("baseline (one at a time, batch size 1)", time.perf_counter() - start,
-                                   len(parts), merge(parts)))
+                                   len(parts), merge(parts), (load, os.getloadavg()[0])))
 
-    header = f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} {'turns':>6}"
+    header = (f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} "
+              f"{'turns':>6} {'invalid':>8} {'load':>11}")
     print(header)
     for r in results:
         print(f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
               f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
-              f"{r['turns_mean']:>6.2f}")
-    load = os.getloadavg()
-    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min): "
-          "other work on the cores slows both runs")
-    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(),
-                              "load_average": load, "runs": results}
+              f"{r['turns_mean']:>6.2f} {r['invalid_action_rate']:>8.2f} "
+              "{:>5.2f}-{:<5.2f}".format(*r["load_average_1min_start_end"]))
+    print(f"load: 1-minute load average at the start and end of each run on {os.cpu_count()} cores; "
+          "other work on the cores slows a run, so compare runs with similar load")
+    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(), "runs": results}
     if len(results) == 2:
         batched, baseline = results
         report["speedup_trajectories_per_s"] = batched["trajectories_per_s"] / baseline["trajectories_per_s"]
