@@ -196,17 +196,25 @@ class RayPPOTrainer:
     def _validate(self) -> dict[str, float]:
         """Rollouts on the validation tasks (greedy unless ``val_do_sample``); per-data-source metrics."""
         rows: dict[str, list[tuple[float, bool]]] = {}
+        failed: dict[str, int] = {}
         start = time.perf_counter()
         for tasks in self.val_loader.all_batches():
             out = self.val_agent.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_steps=self.global_step)
+            nt = out.non_tensor_batch
             totals = out.batch["token_level_scores"].sum(-1).tolist()
-            for source, total, success in zip(out.non_tensor_batch["data_source"], totals, out.non_tensor_batch["success"]):
-                rows.setdefault(str(source), []).append((total, bool(success)))
+            for i, source in enumerate(map(str, nt["data_source"])):
+                if bool(nt["failed"][i]):  # an env error says nothing about the policy: count it, do not score it
+                    failed[source] = failed.get(source, 0) + 1
+                else:
+                    rows.setdefault(source, []).append((totals[i], bool(nt["success"][i])))
         metrics = {"timing_s/validation": time.perf_counter() - start}
-        for source, values in rows.items():
-            metrics[f"val/{source}/reward/mean"] = float(np.mean([v[0] for v in values]))
-            metrics[f"val/{source}/success_rate"] = float(np.mean([v[1] for v in values]))
+        for source in sorted(set(rows) | set(failed)):
+            values = rows.get(source, [])
+            if values:
+                metrics[f"val/{source}/reward/mean"] = float(np.mean([v[0] for v in values]))
+                metrics[f"val/{source}/success_rate"] = float(np.mean([v[1] for v in values]))
             metrics[f"val/{source}/count"] = float(len(values))
+            metrics[f"val/{source}/failed"] = float(failed.get(source, 0))
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
