@@ -122,8 +122,8 @@ class OptimConfig:
 
 
 @dataclass
-class ActorConfig:
-    """PPO policy update."""
+class UpdateBatchingConfig:
+    """How a PPO update walks its rows and reduces its loss; shared by the actor and the critic (`TrainableModule.run_update`)."""
 
     ppo_mini_batch_size: int = 8
     ppo_micro_batch_size_per_gpu: int = 4
@@ -131,11 +131,17 @@ class ActorConfig:
     ppo_max_token_len_per_gpu: int = 4096
     ppo_epochs: int = 1
     shuffle: bool = True
+    loss_agg_mode: str = "token-mean"
+
+
+@dataclass
+class ActorConfig(UpdateBatchingConfig):
+    """PPO policy update."""
+
     clip_ratio: float = 0.2
     clip_ratio_low: float | None = None
     clip_ratio_high: float | None = None
     clip_ratio_c: float = 3.0
-    loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
@@ -208,20 +214,13 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
-class CriticConfig:
+class CriticConfig(UpdateBatchingConfig):
     """The value model and its update."""
 
     enable: bool | None = None  # None: when the advantage estimator needs one
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
-    ppo_mini_batch_size: int = 8
-    ppo_micro_batch_size_per_gpu: int = 4
-    use_dynamic_bsz: bool = False
-    ppo_max_token_len_per_gpu: int = 4096
-    ppo_epochs: int = 1
-    shuffle: bool = True
     cliprange_value: float = 0.5
-    loss_agg_mode: str = "token-mean"
     grad_clip: float = 1.0
     mixed_precision: str = "bfloat16"
     device: str = "cpu"

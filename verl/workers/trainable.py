@@ -32,7 +32,7 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
 from verl.utils.torch_functional import plan_micro_batches
-from verl.workers.config import ActorConfig, CriticConfig
+from verl.workers.config import UpdateBatchingConfig
 
 LossFn = Callable[[DataProto], tuple[torch.Tensor, dict[str, float]]]
 
@@ -99,16 +99,14 @@ class TrainableModule:
         self,
         data: DataProto,
         loss_fn: LossFn,
-        cfg: ActorConfig | CriticConfig,
+        cfg: UpdateBatchingConfig,
         seed: int,
         metric_prefix: str,
         mask_key: str = "response_mask",
     ) -> dict[str, float]:
         """Run PPO epochs over ``data`` (this rank's rows) and return averaged metrics.
 
-        ``cfg`` supplies ``ppo_mini_batch_size``, ``ppo_epochs``, ``shuffle``,
-        ``ppo_micro_batch_size_per_gpu``, ``use_dynamic_bsz`` /
-        ``ppo_max_token_len_per_gpu`` and ``loss_agg_mode``.
+        ``cfg`` (the actor or critic config) supplies the batching fields and ``loss_agg_mode``.
         """
         mini_batch_size, epochs, loss_agg_mode = cfg.ppo_mini_batch_size, cfg.ppo_epochs, cfg.loss_agg_mode
         micro_batch_rows = cfg.ppo_micro_batch_size_per_gpu
