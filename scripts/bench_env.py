@@ -29,6 +29,8 @@ from typing import Iterator
 
 import requests
 
+from verl.utils.precision import describe_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 BUTTONS = {"back to search", "next >", "< prev", "description", "features", "reviews", "attributes", "buy now"}
 
@@ -144,7 +146,8 @@ def main() -> None:
     with (own_server([]) if args.url is None else _given(args.url)) as url:
         rows = [(c, *throughput(url, c, args.duration)) for c in (int(x) for x in args.clients.split(","))]
         p50, p95 = create_reset_latency(url, args.resets)
-    print(f"WebShop server at {url}, {os.cpu_count()} CPUs, clients are threads of this process")
+    print(f"WebShop server at {url}, clients are threads of this process")
+    print(describe_cpu(torch_threads=False))
     print(f"{'clients':>7} | {'steps':>7} | {'steps/s':>8} | {'p50 ms':>7} | {'p95 ms':>7}")
     print("-" * 49)
     for clients, steps, rate, s50, s95 in rows:

@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2, help="engine threads")
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--dtype", default="auto", help="engine dtype; auto: bf16 where the CPU runs it natively, else fp32")
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
@@ -135,6 +135,10 @@ def main() -> None:
     from openmanus_rl.agent import OpenManusAgent, trajectory_seed
     from verl.protocol import DataProto
     from verl.utils import model_prep
+    from verl.utils.precision import describe_cpu, resolve_dtype
+
+    chosen = resolve_dtype(args.dtype, "cpu", "infer")
+    args.dtype = chosen.dtype
 
     if args.tiny:
         model_path = str(model_prep.build_tiny_model(Path(tempfile.gettempdir()) / "bench_rollout_tiny_model"))
@@ -154,6 +158,7 @@ def main() -> None:
                   "max_prompt_length": args.max_prompt_length, "max_trajectory_length": args.max_trajectory_length,
                   "concurrency": args.concurrency, "temperature": args.temperature}
         agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
+        print(f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason})", flush=True)
         print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
               f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers", flush=True)
         agent.run_llm_loop(batch[:1], global_steps=-1)  # warm-up: engine kernels, server caches

@@ -10,8 +10,12 @@ Prints:
     loop, grad clip, scheduler) against a bare PyTorch loop (forward, the same
     token-mean policy loss, backward, AdamW) on the same model and tokens; the
     ratio is the engine's overhead (1.0 = none);
-  * seconds to push the policy's weights into the live vLLM engine.
+  * seconds to push the policy's weights into the live vLLM engine;
+  * the two precisions side by side on this machine: vLLM rollout and bare
+    training tokens/s in fp32 and bf16, so a user sees what ``--dtype auto``
+    (the trainer's default) chose and what it bought.
 Everything runs in this process (world size 1), with ``--threads`` torch threads.
+The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 """
 
 from __future__ import annotations
@@ -23,24 +27,44 @@ import time
 import torch
 
 
-def rollout_bench(worker, hf_engine, prompts, new_tokens):
-    from verl.protocol import DataProto
+def best_rate(run) -> float:
+    """Tokens/s of ``run()`` (which returns a token count): best of two after a warm-up call."""
+    run()  # warm-up: first calls pay one-off kernel and allocator costs
+    rates = []
+    for _ in range(2):
+        start = time.perf_counter()
+        tokens = run()
+        rates.append(tokens / (time.perf_counter() - start))
+    return max(rates)
+
+
+def sampling(prompts, new_tokens):
     from verl.workers.rollout.base import SamplingParams
 
-    params = [SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=i) for i in range(len(prompts))]
-    data = DataProto.from_dict(non_tensors={"prompt_ids": prompts, "seed": list(range(len(prompts)))}, meta_info={"temperature": 1.0, "max_tokens": new_tokens})
-    def best_rate(run) -> float:
-        run()  # warm-up: first calls pay one-off kernel and allocator costs
-        rates = []
-        for _ in range(2):
-            start = time.perf_counter()
-            tokens = run()
-            rates.append(tokens / (time.perf_counter() - start))
-        return max(rates)
+    return [SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=i) for i in range(len(prompts))]
 
+
+def rollout_bench(worker, hf_engine, prompts, new_tokens):
+    from verl.protocol import DataProto
+
+    params = sampling(prompts, new_tokens)
+    data = DataProto.from_dict(non_tensors={"prompt_ids": prompts, "seed": list(range(len(prompts)))}, meta_info={"temperature": 1.0, "max_tokens": new_tokens})
     vllm_rate = best_rate(lambda: sum(len(r) for r in worker.generate_sequences(data).non_tensor_batch["response_ids"]))
     hf_rate = best_rate(lambda: sum(len(o.token_ids) for o in hf_engine.generate(prompts, params)))
     return vllm_rate, hf_rate
+
+
+def vllm_rate_in(dtype, model, rollout_cfg, prompts, new_tokens, threads):
+    """vLLM rollout tokens/s with the engine built in ``dtype``."""
+    from verl.workers.config import RolloutConfig
+    from verl.workers.rollout.vllm_rollout import VLLMRollout
+
+    engine = VLLMRollout(model, RolloutConfig(**rollout_cfg), num_threads=threads, dtype=dtype)
+    try:
+        params = sampling(prompts, new_tokens)
+        return best_rate(lambda: sum(len(o.token_ids) for o in engine.generate(prompts, params)))
+    finally:
+        engine.shutdown()
 
 
 def training_batch(rows, length, vocab, seed=0):
@@ -97,21 +121,27 @@ def main() -> None:
     parser.add_argument("--micro_rows", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                        help="auto (the trainer's default): bf16 where the CPU runs it natively, else fp32")
+    parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
     args = parser.parse_args()
 
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
     from verl.utils.model_prep import prepare_default_model
+    from verl.utils.precision import describe_cpu, resolve_dtype
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
     from verl.workers.rollout.hf_rollout import HFRollout
 
+    chosen = resolve_dtype(args.dtype, "cpu")
+    dtype = chosen.dtype
     model = args.model or str(prepare_default_model())
+    rollout_cfg = {"name": "vllm", "dtype": dtype, "kv_cache_gb": 2, "max_model_len": 2048}
     cfg = {
         "model": {"path": model},
-        "actor": {"ppo_mini_batch_size": args.train_rows, "ppo_micro_batch_size_per_gpu": args.micro_rows, "mixed_precision": args.dtype,
+        "actor": {"ppo_mini_batch_size": args.train_rows, "ppo_micro_batch_size_per_gpu": args.micro_rows, "mixed_precision": dtype,
                   "shuffle": False, "optim": {"lr": 1e-6}},
-        "rollout": {"name": "vllm", "dtype": args.dtype, "kv_cache_gb": 2, "max_model_len": 2048},
+        "rollout": rollout_cfg,
         "num_threads": args.threads,
     }
     worker = ActorRolloutRefWorker(cfg, role="actor_rollout")
@@ -120,7 +150,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(1)
     prompts = torch.randint(100, vocab - 100, (args.prompts, args.prompt_len), generator=g).tolist()
 
-    hf = HFRollout(model, dtype=args.dtype)
+    hf = HFRollout(model, dtype=dtype)
     vllm_tps, hf_tps = rollout_bench(worker, hf, prompts, args.new_tokens)
     del hf
 
@@ -135,10 +165,18 @@ def main() -> None:
         upd.append(time.perf_counter() - start - m["timing_s/weight_sync"])
         sync.append(m["timing_s/weight_sync"])
     worker.shutdown()
-    bare = bare_loop(model, data, args.steps + 1, args.micro_rows, args.dtype)[1:]
-
+    bare = bare_loop(model, data, args.steps + 1, args.micro_rows, dtype)[1:]
     upd_tps, bare_tps = tokens / min(upd), tokens / min(bare)
-    print(f"\nmodel {model}, {args.threads} threads, {args.dtype}")
+
+    by_dtype = {dtype: (vllm_tps, bare_tps)}
+    if not args.no_precision_compare:
+        other = "float32" if dtype == "bfloat16" else "bfloat16"
+        other_rollout = vllm_rate_in(other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads)
+        other_bare = tokens / min(bare_loop(model, data, args.steps + 1, args.micro_rows, other)[1:])
+        by_dtype[other] = (other_rollout, other_bare)
+
+    print(f"\n{describe_cpu()}")
+    print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
     print(f"{'measure':<46}{'value':>12}")
     print(f"{'rollout vLLM tokens/s':<46}{vllm_tps:>12.1f}")
     print(f"{'rollout HF generate tokens/s':<46}{hf_tps:>12.1f}")
@@ -147,6 +185,12 @@ def main() -> None:
     print(f"{'bare PyTorch fwd+bwd+AdamW tokens/s':<46}{bare_tps:>12.1f}")
     print(f"{'  ratio update_actor / bare (1.0 = no overhead)':<46}{upd_tps / bare_tps:>12.2f}")
     print(f"{'weight sync into vLLM, seconds (best)':<46}{min(sync):>12.3f}")
+    if len(by_dtype) == 2:
+        fp32, bf16 = by_dtype["float32"], by_dtype["bfloat16"]
+        print(f"\n{'precision on this machine':<46}{'float32':>12}{'bfloat16':>12}{'bf16/fp32':>12}")
+        print(f"{'  rollout vLLM tokens/s':<46}{fp32[0]:>12.1f}{bf16[0]:>12.1f}{bf16[0] / fp32[0]:>12.2f}")
+        print(f"{'  bare fwd+bwd+AdamW tokens/s':<46}{fp32[1]:>12.1f}{bf16[1]:>12.1f}{bf16[1] / fp32[1]:>12.2f}")
+        print(f"{'  chosen by ' + args.dtype:<46}{dtype:>12}")
 
 
 if __name__ == "__main__":

@@ -15,18 +15,21 @@ usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT]
   --env_name         environment to train on (default webshop; see: agentgym list)
   --num_servers      environment servers to start, on consecutive ports (default 1)
   --base_port        first server port (default 36001)
-  --data_dir         where <env>/train.parquet and test.parquet live (default data; prepared if missing)
+  --data_dir         where <env>/train.parquet and test.parquet live (default data; prepared if missing);
+                     a folder that itself holds train.parquet (and dev.parquet or test.parquet) is a
+                     single-turn dataset: no env server, one generation per prompt, scored by the
+                     reward module of each row's data_source (e.g. data/countdown)
   --exp_name_suffix  appended to the experiment name
   --model            a Hugging Face model folder (default: SmolLM2-135M-Instruct, prepared once)
   anything of the form key=value is passed to python -m verl.trainer.main_ppo
 USAGE
 }
 
-ENV_NAME=webshop; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
+ENV_NAME=webshop; ENV_GIVEN=0; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
 OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --env_name) ENV_NAME="$2"; shift 2 ;;
+        --env_name) ENV_NAME="$2"; ENV_GIVEN=1; shift 2 ;;
         --num_servers) NUM_SERVERS="$2"; shift 2 ;;
         --base_port) BASE_PORT="$2"; shift 2 ;;
         --data_dir) DATA_DIR="$2"; shift 2 ;;
@@ -45,6 +48,22 @@ done
 PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 BIN="$(dirname "$PY")"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+
+if [[ "$ALGO" == ppo ]]; then
+    ALGO_ARGS=(algorithm.adv_estimator=gae)
+else
+    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2
+               actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001)
+fi
+if [[ "$ENV_GIVEN" == 0 && -f "$DATA_DIR/train.parquet" ]]; then
+    VAL="$DATA_DIR/dev.parquet"; [[ -f "$VAL" ]] || VAL="$DATA_DIR/test.parquet"
+    [[ -f "$VAL" ]] || { echo "$DATA_DIR has train.parquet but neither dev.parquet nor test.parquet" >&2; exit 2; }
+    [[ -n "$MODEL" ]] || MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
+    echo "[train] single-turn dataset $DATA_DIR (no environment server); validation on $VAL"
+    exec "$PY" -m verl.trainer.main_ppo "${ALGO_ARGS[@]}" data.rollout=single_turn \
+        actor_rollout_ref.model.path="$MODEL" data.train_files="$DATA_DIR/train.parquet" data.val_files="$VAL" \
+        trainer.experiment_name="$(basename "$DATA_DIR")_${ALGO}${SUFFIX}" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+fi
 
 if ! "$BIN/agentgym" list | grep -qx "$ENV_NAME"; then
     echo "unknown env '$ENV_NAME'; available: $("$BIN/agentgym" list | tr '\n' ' ')" >&2
@@ -90,12 +109,6 @@ done
 echo "[train] ${NUM_SERVERS} $ENV_NAME server(s) healthy on ports ${PORTS[*]}"
 
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
-if [[ "$ALGO" == ppo ]]; then
-    ALGO_ARGS=(algorithm.adv_estimator=gae)
-else
-    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2
-               actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001)
-fi
 "$PY" -m verl.trainer.main_ppo \
     "${ALGO_ARGS[@]}" \
     actor_rollout_ref.model.path="$MODEL" \

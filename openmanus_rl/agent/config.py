@@ -54,8 +54,6 @@ class AgentConfig:
     env_retry_backoff_s: float = 0.2
     env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
     reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
-    reward_allocation: str = "last_token"  # "last_token" | "uniform_positive" | "discounted"
-    gamma: float = 1.0
     seed: int = 0
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
     history_window: int = 0  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
@@ -74,7 +72,7 @@ class AgentConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
         from openmanus_rl.envs.specs import get_env_spec
-        from openmanus_rl.rewards import STRATEGIES, RewardComposer
+        from openmanus_rl.rewards import RewardComposer
 
         from .templates import get_action_template
 
@@ -104,10 +102,6 @@ class AgentConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.request_timeout_s <= 0 or self.env_retries < 0 or self.env_retry_backoff_s < 0 or self.env_cooldown_s < 0:
             raise ValueError("request_timeout_s must be > 0 and env_retries, env_retry_backoff_s, env_cooldown_s >= 0")
-        if self.reward_allocation not in STRATEGIES:
-            raise ValueError(f"reward_allocation must be one of {list(STRATEGIES)}, got {self.reward_allocation!r}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if not isinstance(self.reward_components, dict):
             raise ValueError(f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}")
         RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])

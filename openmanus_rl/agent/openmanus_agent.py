@@ -18,7 +18,6 @@ column to the generator.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -32,6 +31,7 @@ from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
 from openmanus_rl.records import step_path, write_jsonl, write_viewer
 from openmanus_rl.rewards import RewardComposer
 from verl.protocol import DataProto
+from verl.utils.seeding import SEED_MOD, trajectory_seed
 
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
@@ -42,14 +42,7 @@ from .trajectory import Trajectory
 log = logging.getLogger(__name__)
 
 MIN_FIRST_OBSERVATION_TOKENS = 32
-SEED_MOD = 2**31
 TURN_SEED_STRIDE = 1_000_003
-
-
-def trajectory_seed(base_seed: int, global_steps: int, row: int, copy: int) -> int:
-    """A deterministic seed in ``[0, 2**31)``: blake2b of ``"base:step:row:copy"``."""
-    digest = hashlib.blake2b(f"{base_seed}:{global_steps}:{row}:{copy}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % SEED_MOD
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -118,7 +111,8 @@ class OpenManusAgent:
         ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
         start = time.perf_counter()
         trajectories = self._trajectories(gen_batch, global_steps)
-        return self._finish(trajectories, self._run(trajectories, do_sample), start, output_dir, global_steps)
+        timer = self._run(trajectories, do_sample)
+        return self._finish(trajectories, timer, start, output_dir, global_steps, gen_batch.non_tensor_batch)
 
     def _run_single_rollout(self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single",
                             data_source: str | None = None) -> DataProto:
@@ -323,11 +317,11 @@ class OpenManusAgent:
 
     # ------------------------------------------------------------------ output
     def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
-                global_steps: int) -> DataProto:
+                global_steps: int, dataset_columns: dict | None = None) -> DataProto:
         cfg = self.config
         scores = score(trajectories, self.composer, self.spec)
         build = build_step_batch if cfg.history_window else build_batch
-        out = build(trajectories, scores, self.spec, self.pad_id, cfg.reward_allocation, cfg.gamma)
+        out = build(trajectories, scores, self.spec, self.pad_id, dataset_columns or {})
         start_errors = self.pool.stats["errors"]
         metrics = rollout_metrics(trajectories, scores, self.spec, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors

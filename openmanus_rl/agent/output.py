@@ -7,16 +7,19 @@ widest prompt and response):
   ``input_ids = cat(prompts, responses)``, ``attention_mask`` (1 on every real
   token), ``position_ids`` (`verl.utils.batch.pack_sequences`);
 * ``response_mask (B,T)``: 1 on sampled model tokens only; all 0 on a failed row;
-* ``token_level_scores (B,T)`` float: the composed reward, allocated
-  (`openmanus_rl.rewards.allocate`); all 0 on a failed row;
 * ``rollout_log_probs (B,T)`` float: the engine's log-prob of each sampled
   token, 0 elsewhere and on failed rows.
 
-Non-tensors: ``uid``, ``data_source``, ``task_id``, ``trajectory`` (readable
-turns), ``num_turns``, ``success``, ``env_reward``, ``reward_breakdown``,
-``failed``, and ``status``, ``error``, ``seed``, ``env_server``.
-Failed rows are excluded from the reward, success and turn means.
-Step-wise mode (`build_step_batch`) has one row per model turn instead.
+Non-tensors say what happened; the trainer's reward path
+(`verl.trainer.ppo.reward`) turns them into scores: ``uid``, ``data_source``,
+``task_id``, ``trajectory`` (readable turns), ``num_turns``, ``success``,
+``env_reward``, ``reward_total`` and ``reward_breakdown`` (the composed episode
+reward and its components), ``turn_ends`` (each model turn's last model-token
+index), ``failed``, ``status``, ``error``, ``seed``, ``env_server``, and every
+column of the dataset row the trajectory came from (``reward_model``,
+``extra_info``, ``prompt`` ...). Failed rows are excluded from the reward,
+success and turn means. Step-wise mode (`build_step_batch`) has one row per
+model turn instead.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 import torch
 
 from openmanus_rl.envs.specs import EnvSpec
-from openmanus_rl.rewards import EpisodeOutcome, RewardComposer, allocate
+from openmanus_rl.rewards import EpisodeOutcome, RewardComposer
 from verl.protocol import DataProto
 from verl.utils.batch import pack_sequences
 
@@ -60,7 +63,7 @@ def objects(values: list[Any]) -> np.ndarray:
 
 
 def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
-                pad_id: int, allocation: str, gamma: float) -> DataProto:
+                pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
     """The training `DataProto` (batch and non-tensors; no meta_info)."""
     masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
     tensors = pack_sequences([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories],
@@ -71,16 +74,15 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
         if not t.failed and t.log_probs:
             log_probs[b, : len(t.log_probs)] = torch.tensor(t.log_probs, dtype=torch.float32) * torch.tensor(masks[b])
     tensors["rollout_log_probs"] = log_probs
-    rewards = [0.0 if t.failed else total for t, (total, _) in zip(trajectories, scores)]
-    tensors["token_level_scores"] = allocate(allocation, rewards, masks, [[] if t.failed else t.turn_ends for t in trajectories],
-                                             width, gamma)
-    return DataProto.from_dict(tensors, build_non_tensors(trajectories, scores, spec))
+    non_tensors = build_non_tensors(trajectories, scores, spec, dataset_columns)
+    non_tensors["turn_ends"] = objects([[] if t.failed else list(t.turn_ends) for t in trajectories])
+    return DataProto.from_dict(tensors, non_tensors)
 
 
 def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]],
-                      spec: EnvSpec) -> dict[str, np.ndarray]:
-    """The per-trajectory non-tensor columns."""
-    return {
+                      spec: EnvSpec, dataset_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The per-trajectory non-tensor columns, then the dataset row's columns that the rollout did not set."""
+    own = {
         "uid": objects([t.uid for t in trajectories]),
         "data_source": objects([t.data_source for t in trajectories]),
         "task_id": objects([t.task_id for t in trajectories]),
@@ -88,6 +90,7 @@ def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, 
         "num_turns": objects([t.num_turns for t in trajectories]),
         "success": objects([success(t, spec) for t in trajectories]),
         "env_reward": objects([float(t.env_reward) for t in trajectories]),
+        "reward_total": objects([0.0 if t.failed else float(total) for t, (total, _) in zip(trajectories, scores)]),
         "reward_breakdown": objects([breakdown for _, breakdown in scores]),
         "failed": objects([t.failed for t in trajectories]),
         "status": objects([t.status for t in trajectories]),
@@ -95,41 +98,57 @@ def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, 
         "seed": objects([t.seed for t in trajectories]),
         "env_server": objects([t.server for t in trajectories]),
     }
+    carried = {key: objects([values[t.row] for t in trajectories]) for key, values in dataset_columns.items() if key not in own}
+    return {**own, **carried}
+
+
+def normalize_observation(text: str) -> str:
+    """An env observation as a state key: lower-cased, whitespace runs collapsed to one space, stripped."""
+    return " ".join(text.lower().split())
 
 
 def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
-                     pad_id: int, allocation: str, gamma: float) -> DataProto:
+                     pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
     """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
 
-    Turn ``k`` of ``K`` gets the trajectory's reward ``R`` (``gamma ** (K - 1 - k) * R`` with ``discounted``),
-    placed by ``last_token`` (``discounted`` too) or ``uniform_positive`` within the turn.  Non-tensors as
-    in `build_batch`, repeated per row, plus ``traj_uid`` and ``step``.
+    Every row of a trajectory carries its ``reward_total`` (the reward path pays each row the trajectory's
+    reward).  Non-tensors as in `build_batch` (``turn_ends`` aside), repeated per row, plus ``traj_uid``, ``step`` and ``anchor_obs``: the state turn ``k``
+    acted on, i.e. `normalize_observation` of the last env observation before it in ``t.turns`` (the reset
+    observation for ``k = 0``; the agent's invalid-action feedback is skipped, the state did not change).
     """
     rows: list[tuple[int, int]] = [(b, k) for b, t in enumerate(trajectories) for k in range(len(t.turn_spans))]
     if not rows:
         raise RuntimeError("step-wise rollout produced no turn: every episode failed before its first generation")
-    prompts, responses, masks, log_probs, rewards, ends = [], [], [], [], [], []
+    prompts, responses, masks, log_probs = [], [], [], []
     for b, k in rows:
         t, (start, end) = trajectories[b], trajectories[b].turn_spans[k]
         prompts.append(t.prompt_ids + t.response_ids[t.windows[k]:start])
         responses.append(t.response_ids[start:end])
         masks.append([0] * (end - start) if t.failed else t.response_mask[start:end])
         log_probs.append(t.log_probs[start:end])
-        turns = len(t.turn_spans)
-        rewards.append(0.0 if t.failed else scores[b][0] * (gamma ** (turns - 1 - k) if allocation == "discounted" else 1.0))
-        ends.append([i for i, m in enumerate(masks[-1]) if m][-1:])
     tensors = pack_sequences(prompts, responses, response_masks=masks, pad_id=pad_id)
     width = tensors["responses"].shape[1]
     tensors["rollout_log_probs"] = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, (lps, mask) in enumerate(zip(log_probs, masks)):
         if lps:
             tensors["rollout_log_probs"][i, : len(lps)] = torch.tensor(lps, dtype=torch.float32) * torch.tensor(mask)
-    within_turn = "last_token" if allocation == "discounted" else allocation
-    tensors["token_level_scores"] = allocate(within_turn, rewards, masks, ends, width, gamma)
-    per_trajectory = build_non_tensors(trajectories, scores, spec)
+    per_trajectory = build_non_tensors(trajectories, scores, spec, dataset_columns)
     non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in per_trajectory.items()}
     non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
     non_tensors["step"] = objects([k for _, k in rows])
+    anchors: list[list[str]] = []
+    for t in trajectories:
+        state, per_turn = "", []
+        for entry in t.turns:
+            if entry["role"] == "observation" and not entry.get("feedback", False):
+                state = normalize_observation(entry["text"])
+            elif entry["role"] == "assistant":
+                per_turn.append(state)
+        if len(per_turn) < len(t.turn_spans):
+            raise RuntimeError(f"trajectory {t.uid}/{t.copy} records {len(per_turn)} assistant turns "
+                               f"but has {len(t.turn_spans)} model turns")
+        anchors.append(per_turn)
+    non_tensors["anchor_obs"] = objects([anchors[b][k] for b, k in rows])
     return DataProto.from_dict(tensors, non_tensors)
 
 

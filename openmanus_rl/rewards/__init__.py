@@ -1,10 +1,12 @@
-"""Reward composition (goal, length, format) and allocation of a trajectory's reward onto its tokens."""
+"""Reward composition: an episode's goal, length and format components and their weighted total.
 
-from .allocation import STRATEGIES, allocate
+Allocation onto tokens, and every score the trainer uses, live in the reward path (`verl.trainer.ppo.reward`).
+"""
+
 from .components import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComponent
 from .composer import COMPONENT_TYPES, RewardComposer
 
 __all__ = [
     "COMPONENT_TYPES", "EpisodeOutcome", "FormatReward", "GoalReward", "LengthPenalty", "RewardComponent",
-    "RewardComposer", "STRATEGIES", "allocate",
+    "RewardComposer",
 ]

@@ -16,6 +16,7 @@ import torch
 
 from agent_helpers import ScriptedGenerator, task_batch, text_policy
 from openmanus_rl.agent import OpenManusAgent, trajectory_seed, turn_seed
+from verl.trainer.ppo.reward import RewardManager
 from openmanus_rl.envs import EnvSpec, register_env
 
 pytestmark = pytest.mark.slow
@@ -70,7 +71,7 @@ def test_exact_layout_of_a_scripted_three_turn_episode(tokenizer, toy_server):
     assert b["attention_mask"].tolist() == [[1] * (P + T)]  # observation tokens are attended, nothing is padding
     assert b["position_ids"].tolist() == [list(range(P + T))]
     assert b["rollout_log_probs"].tolist() == [[-0.25 if m else 0.0 for m in MASK]]
-    assert b["token_level_scores"].tolist() == [[0.0] * 43 + [1.0]]  # last_token: R = 1.0 on position 43
+    assert "token_level_scores" not in b  # scores come from the reward path (tests/verl/test_reward_path.py)
     # the model was prompted with exactly the tokens it is trained on
     assert [c["prompts"] for c in generator.calls] == [[prompt], [prompt + R1 + O1], [prompt + R1 + O1 + R2 + E + O2]]
     assert generator.calls[0]["meta_info"] == {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 16,
@@ -107,14 +108,17 @@ def test_single_rollout_path_gives_the_same_layout(tokenizer, toy_server):
     ("discounted", {5: 0.25 * 1.5, 23: 0.5 * 1.5, 43: 1.5}),  # gamma 0.5 over the turn ends 5, 23, 43
 ])
 def test_reward_allocation_through_the_agent(tokenizer, toy_server, allocation, expected):
-    cfg = config(toy_server, reward_allocation=allocation, gamma=0.5,
-                 reward_components={"goal": 1.0, "format": {"weight": 0.5, "patterns": [r"^Action: add \d+$"]}})
+    cfg = config(toy_server, reward_components={"goal": 1.0, "format": {"weight": 0.5, "patterns": [r"^Action: add \d+$"]}})
     with OpenManusAgent(tokenizer, scripted_three_turns(), cfg) as agent:
         out = agent.run_llm_loop(task_batch([3]))
+    assert "token_level_scores" not in out.batch  # the agent reports what happened; the reward path scores it
+    assert out.non_tensor_batch["reward_total"][0] == 1.5 and list(out.non_tensor_batch["turn_ends"][0]) == [5, 23, 43]
+    RewardManager(tokenizer, "agentgym", allocation, gamma=0.5)(out)
     want = torch.zeros(1, 44)
     for position, value in expected.items():
         want[0, position] = value
     assert torch.allclose(out.batch["token_level_scores"], want)
+    assert out.batch["outcome_scores"].tolist() == [1.5]  # the trajectory's score whatever the allocation
     assert out.non_tensor_batch["reward_breakdown"][0] == {"goal": 1.0, "format": 0.5}
     assert out.meta_info["metrics"]["reward/format/mean"] == 0.5
     assert out.meta_info["metrics"]["reward/total/mean"] == 1.5
@@ -185,7 +189,7 @@ def test_token_budget_stops_the_episode(tokenizer, toy_server):
     assert out.batch["responses"].tolist() == [R1 + O1 + R2 + E]
     assert out.batch["responses"].shape[1] <= 286 - out.batch["prompts"].shape[1]
     assert (out.non_tensor_batch["status"][0], out.non_tensor_batch["success"][0]) == ("truncated", False)
-    assert out.batch["token_level_scores"].abs().sum() == 0  # not done: the env paid nothing
+    assert out.non_tensor_batch["reward_total"][0] == 0.0  # not done: the env paid nothing
     assert out.meta_info["metrics"]["rollout/truncated_trajectories"] == 1.0
     assert len(generator.calls) == 2
 
@@ -228,9 +232,10 @@ def test_padding_after_the_end_of_turn_never_enters_the_sequence(tokenizer, toy_
 @pytest.mark.parametrize("allocation, last_scores", [("last_token", [1.0, 1.0, 1.0]), ("discounted", [0.25, 0.5, 1.0])])
 def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, allocation, last_scores):
     generator = scripted_three_turns()
-    cfg = config(toy_server, history_window=1, reward_allocation=allocation, gamma=0.5)
+    cfg = config(toy_server, history_window=1)
     with OpenManusAgent(tokenizer, generator, cfg) as agent:
         out = agent.run_llm_loop(task_batch([3], uid=["g"]))
+    RewardManager(tokenizer, "agentgym", allocation, gamma=0.5)(out)
     prompt = tokenizer.encode(PROMPT_TEXT, add_special_tokens=False)
     # turn 0 sees the prompt; turn 1 the prompt and turn 0; turn 2 the prompt and turn 1 only (turn 0 left the window)
     contexts = [prompt, prompt + R1 + O1, prompt + R2 + E + O2]
@@ -246,6 +251,7 @@ def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, all
     for row, (position, value) in enumerate(zip([5, 4, 5], last_scores)):
         expected[row, position] = value
     assert torch.allclose(b["token_level_scores"], expected)
+    assert b["outcome_scores"].tolist() == [1.0, 1.0, 1.0]  # every row of the trajectory carries its R
     nt = out.non_tensor_batch
     assert list(nt["step"]) == [0, 1, 2] and list(nt["traj_uid"]) == ["g/0"] * 3 and list(nt["uid"]) == ["g"] * 3
     assert list(nt["success"]) == [True] * 3 and list(nt["task_id"]) == [3] * 3

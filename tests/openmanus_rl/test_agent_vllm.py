@@ -7,6 +7,7 @@ import torch
 
 from agent_helpers import task_batch
 from openmanus_rl.agent import OpenManusAgent
+from verl.trainer.ppo.reward import RewardManager
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,7 @@ def test_vllm_webshop_rollout_is_training_ready(tokenizer, engine, webshop_serve
         for prompt, ids, lps, reason in generator.samples:
             samples.setdefault(tuple(prompt), []).append((ids, lps, reason))
         again = agent.run_llm_loop(task_batch([0, 1, 2]), global_steps=1)
+        RewardManager(tokenizer, "agentgym")(out)
         greedy = agent.run_llm_loop(task_batch([4]), global_steps=1, do_sample=False)
 
     b, nt = out.batch, out.non_tensor_batch
@@ -96,6 +98,7 @@ def test_vllm_webshop_rollout_is_training_ready(tokenizer, engine, webshop_serve
             assert gap[:4] == HEAD and gap[-6:] == TAIL
         assert (b["rollout_log_probs"][i] * (1 - b["response_mask"][i])).abs().sum() == 0
         total = sum(nt["reward_breakdown"][i].values())
+        assert nt["reward_total"][i] == pytest.approx(total)
         scores = b["token_level_scores"][i]
         assert scores[model_runs[-1][1] - 1].item() == pytest.approx(total)  # last_token allocation
         assert scores.abs().sum().item() == pytest.approx(abs(total))

@@ -14,8 +14,7 @@ def test_config_from_plain_and_omegaconf_dicts():
     from omegaconf import OmegaConf
 
     fields = {"env_name": "babyai", "env_ports": [36005, 36006], "n": 4, "action_format": "xml",
-              "reward_components": {"goal": 1.0, "length": {"weight": 0.1, "max_length": 300}},
-              "reward_allocation": "discounted", "gamma": 0.9}
+              "reward_components": {"goal": 1.0, "length": {"weight": 0.1, "max_length": 300}}, "history_window": 2}
     plain = AgentConfig(**fields)
     node = OmegaConf.create(fields)
     from_omegaconf = AgentConfig(**node)
@@ -45,8 +44,6 @@ def test_config_defaults_fit_the_small_box():
     ({"top_p": 0.0}, "top_p must be in"),
     ({"temperature": -1.0}, "temperature must be >= 0"),
     ({"request_timeout_s": 0}, "request_timeout_s must be > 0"),
-    ({"reward_allocation": "sparse"}, "reward_allocation must be one of"),
-    ({"gamma": 1.5}, "gamma must be in"),
     ({"history_window": -1}, "history_window must be an int >= 0"),
     ({"reward_components": {"speed": 1.0}}, "unknown type 'speed'"),
 ])

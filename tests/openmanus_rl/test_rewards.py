@@ -1,11 +1,11 @@
-"""Reward components, the composer's breakdown, and the three allocation strategies, all worked out by hand."""
+"""Reward components and the composer's breakdown, worked out by hand (allocation: tests/verl/test_reward_path.py)."""
 
 import math
 
 import pytest
 import torch
 
-from openmanus_rl.rewards import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComposer, allocate
+from openmanus_rl.rewards import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComposer
 
 
 def outcome(**kw):
@@ -75,45 +75,3 @@ def test_format_reward_share_of_turns():
 def test_composer_config_errors(config, message):
     with pytest.raises(ValueError, match=message):
         RewardComposer.from_config(config, "webshop")
-
-
-# Three rows, width 8.  Row 0: model tokens at 0,1 (turn 1) and 4,5,6 (turn 2).
-# Row 1: model tokens at 0,1,2 (one turn).  Row 2: one model token per turn at 0, 2, 4.
-MASKS = [[1, 1, 0, 0, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0, 0, 0]]
-ENDS = [[1, 6], [2], [0, 2, 4]]
-REWARDS = [2.0, -1.0, 3.0]
-
-
-def test_allocate_last_token():
-    expected = torch.tensor([
-        [0, 0, 0, 0, 0, 0, 2.0, 0],   # R on the last model token (6)
-        [0, 0, -1.0, 0, 0, 0, 0, 0],  # (2)
-        [0, 0, 0, 0, 3.0, 0, 0, 0],   # (4)
-    ])
-    assert torch.equal(allocate("last_token", REWARDS, MASKS, ENDS, 8), expected)
-
-
-def test_allocate_uniform_positive():
-    expected = torch.tensor([
-        [0.4, 0.4, 0, 0, 0.4, 0.4, 0.4, 0],  # 2.0 / 5 model tokens
-        [0, 0, -1.0, 0, 0, 0, 0, 0],         # negative: all on the last model token
-        [1.0, 0, 1.0, 0, 1.0, 0, 0, 0],      # 3.0 / 3
-    ])
-    assert torch.allclose(allocate("uniform_positive", REWARDS, MASKS, ENDS, 8), expected)
-    assert allocate("uniform_positive", REWARDS, MASKS, ENDS, 8).sum(1).tolist() == pytest.approx(REWARDS)
-
-
-def test_allocate_discounted():
-    expected = torch.tensor([
-        [0, 1.0, 0, 0, 0, 0, 2.0, 0],       # gamma^1 * 2 at end of turn 1, 2 at end of turn 2
-        [0, 0, -1.0, 0, 0, 0, 0, 0],        # one turn: gamma^0 * R
-        [0.75, 0, 1.5, 0, 3.0, 0, 0, 0],    # 0.5^2 * 3, 0.5 * 3, 3
-    ])
-    assert torch.allclose(allocate("discounted", REWARDS, MASKS, ENDS, 8, gamma=0.5), expected)
-
-
-def test_allocate_skips_rows_without_model_tokens_and_rejects_unknown():
-    scores = allocate("last_token", [5.0], [[0, 0, 0]], [[]], 4)
-    assert torch.equal(scores, torch.zeros(1, 4))
-    with pytest.raises(ValueError, match="unknown reward allocation 'sparse'"):
-        allocate("sparse", [1.0], [[1]], [[0]], 1)

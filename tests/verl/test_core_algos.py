@@ -88,50 +88,80 @@ MASK = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], **f64)
 
 
 def test_grpo_normalised():
-    adv, ret = ca.compute_grpo_outcome_advantage(REWARDS, MASK, INDEX)
+    metrics = {}
+    adv, ret = ca.compute_grpo_outcome_advantage(REWARDS, MASK, INDEX, metrics=metrics)
     # group a: scores 1, 0, 0.5 -> mean 0.5, unbiased std sqrt(0.5/2) = 0.5
-    # group b: one row -> mean 0, std 1
+    # group b: one row -> no baseline -> advantage 0
     eps = 1e-6
-    per_row = [0.5 / (0.5 + eps), -0.5 / (0.5 + eps), 0.0, 2.0 / (1.0 + eps)]
+    per_row = [0.5 / (0.5 + eps), -0.5 / (0.5 + eps), 0.0, 0.0]
     expected = torch.tensor(per_row, **f64).unsqueeze(-1) * MASK
     close(adv, expected)
     assert ret is adv
+    assert metrics == {"adv/no_baseline_rows": 1.0, "adv/equal_score_group_share": 0.0}
+
+
+def test_outcome_score_is_the_trajectory_reward_whatever_the_allocation():
+    # two 2-turn trajectories of one task, discounted allocation (gamma 0.5): token sums 1.5 and 0, but R = 1 and 0
+    r = torch.tensor([[0.5, 0.0, 1.0], [0.0, 0.0, 0.0]], **f64)
+    m = torch.tensor([[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]], **f64)
+    idx = np.array(["t", "t"], dtype=object)
+    scores = torch.tensor([1.0, 0.0], **f64)
+    adv, _ = ca.compute_grpo_outcome_advantage(r, m, idx, scores=scores, norm_adv_by_std_in_grpo=False)
+    close(adv, [[0.5, 0.0, 0.5], [-0.5, 0.0, -0.5]])  # R - mean(1, 0); the token sums would give +-0.75
+    adv, _ = ca.compute_rloo_outcome_advantage(r, m, idx, scores=scores)
+    close(adv, [[1.0, 0.0, 1.0], [-1.0, 0.0, -1.0]])  # 1 - 0, 0 - 1
+
+
+def test_failed_rows_take_no_part_in_groups_and_equal_groups_are_counted():
+    # group a: rows 0, 1 live with equal scores 1, 1; row 2 failed (no model token); group b: rows 3, 4 with 0 and 2
+    r = torch.tensor([[1.0], [1.0], [5.0], [0.0], [2.0]], **f64)
+    m = torch.tensor([[1.0], [1.0], [0.0], [1.0], [1.0]], **f64)
+    idx = np.array(["a", "a", "a", "b", "b"], dtype=object)
+    metrics = {}
+    adv, _ = ca.compute_grpo_outcome_advantage(r, m, idx, metrics=metrics, norm_adv_by_std_in_grpo=False)
+    close(adv, [[0.0], [0.0], [0.0], [-1.0], [1.0]])  # the failed row's 5 does not move group a's mean
+    assert metrics == {"adv/no_baseline_rows": 0.0, "adv/equal_score_group_share": 0.5}
 
 
 def test_dr_grpo_does_not_divide_by_std():
     adv, _ = ca.compute_grpo_outcome_advantage(REWARDS, MASK, INDEX, norm_adv_by_std_in_grpo=False)
-    close(adv, torch.tensor([0.5, -0.5, 0.0, 2.0], **f64).unsqueeze(-1) * MASK)  # score - group mean
+    close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0], **f64).unsqueeze(-1) * MASK)  # score - group mean; b alone: 0
     adv2, _ = ca.get_adv_estimator_fn("dr_grpo")(token_level_rewards=REWARDS, response_mask=MASK, index=INDEX)
     close(adv2, adv)
 
 
 def test_rloo():
-    adv, _ = ca.compute_rloo_outcome_advantage(REWARDS, MASK, INDEX)
+    metrics = {}
+    adv, _ = ca.compute_rloo_outcome_advantage(REWARDS, MASK, INDEX, metrics=metrics)
     # group a (n=3): s*3/2 - mean*3/2 with mean 0.5: 1.5-0.75, 0-0.75, 0.75-0.75 (= s minus mean of the others)
-    # group b (n=1): no baseline, keeps 2
-    close(adv, torch.tensor([0.75, -0.75, 0.0, 2.0], **f64).unsqueeze(-1) * MASK)
+    # group b (n=1): no baseline -> 0
+    close(adv, torch.tensor([0.75, -0.75, 0.0, 0.0], **f64).unsqueeze(-1) * MASK)
+    assert metrics["adv/no_baseline_rows"] == 1.0
 
 
-def test_reinforce_plus_plus_stops_at_masked_tokens():
-    r = torch.tensor([[0.0, 1.0, 0.0, 2.0]], **f64)
-    m = torch.tensor([[1.0, 0.0, 1.0, 1.0]], **f64)
+def test_reinforce_plus_plus_carries_the_return_across_observations():
+    # turn 1: tokens 0-1, observation: tokens 2-3 (mask 0), turn 2: token 4 with the outcome reward 1
+    r = torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0]], **f64)
+    m = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0]], **f64)
     adv, ret = ca.compute_reinforce_plus_plus_outcome_advantage(r, m, gamma=0.5)
-    # t=3: running = 2 -> G3 = 2, *1
-    # t=2: running = 0 + 0.5*2 = 1 -> G2 = 1, *1
-    # t=1: running = 1 + 0.5*1 = 1.5 -> G1 = 1.5, *0 -> 0
-    # t=0: running = 0 + 0 = 0 -> G0 = 0
-    close(ret, [[0.0, 1.5, 1.0, 2.0]])
-    # whiten over {0, 1, 2}: mean 1, unbiased var 1
-    s = math.sqrt(1 + 1e-8)
-    close(adv, [[-1.0 / s, 0.0, 0.0, 1.0 / s]])
+    # t=4: G = 1; t=3, t=2 (observation): neither reset nor discount -> 1, 1
+    # t=1: 0 + 0.5 * 1 = 0.5; t=0: 0 + 0.5 * 0.5 = 0.25
+    close(ret, [[0.25, 0.5, 1.0, 1.0, 1.0]])
+    # whiten over {0.25, 0.5, 1}: mean 7/12; unbiased var ((1/3)^2 + (1/12)^2 + (5/12)^2) / 2 = 7/48
+    s = math.sqrt(7 / 48 + 1e-8)
+    close(adv, [[-(1 / 3) / s, -(1 / 12) / s, 0.0, 0.0, (5 / 12) / s]])
 
 
 def test_remax():
     r = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], **f64)
     m = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], **f64)
     adv, ret = ca.compute_remax_outcome_advantage(r, torch.tensor([0.5, 0.25], **f64), m)
-    close(ret, [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # reverse cumulative sums of r*m
-    close(adv, [[0.5, 0.5, 0.5], [0.75, 0.75, 0.0]])  # (G - b) * m
+    close(ret, [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # outcome score (row sum 1) on every model token
+    close(adv, [[0.5, 0.5, 0.5], [0.75, 0.75, 0.0]])  # (s - b) * m
+    # discounted allocation over two turns (token sum 1.5) with R = 1: the score, not the sum, is compared to b
+    adv, _ = ca.compute_remax_outcome_advantage(torch.tensor([[0.5, 0.0, 1.0]], **f64), torch.tensor([0.5], **f64),
+                                                torch.ones(1, 3, **f64), scores=torch.tensor([1.0], **f64))
+    close(adv, [[0.5, 0.5, 0.5]])
 
 
 def test_registry():
@@ -204,6 +234,21 @@ def test_apply_kl_penalty():
     assert metrics["actor/reward_kl_penalty_coeff"] == 0.1
 
 
+def test_apply_kl_penalty_leaves_failed_rows_out_of_the_metric():
+    data = DataProto.from_dict(
+        {
+            "token_level_scores": torch.zeros(2, 2, **f64),
+            "old_log_probs": torch.tensor([[-1.0, -1.0], [0.0, 0.0]], **f64),
+            "ref_log_prob": torch.tensor([[-1.5, -1.5], [0.0, 0.0]], **f64),
+            "response_mask": torch.tensor([[1.0, 1.0], [0.0, 0.0]], **f64),  # row 1 failed
+        }
+    )
+    ctl = ca.AdaptiveKLController(init_kl_coef=0.1, target_kl=0.25, horizon=10)
+    _, metrics = ca.apply_kl_penalty(data, ctl, "kl")
+    assert metrics["actor/reward_kl_penalty"] == pytest.approx(0.5, abs=1e-12)  # row 0 only; with row 1 it would be 0.25
+    assert ctl.value == pytest.approx(0.1 * (1 + 0.2 * 1 / 10), abs=1e-12)  # e = clip(0.5/0.25 - 1) = 0.2, one live row
+
+
 # ----------------------------------------------------------------- losses
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], **f64)
@@ -216,11 +261,26 @@ LM = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], **f64)
         ("token-mean", 10.0 / 4.0),  # (1+2+3+4) / 4 tokens
         ("seq-mean-token-sum", 5.0),  # (6 + 4) / 2 rows
         ("seq-mean-token-mean", 3.0),  # (6/3 + 4/1) / 2 rows
-        ("seq-mean-token-sum-norm", 10.0 / 3.0),  # 10 / T with T = 3
+        ("seq-mean-token-sum-norm", 10.0 / 6.0),  # (6/3 + 4/3) / 2 rows, with C = T = 3
     ],
 )
 def test_agg_loss(mode, expected):
     close(ca.agg_loss(L, LM, mode), expected)
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("token-mean", 10.0 / 4.0),
+        ("seq-mean-token-sum", 5.0),  # (6 + 4) / 2 live rows, not / 3
+        ("seq-mean-token-mean", 3.0),
+        ("seq-mean-token-sum-norm", (6.0 / 8.0 + 4.0 / 8.0) / 2),  # constant C = 8 (the budget), 2 live rows
+    ],
+)
+def test_agg_loss_failed_rows_count_in_no_denominator(mode, expected):
+    loss = torch.cat([L, torch.full((1, 3), 7.0, **f64)])
+    mask = torch.cat([LM, torch.zeros(1, 3, **f64)])  # a failed row: no model token
+    close(ca.agg_loss(loss, mask, mode, loss_scale_factor=8.0), expected)
 
 
 def test_agg_loss_unknown_mode():

@@ -54,7 +54,12 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["actor_rollout_ref.actor.not_a_key=1"], r"bad override: .*not_a_key"),
         (["data.train_batch_size=abc"], r"config.data.train_batch_size: expected int, got str \('abc'\)"),
         (["data.train_batch_size=3"], r"ppo_mini_batch_size=4 must divide the trajectories per step \(data.train_batch_size 3 x agent.n 1 = 3\)"),
-        (["algorithm.adv_estimator=magic"], r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]"),
+        (["algorithm.adv_estimator=magic"], r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]"),
+        (["algorithm.adv_estimator=gigpo", "agent.n=2"], r"gigpo needs the agent's step-wise mode \(one row per turn\): set agent.history_window >= 1"),
+        (["agent.temperature=0.5"], r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: one setting drives sampling and log-prob recomputation"),
+        (["agent.top_k=20"], r"agent.top_k=20 differs from actor_rollout_ref.rollout.top_k=-1"),
+        (["algorithm.reward_allocation=sparse"], r"algorithm.reward_allocation must be one of \['last_token', 'uniform_positive', 'discounted'\], got 'sparse'"),
+        (["data.rollout=chat"], r"data.rollout must be agent or single_turn, got 'chat'"),
         (["critic.enable=false"], r"algorithm.adv_estimator=gae needs a critic, but critic.enable=false"),
         (["algorithm.adv_estimator=grpo"], r"compares samples of one task: set agent.n >= 2 \(got 1\)"),
         (["trainer.logger=[console,carrier_pigeon]"], r"unknown backend\(s\) \['carrier_pigeon'\]"),
@@ -91,12 +96,15 @@ def short_answer(data_source, solution_str, ground_truth, extra_info=None):
 
 def rollout_like_batch():
     packed = pack_sequences([[1, 2], [3]], [[10, 11, 12, 13], [20, 21]], response_masks=[[1, 1, 0, 1], [1, 1]], pad_id=0)
-    packed["token_level_scores"] = torch.tensor([[0.0, 0.0, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0]])
     return DataProto.from_dict(
         packed,
         {"data_source": ["webshop", "webshop"], "task_id": [5, 6], "env_reward": [0.7, 0.0], "success": [True, False],
-         "num_turns": [3, 2], "reward_breakdown": [{"goal": 0.7}, {"goal": 0.0}], "failed": [False, False]},
+         "num_turns": [2, 1], "reward_breakdown": [{"goal": 0.7}, {"goal": 0.0}], "reward_total": [0.7, 0.0],
+         "turn_ends": [[1, 3], [1]], "failed": [False, False]},
     )
+
+
+TEXT_STUB = type("T", (), {"decode": staticmethod(lambda ids, skip_special_tokens: "x")})()
 
 
 def test_reward_module_example_is_paid_on_last_model_token():
@@ -106,23 +114,26 @@ def test_reward_module_example_is_paid_on_last_model_token():
     reward_score.SUPPORTED_REWARD_SCORE_FNS["short_answer"] = short_answer
     try:
         batch = rollout_like_batch()
-        manager = RewardManager(tokenizer=type("T", (), {"decode": staticmethod(lambda ids, skip_special_tokens: "x")})(), reward_score_fn="short_answer")
+        manager = RewardManager(tokenizer=TEXT_STUB, reward_score_fn="short_answer")
         metrics = manager(batch)
-        # row 0: success, 3 turns -> 1 - 0.03 = 0.97 on its last model token (index 3)
-        # row 1: failure, 2 turns -> 0 - 0.02 = -0.02 on index 1
-        torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.0, 0.0, 0.97], [0.0, -0.02, 0.0, 0.0]]))
-        assert metrics == {"reward/short_answer/mean": pytest.approx((0.97 - 0.02) / 2)}
+        # row 0: success, 2 turns -> 1 - 0.02 = 0.98 on its last model token (index 3)
+        # row 1: failure, 1 turn -> 0 - 0.01 = -0.01 on index 1
+        torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.0, 0.0, 0.98], [0.0, -0.01, 0.0, 0.0]]))
+        torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.98, -0.01]))
+        assert metrics == {"reward/short_answer/mean": pytest.approx((0.98 - 0.01) / 2), "reward/errors": 0.0}
     finally:
         reward_score.SUPPORTED_REWARD_SCORE_FNS.pop("short_answer")
 
 
-def test_default_agentgym_reward_keeps_agent_allocation():
+def test_default_agentgym_reward_pays_the_agents_composed_reward():
     from verl.trainer.ppo.reward import RewardManager
 
     batch = rollout_like_batch()
-    before = batch.batch["token_level_scores"].clone()
-    assert RewardManager(tokenizer=None)(batch) == {}
-    assert torch.equal(batch.batch["token_level_scores"], before)
+    assert RewardManager(tokenizer=TEXT_STUB, allocation="discounted", gamma=0.5)(batch) == {
+        "reward/agentgym/mean": pytest.approx(0.35), "reward/errors": 0.0}
+    # row 0: R = 0.7 over two turns ending at 1 and 3: 0.5 * 0.7, 0.7; row 1: R = 0
+    torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.35, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.7, 0.0]))
 
 
 # ----------------------------------------------------------------------------- data order
@@ -145,9 +156,12 @@ def test_dataloader_order_is_seeded_and_resumable(task_files):
 
 
 def test_read_tasks_checks_columns(tmp_path):
-    pd.DataFrame([{"data_source": "x", "extra_info": {"split": "train"}}]).to_parquet(tmp_path / "bad.parquet")
-    with pytest.raises(ValueError, match=r"rows \[0\] have no extra_info\['index'\]"):
+    pd.DataFrame([{"prompt": "x", "extra_info": {"split": "train"}}]).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"lacks columns \['data_source'\]; has \['prompt', 'extra_info'\]"):
         read_tasks(tmp_path / "bad.parquet")
+    # single-turn rows need no env task id
+    pd.DataFrame([{"data_source": "countdown", "extra_info": {"split": "train"}}]).to_parquet(tmp_path / "ok.parquet")
+    assert len(read_tasks(tmp_path / "ok.parquet")) == 1
 
 
 # ----------------------------------------------------------------------------- tracking
@@ -168,3 +182,30 @@ def test_tracking_jsonl_and_plot(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=r"unknown logger\(s\) \['fax'\]"):
         Tracking("p", "e", ["fax"], str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- loss aggregation and metrics
+
+
+def test_dr_grpo_implies_its_loss_aggregation_over_the_configured_budget(tiny_model_path, task_files):
+    dr = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=dr_grpo", "agent.n=2"))
+    # the budget is max_trajectory_length - max_prompt_length = 3072 - 1024, not the batch's widest row
+    assert (dr.actor_rollout_ref.actor.loss_agg_mode, dr.actor_rollout_ref.actor.loss_scale_factor) == ("seq-mean-token-sum-norm", 2048.0)
+    grpo = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2"))
+    assert (grpo.actor_rollout_ref.actor.loss_agg_mode, grpo.actor_rollout_ref.actor.loss_scale_factor) == ("token-mean", None)
+    explicit = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=dr_grpo", "agent.n=2",
+                               "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    assert explicit.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
+
+
+def test_clip_ratio_counts_rows_cut_by_the_budget_not_the_widest_row():
+    from verl.trainer.ppo.metrics import compute_data_metrics
+
+    packed = pack_sequences([[1], [2], [3], [4]], [[5, 6, 7], [5], [5, 6], [5]], pad_id=0)
+    for key in ("token_level_scores", "token_level_rewards", "advantages", "returns"):
+        packed[key] = torch.zeros(4, 3)
+    batch = DataProto.from_dict(packed, {"status": ["done", "truncated", "done", "turn_limit"]})
+    assert compute_data_metrics(batch, use_critic=False, response_budget=3)["response_length/clip_ratio"] == 0.25
+    batch.non_tensor_batch.pop("status")  # no status (e.g. a plain dataset): responses that filled the budget
+    assert compute_data_metrics(batch, use_critic=False, response_budget=3)["response_length/clip_ratio"] == 0.25
+    assert compute_data_metrics(batch, use_critic=False, response_budget=8)["response_length/clip_ratio"] == 0.0

@@ -32,13 +32,15 @@ def run(overrides: list[str]) -> dict:
     import ray
     from transformers import AutoTokenizer
 
-    from verl.trainer.ppo.config import load_config
+    from verl.trainer.ppo.config import load_config, resolve_precision
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer, dump_config
 
     cfg = load_config(overrides)
-    check_env_servers(cfg.agent.get("env_server_base", "http://127.0.0.1"), list(cfg.agent.get("env_ports", [])))
+    if cfg.data.rollout == "agent":
+        check_env_servers(cfg.agent.get("env_server_base", "http://127.0.0.1"), list(cfg.agent.get("env_ports", [])))
+    precision = resolve_precision(cfg)
     out = Path(cfg.trainer.output_dir)
-    dump_config(cfg, out / "config.json")
+    dump_config(cfg, out / "config.json", precision=precision)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     env_vars = {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled"}
     if cfg.ray_init.address:

@@ -1,8 +1,10 @@
 """Task rows from parquet, batched into `DataProto`s in a seeded, resumable order.
 
-Each row names one task: ``data_source``, ``prompt``, ``ability``,
-``reward_model`` and ``extra_info`` (``index`` = the environment's task id,
-``split``). Columns become non-tensor entries of the batch.
+Each row names one task in verl's format: ``data_source`` (required),
+``prompt``, ``ability``, ``reward_model`` (``ground_truth``) and
+``extra_info`` (for env tasks ``index`` = the environment's task id, which the
+agent checks; single-turn rows need none). Every column becomes a non-tensor
+entry of the batch and is carried through the rollout to the reward path.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pandas as pd
 
 from verl.protocol import DataProto
 
-REQUIRED_COLUMNS = ("data_source", "extra_info")
+REQUIRED_COLUMNS = ("data_source",)
 
 
 def read_tasks(path: str | Path, max_rows: int = -1) -> pd.DataFrame:
@@ -26,9 +28,6 @@ def read_tasks(path: str | Path, max_rows: int = -1) -> pd.DataFrame:
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks columns {missing}; has {list(frame.columns)}")
-    bad = [i for i, e in enumerate(frame["extra_info"]) if not isinstance(e, dict) or "index" not in e]
-    if bad:
-        raise ValueError(f"{path}: rows {bad[:5]} have no extra_info['index'] (the env task id)")
     return frame.iloc[:max_rows].reset_index(drop=True) if max_rows > 0 else frame
 
 

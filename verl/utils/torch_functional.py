@@ -27,6 +27,38 @@ def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Te
     return flat.view(labels.shape)
 
 
+FILTERED_LOGIT = -1e9  # finite, so entropy and log-softmax stay free of inf * 0
+
+
+def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Set logits outside the sampler's top-k / top-p set to `FILTERED_LOGIT`, as the rollout engine did.
+
+    Over the last dim, ascending: top-k drops logits below the k-th largest;
+    top-p then drops the tokens whose cumulative probability (from the
+    smallest, after top-k) is at most ``1 - top_p``, always keeping the
+    largest. ``keep`` (token ids, ``logits.shape[:-1]``) are never dropped: a
+    sampled token stays scorable when float rounding differs from the engine's.
+    Returns ``logits`` unchanged when ``top_k <= 0`` and ``top_p >= 1``.
+    """
+    vocab = logits.shape[-1]
+    use_k, use_p = 0 < top_k < vocab, top_p < 1.0
+    if not (use_k or use_p):
+        return logits
+    remove = torch.zeros_like(logits, dtype=torch.bool)
+    if use_k:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        remove |= logits < kth
+    if use_p:
+        ascending, order = logits.masked_fill(remove, float("-inf")).sort(dim=-1)
+        cumulative = ascending.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative <= 1 - top_p
+        drop[..., -1] = False
+        remove |= torch.zeros_like(remove).scatter(-1, order, drop)
+    if keep is not None:
+        remove.scatter_(-1, keep.unsqueeze(-1), False)
+    return logits.masked_fill(remove, FILTERED_LOGIT)
+
+
 def autocast(device: str, dtype: str):
     """bf16/fp16 autocast on ``device``, or nothing for fp32."""
     if dtype == "float32":

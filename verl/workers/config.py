@@ -12,6 +12,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from verl.trainer.ppo.core_algos import LOSS_AGG_MODES
+from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
+
 T = TypeVar("T")
 
 
@@ -91,7 +94,8 @@ def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
         raise ConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
 
 
-DTYPES = ("float32", "bfloat16", "float16")
+# every dtype key takes "auto" (chosen from the hardware, see verl.utils.precision) or an explicit dtype
+DTYPES = DTYPE_CHOICES
 
 
 @dataclass
@@ -132,28 +136,34 @@ class UpdateBatchingConfig:
     ppo_epochs: int = 1
     shuffle: bool = True
     loss_agg_mode: str = "token-mean"
+    loss_scale_factor: float | None = None  # seq-mean-token-sum-norm's constant C; None: the response width T
 
 
 @dataclass
 class ActorConfig(UpdateBatchingConfig):
-    """PPO policy update."""
+    """PPO policy update. ``loss_agg_mode: auto`` is ``seq-mean-token-sum-norm`` over the response
+    budget for ``dr_grpo`` (set by the trainer's config), ``token-mean`` otherwise."""
 
+    loss_agg_mode: str = "auto"
     clip_ratio: float = 0.2
     clip_ratio_low: float | None = None
     clip_ratio_high: float | None = None
     clip_ratio_c: float = 3.0
+    tis_cap: float | None = None  # truncated importance sampling on exp(old - rollout log-prob), capped; None: off
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
-    mixed_precision: str = "bfloat16"
+    mixed_precision: str = "auto"  # autocast dtype over fp32 master weights
     log_prob_micro_batch_size_per_gpu: int = 8
     log_prob_max_token_len_per_gpu: int = 8192
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def validate(self, where: str) -> None:
-        _choice(self.loss_agg_mode, ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"), f"{where}.loss_agg_mode")
+        _choice(self.loss_agg_mode, ("auto", *LOSS_AGG_MODES), f"{where}.loss_agg_mode")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ConfigError(f"{where}.tis_cap must be > 0 (or null: off), got {self.tis_cap}")
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
         for name in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "log_prob_micro_batch_size_per_gpu"):
             if getattr(self, name) < 1:
@@ -162,9 +172,13 @@ class ActorConfig(UpdateBatchingConfig):
 
 @dataclass
 class RefConfig:
-    """The frozen reference policy."""
+    """The frozen reference policy: fp32 weights like the actor's master copy; ``dtype`` is its autocast dtype.
 
-    dtype: str = "float32"
+    ``auto`` takes the actor's, so the reference runs the actor's exact log-prob
+    path and the KL between identical weights is exactly 0.
+    """
+
+    dtype: str = "auto"
     log_prob_micro_batch_size_per_gpu: int = 8
     log_prob_max_token_len_per_gpu: int = 8192
 
@@ -177,8 +191,8 @@ class RolloutConfig:
     """The generation engine and its default sampling parameters."""
 
     name: str = "vllm"
-    dtype: str = "bfloat16"
-    temperature: float = 1.0
+    dtype: str = "auto"
+    temperature: float = 1.0  # drives the agent's sampling and the trainer's log-prob recomputation alike
     top_p: float = 1.0
     top_k: int = -1
     response_length: int = 256
@@ -222,7 +236,7 @@ class CriticConfig(UpdateBatchingConfig):
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
     cliprange_value: float = 0.5
     grad_clip: float = 1.0
-    mixed_precision: str = "bfloat16"
+    mixed_precision: str = "auto"
     device: str = "cpu"
     num_threads: int = 2
     seed: int = 0
@@ -231,3 +245,13 @@ class CriticConfig(UpdateBatchingConfig):
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
+
+
+def resolve_policy_precision(cfg: ActorRolloutRefConfig) -> dict[str, Precision]:
+    """The compute dtypes of the actor (autocast), the reference and the rollout engine, ``auto`` resolved."""
+    actor = resolve_dtype(cfg.actor.mixed_precision, cfg.device, "train")
+    if cfg.ref.dtype == "auto":
+        ref = Precision(actor.dtype, "the actor's dtype, so both run one log-prob path")
+    else:
+        ref = resolve_dtype(cfg.ref.dtype, cfg.device, "infer")
+    return {"actor": actor, "ref": ref, "rollout": resolve_dtype(cfg.rollout.dtype, cfg.device, "infer")}

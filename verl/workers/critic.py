@@ -37,8 +37,8 @@ class ValueModel(nn.Module):
 class PPOCritic(TrainableModule):
     """Values of the states before each response token, and the clipped value-loss update."""
 
-    def __init__(self, module, optimizer, scheduler, config: CriticConfig):
-        super().__init__(module, optimizer, scheduler, config.device, config.mixed_precision, config.grad_clip)
+    def __init__(self, module, optimizer, scheduler, config: CriticConfig, mixed_precision: str):
+        super().__init__(module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip)
         self.config = config
 
     def _values(self, mb: DataProto) -> torch.Tensor:

@@ -26,7 +26,8 @@ from verl.single_controller.base import Dispatch, Worker, register
 from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict
+from verl.utils.precision import announce, resolve_dtype
+from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
@@ -67,6 +68,9 @@ class ActorRolloutRefWorker(Worker):
         if self.roles & {"actor", "ref"}:  # a rollout-only worker also runs in-process, without a process group
             self.init_distributed(cfg.device)
         torch.manual_seed(cfg.seed + self.rank)
+        self.precision = resolve_policy_precision(cfg)
+        for role in sorted(self.roles):
+            announce(f"{role} rank {self.rank}", self.precision[role])
         if "actor" in self.roles:
             module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             if cfg.model.enable_gradient_checkpointing:
@@ -74,25 +78,27 @@ class ActorRolloutRefWorker(Worker):
             module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
             optimizer = fsdp_utils.build_optimizer(module, cfg.actor.optim)
             scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
-            self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device)
+            self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
         if "ref" in self.roles:
-            module = _load_causal_lm(cfg.model.path, getattr(torch, cfg.ref.dtype), cfg.model.attn_implementation)
+            # fp32 weights under the same autocast as the actor: one log-prob path, so KL(identical weights) = 0
+            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             module.requires_grad_(False)
             module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
-            self.ref = PPOActor(module, None, None, cfg.actor, cfg.device)
+            self.ref = PPOActor(module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         if "rollout" in self.roles:
             self.rollout = self._build_rollout()
         torch.set_num_threads(cfg.num_threads)
 
     def _build_rollout(self) -> RolloutEngine:
         cfg = self.config
+        dtype = self.precision["rollout"].dtype
         if cfg.rollout.name == "vllm":
             from verl.workers.rollout.vllm_rollout import VLLMRollout
 
-            return VLLMRollout(cfg.model.path, cfg.rollout, cfg.device, self.local_rank, cfg.num_threads)
+            return VLLMRollout(cfg.model.path, cfg.rollout, cfg.device, self.local_rank, cfg.num_threads, dtype=dtype)
         from verl.workers.rollout.hf_rollout import HFRollout
 
-        return HFRollout(cfg.model.path, dtype=cfg.rollout.dtype, device=cfg.device)
+        return HFRollout(cfg.model.path, dtype=dtype, device=cfg.device)
 
     def _need(self, role: str):
         obj = {"actor": self.actor, "ref": self.ref, "rollout": self.rollout}[role]
@@ -139,10 +145,20 @@ class ActorRolloutRefWorker(Worker):
         )
 
     # ------------------------------------------------------------------ log-probs
+    def _sampling(self, meta: dict) -> dict:
+        """The distribution the engine sampled from: ``temperature``, ``top_p``, ``top_k`` from
+        ``meta_info`` over the rollout config (one setting drives generation and recomputation)."""
+        r = self.config.rollout
+        return {
+            "temperature": float(meta.get("temperature", r.temperature) or 1.0),  # greedy (0) scores the raw distribution
+            "top_p": float(meta.get("top_p", r.top_p)),
+            "top_k": int(meta.get("top_k", r.top_k)),
+        }
+
     def _log_probs(self, model: PPOActor, data: DataProto, micro_rows: int, max_tokens: int, with_entropy: bool) -> dict:
         return model.compute_log_prob(
             data,
-            temperature=float(data.meta_info.get("temperature", self.config.rollout.temperature or 1.0)),
+            sampling=self._sampling(data.meta_info),
             with_entropy=with_entropy,
             micro_batch_rows=micro_rows,
             max_tokens=max_tokens if self.config.actor.use_dynamic_bsz else None,
@@ -172,7 +188,7 @@ class ActorRolloutRefWorker(Worker):
         """
         actor: PPOActor = self._need("actor")
         start = time.perf_counter()
-        metrics = actor.update_policy(data, seed=self.config.seed + self._update_count)
+        metrics = actor.update_policy(data, self._sampling(data.meta_info), seed=self.config.seed + self._update_count)
         self._update_count += 1
         metrics["timing_s/update_actor"] = time.perf_counter() - start
         if self.rollout is not None:
@@ -253,13 +269,15 @@ class CriticWorker(Worker):
         cfg = self.config
         self.init_distributed(cfg.device)
         torch.manual_seed(cfg.seed + self.rank)
+        precision = resolve_dtype(cfg.mixed_precision, cfg.device, "train")
+        announce(f"critic rank {self.rank}", precision)
         module = ValueModel.from_pretrained(cfg.model.path, cfg.model.attn_implementation)
         if cfg.model.enable_gradient_checkpointing:
             module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
         scheduler = fsdp_utils.build_scheduler(optimizer, cfg.optim)
-        self.critic = PPOCritic(module, optimizer, scheduler, cfg)
+        self.critic = PPOCritic(module, optimizer, scheduler, cfg, precision.dtype)
 
     def _need_critic(self) -> PPOCritic:
         if self.critic is None:

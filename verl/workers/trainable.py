@@ -14,9 +14,9 @@ One PPO update over a batch of B rows on this rank::
 ``w_mb`` makes the accumulated gradient equal to the gradient of the loss over
 the whole mini-batch, on every rank count: for ``token-mean`` it is the
 micro-batch's share of the mini-batch's response tokens (summed over all
-ranks), for the ``seq-mean-*`` modes its share of the rows, and 1 for
-``seq-mean-token-sum-norm`` (a plain sum divided by T). FSDP averages gradients
-over ranks, hence the ``world_size`` factor.
+ranks), for the ``seq-mean-*`` modes its share of the rows that have a model
+token (failed rows count nowhere). FSDP averages gradients over ranks, hence
+the ``world_size`` factor.
 """
 
 from __future__ import annotations
@@ -52,6 +52,20 @@ def _global_sum_dict(values: dict[str, float], device: str) -> dict[str, float]:
     return dict(zip(keys, t.tolist()))
 
 
+def _global_max(value: int, device: str) -> int:
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def _masked_copy(mb: DataProto, mask_key: str) -> DataProto:
+    """One row of ``mb`` with its loss mask zeroed: a micro-batch that runs the collectives and adds nothing."""
+    filler = mb[[0]]
+    filler.batch[mask_key] = torch.zeros_like(filler.batch[mask_key])
+    return filler
+
+
 class TrainableModule:
     """An FSDP-sharded module with its optimiser, scheduler and the PPO update loop."""
 
@@ -74,9 +88,16 @@ class TrainableModule:
     def map_micro_batches(
         self, data: DataProto, fn: Callable[[DataProto], dict[str, torch.Tensor]], max_rows: int, max_tokens: int | None
     ) -> dict[str, torch.Tensor]:
-        """Apply ``fn`` (returning per-row tensors) to micro-batches and reassemble rows in order."""
+        """Apply ``fn`` (returning per-row tensors) to micro-batches and reassemble rows in order.
+
+        Every rank runs the same number of forward passes (FSDP all-gathers in
+        each): a rank with fewer micro-batches repeats its first row and drops the result.
+        """
         outputs: dict[str, torch.Tensor] = {}
-        for rows in plan_micro_batches(data.batch["attention_mask"], max_rows, max_tokens):
+        plan = plan_micro_batches(data.batch["attention_mask"], max_rows, max_tokens)
+        for _ in range(_global_max(len(plan), self.device) - len(plan)):
+            fn(data[[0]])
+        for rows in plan:
             result = fn(data[rows])
             for key, value in result.items():
                 if key not in outputs:
@@ -89,11 +110,7 @@ class TrainableModule:
         mask = mb.batch[mask_key]
         if loss_agg_mode == "token-mean":
             return float(mask.sum())
-        if loss_agg_mode == "seq-mean-token-mean":
-            return float((mask.sum(dim=-1) > 0).sum())
-        if loss_agg_mode == "seq-mean-token-sum":
-            return float(len(mb))
-        return 1.0  # seq-mean-token-sum-norm: the sums add up, each micro-batch counts fully
+        return float((mask.sum(dim=-1) > 0).sum())  # seq-mean-*: the rows that have a model token
 
     def run_update(
         self,
@@ -125,10 +142,12 @@ class TrainableModule:
         for epoch in range(epochs):
             for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
                 micro = [mini[rows] for rows in plan_micro_batches(mini.batch["attention_mask"], micro_batch_rows, max_tokens)]
+                # dynamic batching can give ranks different counts; FSDP needs the same number of forward/backward passes
+                micro += [_masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))]
                 tokens = [float(m.batch[mask_key].sum()) for m in micro]
                 bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
                 token_total = _global_sum(sum(tokens), self.device)
-                basis_total = 1.0 if loss_agg_mode == "seq-mean-token-sum-norm" else _global_sum(sum(bases), self.device)
+                basis_total = _global_sum(sum(bases), self.device)
                 if token_total == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)

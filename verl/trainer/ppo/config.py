@@ -15,7 +15,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from verl.trainer.ppo import core_algos
-from verl.workers.config import ActorRolloutRefConfig, ConfigError, CriticConfig, from_dict
+from verl.utils.precision import announce, resolve_dtype
+from verl.workers.config import ActorRolloutRefConfig, ConfigError, CriticConfig, from_dict, resolve_policy_precision
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -29,6 +30,7 @@ class DataConfig:
     val_max_samples: int = -1
     shuffle: bool = True
     seed: int = 1
+    rollout: str = "agent"  # agent: multi-turn episodes on env servers; single_turn: one generation per prompt, no env
 
 
 @dataclass
@@ -37,6 +39,15 @@ class KLCtrlConfig:
     kl_coef: float = 0.001
     target_kl: float = 0.1
     horizon: int = 10000
+
+
+@dataclass
+class GiGPOConfig:
+    """GiGPO's step level: per-step returns discounted over turns by ``step_gamma``
+    (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``."""
+
+    step_gamma: float = 0.95
+    step_weight: float = 1.0
 
 
 @dataclass
@@ -49,6 +60,9 @@ class AlgorithmConfig:
     kl_penalty: str = "kl"
     kl_ctrl: KLCtrlConfig = field(default_factory=KLCtrlConfig)
     reward_score_fn: str | None = None
+    reward_allocation: str = "last_token"
+    reward_timeout_s: float = 30.0
+    gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
     critic_warmup: int = 0
 
 
@@ -109,6 +123,14 @@ class PPOConfig:
     def world_size(self) -> int:
         return self.trainer.nnodes * self.trainer.n_workers_per_node
 
+    @property
+    def response_budget(self) -> int:
+        """The most response tokens a row may hold: ``max_trajectory_length - max_prompt_length`` of a multi-turn
+        episode, ``max_response_length`` of a single-turn generation."""
+        if self.data.rollout == "single_turn":
+            return int(self.agent.get("max_response_length", 128))
+        return int(self.agent.get("max_trajectory_length", 2048)) - int(self.agent.get("max_prompt_length", 512))
+
 
 def compose(overrides: list[str] | None = None):
     """The raw OmegaConf config: YAML defaults plus Hydra-syntax overrides."""
@@ -146,6 +168,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     for name in ("nnodes", "n_workers_per_node", "total_training_steps", "threads_per_worker"):
         if getattr(t, name) < 1:
             raise ConfigError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if cfg.data.rollout not in ("agent", "single_turn"):
+        raise ConfigError(f"data.rollout must be agent or single_turn, got {cfg.data.rollout!r}")
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:
@@ -162,6 +186,14 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} needs a critic, but critic.enable=false")
     if cfg.critic.enable is True and not needs_critic:
         raise ConfigError(f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic (its values would be ignored)")
+    from verl.trainer.ppo.reward import ALLOCATIONS
+
+    if alg.reward_allocation not in ALLOCATIONS:
+        raise ConfigError(f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}")
+    if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
+        raise ConfigError(f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}")
+    if alg.reward_timeout_s <= 0:
+        raise ConfigError(f"algorithm.reward_timeout_s must be > 0, got {alg.reward_timeout_s}")
     if alg.kl_ctrl.type not in ("fixed", "adaptive"):
         raise ConfigError(f"algorithm.kl_ctrl.type must be fixed or adaptive, got {alg.kl_ctrl.type!r}")
     if alg.reward_score_fn is not None:
@@ -175,8 +207,21 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         agent.validate()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"agent: {exc}") from None
-    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo") and agent.n < 2:
+    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo", "gigpo") and agent.n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {agent.n})")
+    if alg.adv_estimator == "gigpo" and agent.history_window < 1:
+        raise ConfigError("algorithm.adv_estimator=gigpo needs the agent's step-wise mode (one row per turn): set agent.history_window >= 1")
+    rollout = cfg.actor_rollout_ref.rollout
+    for key in ("temperature", "top_p", "top_k"):
+        if getattr(agent, key) != getattr(rollout, key):
+            raise ConfigError(
+                f"agent.{key}={getattr(agent, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
+            )
+    if a.loss_agg_mode == "auto":
+        a.loss_agg_mode = "seq-mean-token-sum-norm" if alg.adv_estimator == "dr_grpo" else "token-mean"
+    if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
+        a.loss_scale_factor = float(cfg.response_budget)  # Dr. GRPO's constant: the configured response budget
 
     trajectories = cfg.data.train_batch_size * agent.n
     ws = cfg.world_size
@@ -200,3 +245,29 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
                 raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")
+
+
+def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dict[str, dict[str, str]]:
+    """Replace every ``auto`` dtype in ``cfg`` with the hardware's choice, print each choice once, and return them.
+
+    The result (``{role: {"dtype", "reason"}}``) goes into ``config.json``. On
+    ``trainer.device=cuda`` with no GPU in this (driver) process, ``auto`` is
+    left for each worker to resolve on its own GPU.
+    """
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+    if cfg.trainer.device == "cuda" and not cuda_available:
+        return {role: {"dtype": "auto", "reason": "resolved by each worker on its GPU"} for role in ("actor", "ref", "rollout", "critic")}
+    arr = cfg.actor_rollout_ref
+    chosen = resolve_policy_precision(arr)
+    arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype = chosen["actor"].dtype, chosen["ref"].dtype, chosen["rollout"].dtype
+    if cfg.use_critic:
+        chosen["critic"] = resolve_dtype(cfg.critic.mixed_precision, cfg.critic.device, "train")
+        cfg.critic.mixed_precision = chosen["critic"].dtype
+    if not cfg.use_ref:
+        del chosen["ref"]
+    for role, precision in chosen.items():
+        announce(role, precision)
+    return {role: {"dtype": p.dtype, "reason": p.reason} for role, p in chosen.items()}

@@ -68,10 +68,16 @@ def register_adv_est(name: str, needs_critic: bool = False) -> Callable[[Advanta
     """Register an advantage estimator under ``name``.
 
     The trainer calls every estimator with keyword arguments only:
-    ``token_level_rewards``, ``response_mask``, ``index`` (group ids), ``values``,
-    ``reward_baselines``, ``gamma``, ``lam``, ``norm_adv_by_std_in_grpo``;
-    an estimator takes what it needs and accepts the rest through ``**kwargs``.
-    It returns ``(advantages, returns)``, both ``(B, T)``.
+    ``token_level_rewards`` ``(B, T)``, ``response_mask``, ``index`` (group ids),
+    ``scores`` ``(B,)`` (each row's trajectory outcome score: its reward R plus
+    any in-reward KL penalty summed over its tokens, whatever the allocation),
+    ``values``, ``reward_baselines``, ``gamma``, ``lam``,
+    ``norm_adv_by_std_in_grpo``, ``non_tensor_batch`` (the batch's non-tensor
+    columns, e.g. step ids or observation keys), the estimator's own
+    ``algorithm.<name>`` options (e.g. ``step_gamma``), and ``metrics`` (a dict
+    the estimator may add ``adv/*`` entries to). An estimator takes what it
+    needs and accepts the rest through ``**kwargs``. It returns
+    ``(advantages, returns)``, both ``(B, T)``.
     """
 
     def decorator(fn: AdvantageFn) -> AdvantageFn:
@@ -131,13 +137,32 @@ def compute_gae_advantage_return(
     return advantages, returns
 
 
-def _group_scores(index: np.ndarray, scores: torch.Tensor) -> dict[object, list[int]]:
+def outcome_scores(token_level_rewards: torch.Tensor, scores: torch.Tensor | None) -> torch.Tensor:
+    """Each row's outcome score: ``scores`` when given, else the row's summed token rewards."""
+    return token_level_rewards.sum(dim=-1) if scores is None else scores.to(token_level_rewards.dtype)
+
+
+def group_rows(index: np.ndarray, response_mask: torch.Tensor) -> dict[object, list[int]]:
+    """Rows by group id, leaving out rows without a model token (failed rows take part in no statistic)."""
+    if len(index) != response_mask.shape[0]:
+        raise ValueError(f"index has length {len(index)} but the batch has {response_mask.shape[0]} rows")
+    live = (response_mask.sum(dim=-1) > 0).tolist()
     groups: dict[object, list[int]] = defaultdict(list)
     for row, gid in enumerate(index):
-        groups[gid].append(row)
-    if len(index) != scores.shape[0]:
-        raise ValueError(f"index has length {len(index)} but the batch has {scores.shape[0]} rows")
+        if live[row]:
+            groups[gid].append(row)
     return groups
+
+
+def record_group_metrics(groups: dict[object, list[int]], scores: torch.Tensor, metrics: dict | None) -> None:
+    """``adv/no_baseline_rows``: rows alone in their group (advantage 0); ``adv/equal_score_group_share``:
+    share of groups of two or more whose scores are all equal (every advantage 0)."""
+    if metrics is None:
+        return
+    multi = [rows for rows in groups.values() if len(rows) > 1]
+    equal = sum(bool((scores[rows] == scores[rows[0]]).all()) for rows in multi)
+    metrics["adv/no_baseline_rows"] = float(sum(len(rows) == 1 for rows in groups.values()))
+    metrics["adv/equal_score_group_share"] = equal / len(multi) if multi else 0.0
 
 
 @register_adv_est("grpo")
@@ -148,24 +173,27 @@ def compute_grpo_outcome_advantage(
     index: np.ndarray,
     epsilon: float = 1e-6,
     norm_adv_by_std_in_grpo: bool = True,
+    scores: torch.Tensor | None = None,
+    metrics: dict | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO outcome advantage: ``(s - mean_g) / (std_g + eps)`` broadcast over the mask.
 
-    ``s`` is the row's summed reward, ``g`` its group (rows sharing ``index``);
-    mean and unbiased std are over the group, with mean 0 and std 1 for a group
-    of one. ``norm_adv_by_std_in_grpo=False`` gives Dr. GRPO's ``s - mean_g``.
+    ``s`` is the row's outcome score (`outcome_scores`), ``g`` its group (rows
+    sharing ``index``, rows without model tokens left out); mean and unbiased
+    std are over the group. A group of one has no baseline: advantage 0.
+    ``norm_adv_by_std_in_grpo=False`` gives Dr. GRPO's ``s - mean_g``.
     Returns ``(advantages, advantages)``.
     """
-    scores = token_level_rewards.sum(dim=-1)
-    out = scores.clone()
-    for rows in _group_scores(index, scores).values():
-        group = scores[rows]
-        if len(rows) == 1:
-            mean, std = torch.zeros((), dtype=scores.dtype), torch.ones((), dtype=scores.dtype)
-        else:
-            mean, std = group.mean(), group.std(unbiased=True)
-        out[rows] = (group - mean) / (std + epsilon) if norm_adv_by_std_in_grpo else group - mean
+    s = outcome_scores(token_level_rewards, scores)
+    out = torch.zeros_like(s)
+    groups = group_rows(index, response_mask)
+    for rows in groups.values():
+        if len(rows) > 1:
+            group = s[rows]
+            centred = group - group.mean()
+            out[rows] = centred / (group.std(unbiased=True) + epsilon) if norm_adv_by_std_in_grpo else centred
+    record_group_metrics(groups, s, metrics)
     advantages = out.unsqueeze(-1) * response_mask
     return advantages, advantages
 
@@ -174,7 +202,11 @@ def compute_grpo_outcome_advantage(
 def compute_dr_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dr. GRPO: GRPO without the division by the group std (``s - mean_g``)."""
+    """Dr. GRPO: GRPO without the division by the group std (``s - mean_g``).
+
+    Its loss aggregation is ``seq-mean-token-sum-norm`` over the configured
+    response budget (set by the config when ``loss_agg_mode`` is ``auto``).
+    """
     kwargs["norm_adv_by_std_in_grpo"] = False
     return compute_grpo_outcome_advantage(token_level_rewards, response_mask, index, **kwargs)
 
@@ -182,19 +214,26 @@ def compute_dr_grpo_outcome_advantage(
 @register_adv_est("rloo")
 @torch.no_grad()
 def compute_rloo_outcome_advantage(
-    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, **kwargs
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    scores: torch.Tensor | None = None,
+    metrics: dict | None = None,
+    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """RLOO: leave-one-out baseline ``s*n/(n-1) - mean_g*n/(n-1)`` (= s minus the mean of the others).
 
-    A group of one has no baseline and keeps its score. Returns ``(advantages, advantages)``.
+    A group of one has no baseline: advantage 0. Returns ``(advantages, advantages)``.
     """
-    scores = token_level_rewards.sum(dim=-1)
-    out = scores.clone()
-    for rows in _group_scores(index, scores).values():
+    s = outcome_scores(token_level_rewards, scores)
+    out = torch.zeros_like(s)
+    groups = group_rows(index, response_mask)
+    for rows in groups.values():
         n = len(rows)
         if n >= 2:
-            group = scores[rows]
+            group = s[rows]
             out[rows] = group * n / (n - 1) - group.mean() * n / (n - 1)
+    record_group_metrics(groups, s, metrics)
     advantages = out.unsqueeze(-1) * response_mask
     return advantages, advantages
 
@@ -204,19 +243,21 @@ def compute_rloo_outcome_advantage(
 def compute_reinforce_plus_plus_outcome_advantage(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """REINFORCE++: discounted return-to-go, whitened over the batch.
+    """REINFORCE++: discounted return-to-go over model tokens, whitened over the batch.
 
-    Backward: ``running = r_t + gamma * running``; ``G_t = running``; then
-    ``running *= mask_t`` (the return does not flow across masked tokens).
+    Backward: ``running = r_t + gamma^{mask_t} * running``; ``G_t = running``.
+    A masked token (an observation inside a multi-turn response, or padding)
+    neither resets nor discounts the return, so an outcome reward at the last
+    turn reaches every earlier turn, discounted once per model token.
     Advantages are ``masked_whiten(G) * mask``. Returns ``(advantages, G)``.
     """
     returns = torch.zeros_like(token_level_rewards)
     running = torch.zeros_like(token_level_rewards[:, 0])
     mask = response_mask.to(token_level_rewards.dtype)
     for t in reversed(range(token_level_rewards.shape[1])):
-        running = token_level_rewards[:, t] + gamma * running
+        discount = mask[:, t] * gamma + (1 - mask[:, t])
+        running = token_level_rewards[:, t] + discount * running
         returns[:, t] = running
-        running = running * mask[:, t]
     advantages = masked_whiten(returns, mask) * mask
     return advantages, returns
 
@@ -224,16 +265,21 @@ def compute_reinforce_plus_plus_outcome_advantage(
 @register_adv_est("remax")
 @torch.no_grad()
 def compute_remax_outcome_advantage(
-    token_level_rewards: torch.Tensor, reward_baselines: torch.Tensor, response_mask: torch.Tensor, **kwargs
+    token_level_rewards: torch.Tensor,
+    reward_baselines: torch.Tensor,
+    response_mask: torch.Tensor,
+    scores: torch.Tensor | None = None,
+    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """ReMax: return-to-go minus the reward of the greedy sample for the same prompt.
+    """ReMax: the outcome score minus the score of the greedy rollout of the same task.
 
-    ``G_t = sum_{t' >= t} r_t' * mask_t'``; ``A_t = (G_t - b) * mask_t`` with
-    ``b = reward_baselines`` ``(B,)``. Returns ``(advantages, G)``.
+    ``A_t = (s - b) * mask_t`` with ``s`` the row's outcome score
+    (`outcome_scores`) and ``b = reward_baselines`` ``(B,)``, scored by the
+    same reward path. Returns ``(advantages, s broadcast over the mask)``.
     """
-    returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
-    advantages = (returns - reward_baselines.unsqueeze(-1)) * response_mask
-    return advantages, returns
+    s = outcome_scores(token_level_rewards, scores).unsqueeze(-1)
+    advantages = (s - reward_baselines.to(s.dtype).unsqueeze(-1)) * response_mask
+    return advantages, s * response_mask
 
 
 # --------------------------------------------------------------------------- KL
@@ -297,14 +343,16 @@ def apply_kl_penalty(
 
     Reads ``token_level_scores``, ``old_log_probs``, ``ref_log_prob`` and
     ``response_mask`` from ``data.batch``; the reported KL is the mean over rows
-    of each row's masked mean KL, and it updates ``kl_ctrl`` with the batch size.
+    with model tokens (failed rows have none) of each row's masked mean KL, and
+    it updates ``kl_ctrl`` with the number of those rows.
     """
     mask = data.batch["response_mask"]
     kld = _kl_estimate(data.batch["old_log_probs"], data.batch["ref_log_prob"], kl_penalty) * mask
     beta = kl_ctrl.value
     data.batch["token_level_rewards"] = data.batch["token_level_scores"] - beta * kld
-    current_kl = float(masked_mean(kld, mask, axis=-1).mean())
-    kl_ctrl.update(current_kl=current_kl, n_steps=len(data))
+    live = mask.sum(dim=-1) > 0
+    current_kl = float(masked_mean(kld, mask, axis=-1)[live].mean()) if bool(live.any()) else 0.0
+    kl_ctrl.update(current_kl=current_kl, n_steps=int(live.sum()))
     return data, {"actor/reward_kl_penalty": current_kl, "actor/reward_kl_penalty_coeff": beta}
 
 
@@ -313,28 +361,32 @@ def apply_kl_penalty(
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
-def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str) -> torch.Tensor:
-    """Reduce a ``(B, T)`` loss to a scalar.
+def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None) -> torch.Tensor:
+    """Reduce a ``(B, T)`` loss to a scalar; rows without any unmasked token (failed rows) never count.
 
+    With ``R`` the rows that have a masked-in token:
     ``token-mean``: ``sum(L*m) / sum(m)``; ``seq-mean-token-sum``: mean over
-    rows of ``sum_t L*m``; ``seq-mean-token-mean``: mean over rows of the row's
-    masked mean (rows without any unmasked token are left out);
-    ``seq-mean-token-sum-norm``: ``sum(L*m) / T``.
+    ``R`` of ``sum_t L*m``; ``seq-mean-token-mean``: mean over ``R`` of the
+    row's masked mean; ``seq-mean-token-sum-norm`` (Dr. GRPO): mean over ``R``
+    of ``sum_t L*m / C`` with ``C = loss_scale_factor``, a constant (the
+    configured response budget; ``T`` when not given). With no such row the
+    loss is ``sum(L*m)`` (= 0, keeping the graph).
     """
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss_agg_mode '{loss_agg_mode}'; known: {list(LOSS_AGG_MODES)}")
     if loss_agg_mode == "token-mean":
         return masked_mean(loss_mat, loss_mask)
+    tokens = loss_mask.sum(dim=-1)
+    has_tokens = tokens > 0
+    if not bool(has_tokens.any()):
+        return (loss_mat * loss_mask).sum()
+    row_sums = masked_sum(loss_mat, loss_mask, axis=-1)[has_tokens]
     if loss_agg_mode == "seq-mean-token-sum":
-        return masked_sum(loss_mat, loss_mask, axis=-1).mean()
+        return row_sums.mean()
     if loss_agg_mode == "seq-mean-token-mean":
-        tokens = loss_mask.sum(dim=-1)
-        has_tokens = tokens > 0
-        if not bool(has_tokens.any()):
-            return (loss_mat * loss_mask).sum()
-        row_means = masked_sum(loss_mat, loss_mask, axis=-1)[has_tokens] / tokens[has_tokens]
-        return row_means.mean()
-    if loss_agg_mode == "seq-mean-token-sum-norm":
-        return masked_sum(loss_mat, loss_mask) / loss_mask.shape[-1]
-    raise ValueError(f"unknown loss_agg_mode '{loss_agg_mode}'; known: {list(LOSS_AGG_MODES)}")
+        return (row_sums / tokens[has_tokens]).mean()
+    scale = float(loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor)
+    return (row_sums / scale).mean()
 
 
 def compute_policy_loss(
@@ -347,14 +399,17 @@ def compute_policy_loss(
     cliprange_high: float | None = None,
     clip_ratio_c: float = 3.0,
     loss_agg_mode: str = "token-mean",
+    loss_scale_factor: float | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO clipped surrogate with dual clip for negative advantages.
 
     ``ratio = exp(lp - old)`` (the log-ratio is clamped to [-20, 20] before exp
     for numerical safety); ``l1 = -A * ratio``;
     ``l2 = -A * clamp(ratio, 1 - low, 1 + high)``; ``c1 = max(l1, l2)``;
-    ``c2 = min(-A * clip_ratio_c, c1)``; loss = ``agg(where(A < 0, c2, c1))``.
-    ``low``/``high`` default to ``cliprange``.
+    ``c2 = min(-A * clip_ratio_c, c1)``; loss = ``agg(w * where(A < 0, c2, c1))``
+    with ``w = token_weights`` (e.g. truncated importance weights, see
+    `truncated_is_weights`; 1 when None). ``low``/``high`` default to ``cliprange``.
 
     Returns ``(pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower)`` with
     ``pg_clipfrac = mean_m[l2 > l1]``, ``ppo_kl = mean_m(old - lp)`` and
@@ -376,8 +431,18 @@ def compute_policy_loss(
     clip2 = torch.minimum(-advantages * clip_ratio_c, clip1)
     pg_clipfrac_lower = masked_mean((torch.gt(clip1, clip2) & (advantages < 0)).float(), response_mask)
     losses = torch.where(advantages < 0, clip2, clip1)
-    pg_loss = agg_loss(losses, response_mask, loss_agg_mode)
+    if token_weights is not None:
+        losses = losses * token_weights
+    pg_loss = agg_loss(losses, response_mask, loss_agg_mode, loss_scale_factor)
     return pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower
+
+
+@torch.no_grad()
+def truncated_is_weights(old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling between the rollout engine and the trainer:
+    ``w_t = min(exp(old_t - rollout_t), cap)``, correcting for the engine's
+    numerics (or a stale policy) sampling from a slightly different distribution."""
+    return torch.exp(torch.clamp(old_log_prob - rollout_log_prob, max=20.0)).clamp(max=cap)
 
 
 def compute_value_loss(

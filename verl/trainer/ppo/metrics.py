@@ -15,8 +15,13 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
     return {f"{prefix}/mean": float(values.mean()), f"{prefix}/max": float(values.max()), f"{prefix}/min": float(values.min())}
 
 
-def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]:
-    """Scores, rewards, advantages, returns (and values) over model tokens; prompt / response lengths."""
+def compute_data_metrics(batch: DataProto, use_critic: bool, response_budget: int) -> dict[str, float]:
+    """Scores, rewards, advantages, returns (and values) over model tokens; prompt / response lengths.
+
+    ``response_length/clip_ratio``: the share of rows cut by the token budget:
+    status ``truncated`` where the rollout reports a status, else a response of
+    at least ``response_budget`` tokens.
+    """
     b = batch.batch
     mask = b["response_mask"].float()
     kept = mask.sum(-1) > 0
@@ -38,7 +43,11 @@ def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]
     out.update(_stats("response_length", response_len))
     out.update(_stats("model_tokens", model_tokens))
     out.update(_stats("prompt_length", prompt_len))
-    out["response_length/clip_ratio"] = float((response_len >= T).float().mean())
+    status = batch.non_tensor_batch.get("status")
+    if status is not None:
+        out["response_length/clip_ratio"] = float(sum(s == "truncated" for s in status) / len(status))
+    else:
+        out["response_length/clip_ratio"] = float((response_len >= response_budget).float().mean())
     out["critic/kept_trajectories"] = float(kept.sum())
     if "old_log_probs" in b and "rollout_log_probs" in b:
         diff = (b["old_log_probs"] - b["rollout_log_probs"]).abs()

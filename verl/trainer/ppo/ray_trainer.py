@@ -3,8 +3,8 @@
 One step (``fit``)::
 
     tasks      = dataloader.next_batch()
-    batch      = agent.run_llm_loop(tasks)                 # multi-turn rollouts, token_level_scores
-    scores     = reward_manager(batch)                     # reward-score registry (default: the agent's)
+    batch      = agent.run_llm_loop(tasks)                 # multi-turn rollouts: what happened, per row
+    scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -17,6 +17,7 @@ plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -52,7 +53,8 @@ class RayPPOTrainer:
     def __init__(self, config: PPOConfig, tokenizer):
         self.config = config
         self.tokenizer = tokenizer
-        self.reward_manager = RewardManager(tokenizer, config.algorithm.reward_score_fn)
+        alg = config.algorithm
+        self.reward_manager = RewardManager(tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s)
         self.global_step = 0
         kl = config.algorithm.kl_ctrl
         self.kl_ctrl = (
@@ -70,8 +72,6 @@ class RayPPOTrainer:
     # ------------------------------------------------------------------ workers
     def init_workers(self) -> None:
         """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term."""
-        from openmanus_rl.agent import AgentConfig, OpenManusAgent
-
         cfg, t = self.config, self.config.trainer
         groups = 2 if cfg.use_critic else 1
         self.pool = RayResourcePool(
@@ -88,9 +88,24 @@ class RayPPOTrainer:
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
-        agent_cfg = AgentConfig(**cfg.agent)
-        self.agent = OpenManusAgent(self.tokenizer, self.actor_rollout_wg, agent_cfg)
-        self.val_agent = OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**{**cfg.agent, "n": 1}))
+        self.agent, self.val_agent = self._build_rollouts()
+
+    def _build_rollouts(self):
+        """The training rollout (``n`` samples per task) and the validation one (one each): the multi-turn
+        agent against env servers, or single-turn generation (``data.rollout=single_turn``)."""
+        cfg = self.config
+        if cfg.data.rollout == "single_turn":
+            from verl.workers.rollout.single_turn import SingleTurnRollout
+
+            a, r = cfg.agent, cfg.actor_rollout_ref.rollout
+            common = dict(max_prompt_length=int(a["max_prompt_length"]), max_response_length=int(a["max_response_length"]),
+                          temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, seed=cfg.trainer.seed)
+            return (SingleTurnRollout(self.tokenizer, self.actor_rollout_wg, n=int(a["n"]), **common),
+                    SingleTurnRollout(self.tokenizer, self.actor_rollout_wg, n=1, **common))
+        from openmanus_rl.agent import AgentConfig, OpenManusAgent
+
+        return (OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**cfg.agent)),
+                OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**{**cfg.agent, "n": 1})))
 
     def shutdown(self) -> None:
         for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None)):
@@ -103,35 +118,44 @@ class RayPPOTrainer:
             self.pool.release()
 
     # ------------------------------------------------------------------ advantages
-    def compute_advantage(self, batch: DataProto, reward_baselines: torch.Tensor | None = None) -> None:
-        """Fill ``advantages`` and ``returns`` with the configured estimator.
+    def compute_advantage(self, batch: DataProto, reward_baselines: torch.Tensor | None = None) -> dict[str, float]:
+        """Fill ``advantages`` and ``returns`` with the configured estimator; returns its ``adv/*`` metrics.
 
-        Failed trajectories (masked out of the loss) get a group of their own,
-        so they do not shift the baseline of their task's other samples.
+        Each row's outcome score is its reward R plus the in-reward KL penalty
+        summed over its tokens. Failed trajectories (masked out of the loss)
+        get a group of their own, so they do not shift their task's baseline.
         """
         alg = self.config.algorithm
         index = np.array(batch.non_tensor_batch["uid"], dtype=object)
-        if "failed" in batch.non_tensor_batch:
-            failed = np.array(batch.non_tensor_batch["failed"], dtype=bool)
-            index = np.array([f"failed-{i}" if failed[i] else index[i] for i in range(len(index))], dtype=object)
+        failed = np.array(batch.non_tensor_batch.get("failed", [False] * len(batch)), dtype=bool)
+        index = np.array([f"failed-{i}" if failed[i] else index[i] for i in range(len(index))], dtype=object)
+        b = batch.batch
+        scores = b["outcome_scores"] + (b["token_level_rewards"] - b["token_level_scores"]).sum(dim=-1)
+        metrics: dict[str, float] = {}
         fn = core_algos.get_adv_estimator_fn(alg.adv_estimator)
         advantages, returns = fn(
-            token_level_rewards=batch.batch["token_level_rewards"],
-            response_mask=batch.batch["response_mask"].float(),
+            token_level_rewards=b["token_level_rewards"],
+            response_mask=b["response_mask"].float(),
             index=index,
-            values=batch.batch.get("values"),
+            scores=scores,
+            values=b.get("values"),
             reward_baselines=reward_baselines,
             gamma=alg.gamma,
             lam=alg.lam,
             norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo,
+            non_tensor_batch=batch.non_tensor_batch,
+            metrics=metrics,
+            **dataclasses.asdict(alg.gigpo),
         )
-        batch.batch["advantages"], batch.batch["returns"] = advantages, returns
+        b["advantages"], b["returns"] = advantages, returns
+        return metrics
 
     def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> torch.Tensor:
-        """ReMax: the greedy rollout's reward of each task, broadcast to its samples."""
+        """ReMax: the greedy rollout's outcome score of each task (through the same reward path), broadcast to its samples."""
         greedy = self.val_agent.run_llm_loop(tasks, do_sample=False, global_steps=self.global_step)
-        by_uid = dict(zip(greedy.non_tensor_batch["task_id"], greedy.batch["token_level_scores"].sum(-1).tolist()))
-        return torch.tensor([by_uid[t] for t in batch.non_tensor_batch["task_id"]], dtype=torch.float32)
+        self.reward_manager(greedy)
+        by_task = dict(zip(greedy.non_tensor_batch["task_id"], greedy.batch["outcome_scores"].tolist()))
+        return torch.tensor([by_task[t] for t in batch.non_tensor_batch["task_id"]], dtype=torch.float32)
 
     def _balance(self, batch: DataProto) -> None:
         """Reorder rows so every rank gets a similar number of tokens (snake order over sorted lengths)."""
@@ -155,10 +179,11 @@ class RayPPOTrainer:
             traj_dir = str(self.output_dir / "trajectories") if cfg.trainer.save_trajectories else None
             batch = self.agent.run_llm_loop(tasks, output_dir=traj_dir, global_steps=self.global_step)
         metrics.update(batch.meta_info.pop("metrics", {}))
-        batch.meta_info["temperature"] = cfg.actor_rollout_ref.rollout.temperature
+        r = cfg.actor_rollout_ref.rollout
+        batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)  # recompute under the sampling distribution
+        metrics.update(self.reward_manager(batch))
         if cfg.trainer.balance_batch:
             self._balance(batch)
-        metrics.update(self.reward_manager(batch))
 
         with _timer("old_log_prob", metrics):
             old = self.actor_rollout_wg.compute_log_prob(batch)
@@ -179,7 +204,7 @@ class RayPPOTrainer:
             batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
         baselines = self._remax_baselines(tasks, batch) if cfg.algorithm.adv_estimator == "remax" else None
         with _timer("adv", metrics):
-            self.compute_advantage(batch, baselines)
+            metrics.update(self.compute_advantage(batch, baselines))
 
         if self.critic_wg is not None:
             with _timer("update_critic", metrics):
@@ -187,7 +212,7 @@ class RayPPOTrainer:
         if self.global_step > cfg.algorithm.critic_warmup:
             with _timer("update_actor_total", metrics):
                 metrics.update(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
-        metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None))
+        metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget))
         metrics["timing_s/step"] = time.perf_counter() - step_start
         metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))
         return metrics
@@ -200,10 +225,11 @@ class RayPPOTrainer:
         start = time.perf_counter()
         for tasks in self.val_loader.all_batches():
             out = self.val_agent.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_steps=self.global_step)
+            self.reward_manager(out)
             nt = out.non_tensor_batch
-            totals = out.batch["token_level_scores"].sum(-1).tolist()
+            totals = out.batch["outcome_scores"].tolist()
             for i, source in enumerate(map(str, nt["data_source"])):
-                if bool(nt["failed"][i]):  # an env error says nothing about the policy: count it, do not score it
+                if bool(nt["failed"][i]):  # an env or reward error says nothing about the policy: count it, do not score it
                     failed[source] = failed.get(source, 0) + 1
                 else:
                     rows.setdefault(source, []).append((totals[i], bool(nt["success"][i])))
@@ -327,8 +353,10 @@ def _progress(total: int, done: int):
     return tqdm(total=total, initial=done, desc="steps", unit="step")
 
 
-def dump_config(cfg: PPOConfig, path: Path) -> None:
-    import dataclasses
-
+def dump_config(cfg: PPOConfig, path: Path, precision: dict | None = None) -> None:
+    """The resolved config as JSON, plus the dtype chosen for each role and why (``precision``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
+    data = dataclasses.asdict(cfg)
+    if precision is not None:
+        data["precision"] = precision
+    path.write_text(json.dumps(data, indent=2, default=str))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from verl.utils.reward_score import agentgym, exact_match
+from verl.utils.reward_score import agentgym, countdown, exact_match
 
 ScoreFn = Callable[..., Any]
 
@@ -55,3 +55,6 @@ def get_reward_score_fn(name: str | None, data_source: str | None = None) -> tup
     if name not in SUPPORTED_REWARD_SCORE_FNS:
         raise ValueError(f"unknown reward score '{name}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
     return name, SUPPORTED_REWARD_SCORE_FNS[name]
+
+
+register_reward_score("countdown", countdown.compute_score, data_sources=("countdown",))

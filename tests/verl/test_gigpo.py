@@ -1,0 +1,201 @@
+"""GiGPO against hand-computed values (the arithmetic is written next to each case)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from verl.trainer.ppo import core_algos as ca
+from verl.trainer.ppo import gigpo
+
+f64 = dict(dtype=torch.float64)
+R2 = math.sqrt(0.5)  # 1/sqrt(2): the normalised advantage of either member of a pair with distinct values
+
+
+def close(actual, expected, atol=1e-9):
+    torch.testing.assert_close(torch.as_tensor(actual, **f64), torch.as_tensor(expected, **f64), atol=atol, rtol=0)
+
+
+def objects(values):
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+# One row per step: (index, traj_uid, step, anchor_obs, R, live).  step_gamma = 0.5 below.
+#   g1: t1 R=4 K=3 anchors a,b,c;  t2 R=0 K=2 anchors a,b;  t3 R=2 K=1 anchor a;
+#       t4 failed (mask all 0) but left in g1 on purpose, at anchor a with a score of 5: the mask alone must exclude it
+#   g2: t5 R=1 K=2 anchors a,e;  t6 R=3 K=2 anchors a,f   (anchor "a" here is not g1's "a": groups are per index)
+#   g3: t7 R=1 K=2 anchors h,h   (a single trajectory revisiting one state)
+ROWS = [
+    ("g1", "t1", 0, "a", 4.0, True),
+    ("g1", "t1", 1, "b", 4.0, True),
+    ("g1", "t1", 2, "c", 4.0, True),
+    ("g1", "t2", 0, "a", 0.0, True),
+    ("g1", "t2", 1, "b", 0.0, True),
+    ("g1", "t3", 0, "a", 2.0, True),
+    ("g1", "t4", 0, "a", 5.0, False),
+    ("g2", "t5", 0, "a", 1.0, True),
+    ("g2", "t5", 1, "e", 1.0, True),
+    ("g2", "t6", 0, "a", 3.0, True),
+    ("g2", "t6", 1, "f", 3.0, True),
+    ("g3", "t7", 0, "h", 1.0, True),
+    ("g3", "t7", 1, "h", 1.0, True),
+]
+# each row: 2 model tokens and a padding slot (mask 1, 1, 0); the failed row is all 0
+MASK = torch.tensor([[1.0, 1.0, 0.0] if live else [0.0, 0.0, 0.0] for *_, live in ROWS], **f64)
+
+# Step returns G_k = 0.5 ** (K - 1 - k) * R:
+#   t1: 0.25*4 = 1, 0.5*4 = 2, 4      t2: 0, 0      t3: 2
+#   t5: 0.5, 1                        t6: 1.5, 3    t7: 0.5, 1
+#
+# Normalised (std, epsilon 0):
+#   episode g1: R = 4, 0, 2 -> mean 2, unbiased var (4+4+0)/2 = 4, std 2 -> A_E = 1, -1, 0
+#   episode g2: R = 1, 3 -> mean 2, std sqrt(2) -> A_E = -1/sqrt2, +1/sqrt2
+#   episode g3: one trajectory -> A_E = 0
+#   anchor (g1,a): G = 1 (t1), 0 (t2), 2 (t3) -> mean 1, var (0+1+1)/2 = 1 -> A_S = 0, -1, 1
+#   anchor (g1,b): G = 2 (t1), 0 (t2) -> mean 1, std sqrt(2) -> A_S = +1/sqrt2, -1/sqrt2
+#   anchor (g1,c), (g2,e), (g2,f): one row each -> A_S = 0
+#   anchor (g2,a): G = 0.5 (t5), 1.5 (t6) -> mean 1, std sqrt(0.5) -> A_S = -1/sqrt2, +1/sqrt2
+#   anchor (g3,h): G = 0.5, 1 -> mean 0.75, std sqrt(0.125) -> A_S = -1/sqrt2, +1/sqrt2
+EXPECTED_NORMALISED = [
+    1.0 + 0.0,    # t1 s0
+    1.0 + R2,     # t1 s1: 1.7071067811865475
+    1.0 + 0.0,    # t1 s2
+    -1.0 - 1.0,   # t2 s0
+    -1.0 - R2,    # t2 s1: -1.7071067811865475
+    0.0 + 1.0,    # t3 s0
+    0.0,          # t4 (failed)
+    -R2 - R2,     # t5 s0: -1.4142135623730951
+    -R2 + 0.0,    # t5 s1
+    R2 + R2,      # t6 s0
+    R2 + 0.0,     # t6 s1
+    0.0 - R2,     # t7 s0
+    0.0 + R2,     # t7 s1
+]
+# Without the std division:
+#   episode g1: R - 2 = 2, -2, 0     g2: R - 2 = -1, 1     g3: 0
+#   anchor (g1,a): G - 1 = 0, -1, 1   (g1,b): G - 1 = 1, -1   (g2,a): G - 1 = -0.5, 0.5   (g3,h): G - 0.75 = -0.25, 0.25
+EXPECTED_CENTRED = [2.0, 3.0, 2.0, -3.0, -3.0, 1.0, 0.0, -1.5, -1.0, 1.5, 1.0, -0.25, 0.25]
+
+
+def batch(rows=ROWS):
+    index = objects([r[0] for r in rows])
+    non_tensors = {"traj_uid": objects([r[1] for r in rows]), "step": objects([r[2] for r in rows]),
+                   "anchor_obs": objects([r[3] for r in rows]), "uid": index.copy()}
+    scores = torch.tensor([r[4] for r in rows], **f64)
+    mask = torch.tensor([[1.0, 1.0, 0.0] if r[5] else [0.0, 0.0, 0.0] for r in rows], **f64)
+    rewards = torch.zeros_like(mask)
+    rewards[:, 1] = scores * mask[:, 1]  # last-token allocation: R on every live row's last model token
+    return rewards, mask, index, non_tensors, scores
+
+
+def per_token(per_row, mask=MASK):
+    return torch.tensor(per_row, **f64).unsqueeze(-1) * mask
+
+
+def test_normalised_episode_plus_anchor_advantages():
+    rewards, mask, index, nt, scores = batch()
+    metrics = {}
+    adv, ret = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0,
+                                             metrics=metrics)
+    close(adv, per_token(EXPECTED_NORMALISED))
+    assert ret is adv
+    assert adv.dtype == torch.float64
+    # 12 live rows; anchor groups of >= 2 rows: (g1,a) 3, (g1,b) 2, (g2,a) 2, (g3,h) 2 -> 9 rows in 4 groups
+    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4}
+
+
+def test_without_std_division():
+    rewards, mask, index, nt, scores = batch()
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5,
+                                           norm_adv_by_std_in_grpo=False)
+    close(adv, per_token(EXPECTED_CENTRED))
+
+
+def test_scores_default_to_the_summed_token_rewards():
+    # last-token allocation: every live row carries R, so the row sums are the scores
+    rewards, mask, index, nt, _ = batch()
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.5, epsilon=0.0)
+    close(adv, per_token(EXPECTED_NORMALISED))
+    # discounted allocation (gamma 0.9): row k carries 0.9 ** (K-1-k) * R; R is read off the last step, undiscounted
+    K = {"t1": 3, "t2": 2, "t3": 1, "t4": 1, "t5": 2, "t6": 2, "t7": 2}
+    discount = torch.tensor([0.9 ** (K[r[1]] - 1 - r[2]) for r in ROWS], **f64)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards * discount.unsqueeze(-1), mask, index, nt, step_gamma=0.5,
+                                           epsilon=0.0)
+    close(adv, per_token(EXPECTED_NORMALISED))
+
+
+def test_row_order_does_not_matter():
+    order = [12, 3, 7, 0, 6, 10, 1, 5, 11, 2, 9, 4, 8]
+    rewards, mask, index, nt, scores = batch([ROWS[i] for i in order])
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0)
+    close(adv, per_token([EXPECTED_NORMALISED[i] for i in order], MASK[order]))
+
+
+def test_failed_row_is_excluded_even_when_the_trainer_regroups_it():
+    # the trainer gives a failed row its own index; the result is the same as leaving it in g1
+    rewards, mask, index, nt, scores = batch()
+    index[6] = "failed-6"
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0)
+    close(adv, per_token(EXPECTED_NORMALISED))
+
+
+def test_step_gamma_and_step_weight():
+    # one group: u1 R=1 K=3 anchors s,x,y;  u2 R=1 K=1 anchor s.  Equal R -> A_E = 0 (centred: R - mean = 0).
+    # anchor s: G(u1, k=0) = step_gamma**2 * 1, G(u2, k=0) = 1 -> centred -(1 - step_gamma**2)/2, +(1 - step_gamma**2)/2
+    rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u1", 2, "y", 1.0, True),
+            ("g", "u2", 0, "s", 1.0, True)]
+    rewards, mask, index, nt, scores = batch(rows)
+    kw = dict(scores=scores, norm_adv_by_std_in_grpo=False)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.9, **kw)
+    close(adv, per_token([-0.095, 0.0, 0.0, 0.095], mask))  # (1 - 0.81) / 2 = 0.095
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.5, step_weight=2.0, **kw)
+    close(adv, per_token([-0.75, 0.0, 0.0, 0.75], mask))  # 2 * (1 - 0.25) / 2 = 0.75
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=1.0, **kw)
+    close(adv, per_token([0.0, 0.0, 0.0, 0.0], mask))  # undiscounted: both returns are 1
+
+
+def test_default_epsilon_and_equal_values():
+    # one group, two one-step trajectories at distinct states: R = 0, 1 -> mean 0.5, std sqrt(0.5)
+    rows = [("g", "u1", 0, "s1", 0.0, True), ("g", "u2", 0, "s2", 1.0, True)]
+    rewards, mask, index, nt, scores = batch(rows)
+    metrics = {}
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
+    a = 0.5 / (math.sqrt(0.5) + 1e-6)  # 0.70710578...
+    close(adv, per_token([-a, a], mask))
+    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0}  # no shared state
+    # equal outcomes at a shared state: std 0 -> 0 / (0 + eps) = 0 everywhere, not nan
+    rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u2", 0, "s", 1.0, True)]
+    rewards, mask, index, nt, scores = batch(rows)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores)
+    close(adv, torch.zeros(2, 3, **f64))
+
+
+def test_all_rows_failed_gives_zeros_and_zero_metrics():
+    rows = [("failed-0", "u1", 0, "s", 1.0, False), ("failed-1", "u1", 1, "s", 1.0, False)]
+    rewards, mask, index, nt, scores = batch(rows)
+    metrics = {}
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
+    close(adv, torch.zeros(2, 3, **f64))
+    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0}
+
+
+@pytest.mark.parametrize("missing", ["traj_uid", "step", "anchor_obs"])
+def test_missing_column_names_it_and_the_step_wise_mode(missing):
+    rewards, mask, index, nt, scores = batch()
+    del nt[missing]
+    with pytest.raises(ValueError, match=rf"'{missing}'.*step-wise mode \(agent\.history_window > 0\)"):
+        gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores)
+
+
+def test_registered_and_callable_by_keyword():
+    assert ca.get_adv_estimator_fn("gigpo") is gigpo.compute_gigpo_advantage
+    assert "gigpo" not in ca.ESTIMATORS_NEEDING_CRITIC
+    rewards, mask, index, nt, scores = batch()
+    adv, _ = ca.get_adv_estimator_fn("gigpo")(
+        token_level_rewards=rewards, response_mask=mask, index=index, non_tensor_batch=nt, scores=scores,
+        step_gamma=0.5, epsilon=0.0, values=None, reward_baselines=None, gamma=1.0, lam=1.0,
+        norm_adv_by_std_in_grpo=True)
+    close(adv, per_token(EXPECTED_NORMALISED))

@@ -1,0 +1,139 @@
+"""dtype ``auto``: bf16 only where the hardware runs it natively; explicit dtypes win; the choice reaches config.json."""
+
+import json
+
+import pytest
+import torch
+
+from verl.trainer.ppo.config import load_config, resolve_precision
+from verl.utils.batch import packed_proto
+from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
+from verl.workers.config import ActorRolloutRefConfig, ConfigError, resolve_policy_precision
+
+# /proc/cpuinfo excerpts (one processor each): a Zen 4 with AVX512_BF16, a Sapphire Rapids with AMX,
+# a Skylake-SP with AVX512 but no bf16, and an Arm Neoverse V1 with FEAT_BF16.
+ZEN4 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"
+SPR = "processor\t: 0\nmodel name\t: Intel Xeon\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+SKX = "processor\t: 0\nmodel name\t: Intel Xeon\nflags\t\t: fpu avx2 avx512f avx512dq avx512cd avx512bw avx512vl\n"
+MODEL = "actor_rollout_ref.model.path=/not/checked"  # check_files=False: the path is not read
+NEOVERSE = "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+def no_probe():
+    raise AssertionError("the matmul probe must not run when the CPU flags are readable")
+
+
+def test_cpu_flags_are_parsed_for_x86_and_arm():
+    assert read_cpu_flags(ZEN4) == {"fpu", "sse", "avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni"}
+    assert read_cpu_flags(NEOVERSE) == {"fp", "asimd", "sve", "bf16", "i8mm"}
+    assert read_cpu_flags("processor\t: 0\n") is None
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, dtype, reason",
+    [
+        (ZEN4, "bfloat16", "the CPU runs bf16 natively (avx512_bf16)"),
+        (SPR, "bfloat16", "the CPU runs bf16 natively (amx_bf16, avx512_bf16)"),
+        (NEOVERSE, "bfloat16", "the CPU runs bf16 natively (bf16)"),
+        (SKX, "float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"),
+    ],
+)
+def test_auto_on_cpu_follows_the_flags(cpuinfo, dtype, reason):
+    for purpose in ("train", "infer"):
+        assert resolve_dtype("auto", "cpu", purpose, cpuinfo=cpuinfo, probe=no_probe) == Precision(dtype, reason)
+
+
+def test_explicit_dtype_wins_over_the_hardware():
+    assert resolve_dtype("bfloat16", "cpu", cpuinfo=SKX, probe=no_probe) == Precision("bfloat16", "set explicitly in the config")
+    assert resolve_dtype("float32", "cpu", cpuinfo=SPR, probe=no_probe).dtype == "float32"
+    assert resolve_dtype("float16", "cuda", cuda_bf16=True).dtype == "float16"
+
+
+def test_unreadable_flags_fall_back_to_the_matmul_probe():
+    fast = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 100.0, "bfloat16": 300.0})
+    slow = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 218.0, "bfloat16": 49.0})
+    even = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 100.0, "bfloat16": 110.0})
+    assert fast == Precision("bfloat16", "matmul probe: bf16 runs 3.0x the fp32 rate")
+    assert slow == Precision("float32", "matmul probe: bf16 runs only 0.22x the fp32 rate")
+    assert even.dtype == "float32"  # below the 1.2x threshold
+
+
+def test_auto_on_cuda():
+    assert resolve_dtype("auto", "cuda", "train", cuda_bf16=True) == Precision("bfloat16", "the GPU supports bf16")
+    assert resolve_dtype("auto", "cuda:1", "infer", cuda_bf16=False).dtype == "float16"
+    assert resolve_dtype("auto", "cuda", "train", cuda_bf16=False).dtype == "float32"
+
+
+def test_bad_dtype_names_are_rejected():
+    with pytest.raises(ValueError, match=r"dtype must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"):
+        resolve_dtype("bf16", "cpu")
+    with pytest.raises(ConfigError, match=r"actor_rollout_ref.actor.mixed_precision must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"):
+        load_config(["actor_rollout_ref.actor.mixed_precision=bf16"], check_files=False)
+
+
+def test_reference_follows_the_actor_unless_set():
+    cfg = ActorRolloutRefConfig(**{"device": "cpu"})
+    cfg.actor.mixed_precision = "float32"
+    chosen = resolve_policy_precision(cfg)
+    assert chosen["ref"] == Precision("float32", "the actor's dtype, so both run one log-prob path")
+    cfg.ref.dtype = "bfloat16"
+    assert resolve_policy_precision(cfg)["ref"] == Precision("bfloat16", "set explicitly in the config")
+
+
+def test_resolve_precision_fills_the_config_and_reports(monkeypatch):
+    import verl.utils.precision as precision
+
+    real = precision.read_cpu_flags
+    monkeypatch.setattr(precision, "read_cpu_flags", lambda cpuinfo=None: real(SKX))
+    cfg = load_config([MODEL, "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.rollout.dtype=bfloat16"], check_files=False)
+    report = resolve_precision(cfg, cuda_available=False)
+    emulated = "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"
+    assert report == {
+        "actor": {"dtype": "float32", "reason": emulated},
+        "ref": {"dtype": "float32", "reason": "the actor's dtype, so both run one log-prob path"},
+        "rollout": {"dtype": "bfloat16", "reason": "set explicitly in the config"},
+        "critic": {"dtype": "float32", "reason": emulated},  # the default estimator (gae) has a critic
+    }
+    arr = cfg.actor_rollout_ref
+    assert (arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype, cfg.critic.mixed_precision) == ("float32", "float32", "bfloat16", "float32")
+
+
+def test_cuda_config_without_a_gpu_here_leaves_auto_to_the_workers():
+    cfg = load_config([MODEL, "trainer.device=cuda"], check_files=False)
+    report = resolve_precision(cfg, cuda_available=False)
+    assert report["actor"] == {"dtype": "auto", "reason": "resolved by each worker on its GPU"}
+    assert cfg.actor_rollout_ref.actor.mixed_precision == "auto"
+
+
+def test_dump_config_records_the_choice(tmp_path):
+    from verl.trainer.ppo.ray_trainer import dump_config
+
+    cfg = load_config([MODEL, "algorithm.adv_estimator=grpo", "agent.n=2"], check_files=False)
+    report = resolve_precision(cfg, cuda_available=False)
+    dump_config(cfg, tmp_path / "config.json", precision=report)
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert written["precision"] == report
+    assert set(report) == {"actor", "rollout"}  # no critic for grpo, no reference without a KL term
+    assert written["actor_rollout_ref"]["actor"]["mixed_precision"] == report["actor"]["dtype"]
+
+
+def test_step0_kl_is_zero_in_bf16(tiny_model_path):
+    """Actor and reference share one log-prob path (fp32 weights, the same autocast): identical weights give KL 0."""
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    cfg = {"model": {"path": tiny_model_path}, "actor": {"mixed_precision": "bfloat16", "ppo_mini_batch_size": 2}, "num_threads": 1}
+    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
+    worker.init_model()
+    try:
+        g = torch.Generator().manual_seed(0)
+        prompts = torch.randint(10, 1000, (3, 7), generator=g).tolist()
+        responses = [torch.randint(10, 1000, (n,), generator=g).tolist() for n in (5, 9, 2)]
+        data = packed_proto(prompts, responses, pad_id=0)
+        data.meta_info["temperature"] = 0.7
+        old = worker.compute_log_prob(data).batch["old_log_probs"]
+        ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
+        assert worker.precision["ref"].dtype == "bfloat16"
+        assert float((old - ref).abs().max()) <= 1e-6
+        assert float(old.abs().sum()) > 0
+    finally:
+        worker.shutdown()

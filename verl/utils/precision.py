@@ -1,0 +1,184 @@
+"""Which floating-point dtype to compute in, chosen from the hardware (``dtype: auto``).
+
+bf16 only pays where the hardware runs it natively. Measured on 2-core boxes of
+one kind: with AVX512_BF16 or AMX a bf16 2048^3 matmul ran 2.6-5x faster than
+fp32; without them (plain AVX512, bf16 emulated) 4.5x slower. So:
+
+* CUDA: bf16 where ``torch.cuda.is_bf16_supported()``; otherwise fp16 for
+  inference (rollout, reference) and fp32 for training autocast (fp16 training
+  would need loss scaling, which the trainer does not do).
+* CPU: bf16 when ``/proc/cpuinfo`` lists ``amx_bf16`` or ``avx512_bf16``
+  (``bf16`` on Arm), fp32 when it lists neither. Where the flags cannot be
+  read (not Linux), a short matmul probe decides (bf16 when it runs at least
+  1.2x the fp32 rate); its result is cached per machine under the cache
+  directory.
+
+An explicit dtype always wins. `resolve_dtype` returns the choice with its
+reason; `announce` prints it once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DTYPES = ("float32", "bfloat16", "float16")
+DTYPE_CHOICES = ("auto", *DTYPES)
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 (AMX, AVX512), Arm (FEAT_BF16)
+PROBE_MIN_SPEEDUP = 1.2
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A resolved dtype (``float32`` / ``bfloat16`` / ``float16``) and why it was chosen."""
+
+    dtype: str
+    reason: str
+
+
+def read_cpu_flags(cpuinfo: str | None = None) -> set[str] | None:
+    """The CPU feature flags from ``/proc/cpuinfo`` (``flags`` on x86, ``Features`` on Arm); None where unreadable."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            return set(value.split())
+    return None
+
+
+def cpu_model_name(cpuinfo: str | None = None) -> str:
+    """``model name`` from ``/proc/cpuinfo``, else ``platform.processor()``."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return platform.processor() or platform.machine()
+
+
+def describe_cpu(torch_threads: bool = True) -> str:
+    """One line for benchmark output: CPU model, native-bf16 flags, cores (and torch threads)."""
+    flags = read_cpu_flags()
+    if flags is None:
+        native = "flags unreadable"
+    else:
+        found = [f for f in NATIVE_BF16_FLAGS if f in flags]
+        native = ", ".join(found) if found else "no native bf16 (no amx_bf16 / avx512_bf16)"
+    line = f"CPU {cpu_model_name()} | {native} | {os.cpu_count()} cores"
+    if torch_threads:
+        import torch
+
+        line += f", torch threads {torch.get_num_threads()}"
+    return line
+
+
+def matmul_probe(size: int = 512, repeats: int = 8) -> dict[str, float]:
+    """GFLOP/s of a ``size``^3 matmul in fp32 and bf16 on the current torch threads (best of ``repeats``)."""
+    import torch
+
+    rates = {}
+    for name in ("float32", "bfloat16"):
+        dtype = getattr(torch, name)
+        a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+        a @ b  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+        rates[name] = 2 * size**3 / best / 1e9
+    return rates
+
+
+def _probe_cache_file() -> Path:
+    root = Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl")
+    return root / "precision_probe.json"
+
+
+def cached_probe() -> dict[str, float]:
+    """`matmul_probe`, run once per (machine, CPU, torch version) and cached on disk."""
+    import torch
+
+    key = f"{platform.node()}|{cpu_model_name()}|{platform.machine()}|torch {torch.__version__}"
+    path = _probe_cache_file()
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached["gflops"]
+    except (OSError, ValueError, KeyError):
+        pass
+    rates = matmul_probe()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "gflops": rates}))
+    except OSError:
+        pass  # an unwritable cache only costs a re-probe next time
+    return rates
+
+
+def resolve_dtype(
+    requested: str,
+    device: str,
+    purpose: str = "train",
+    *,
+    cpuinfo: str | None = None,
+    cuda_bf16: bool | None = None,
+    probe=cached_probe,
+) -> Precision:
+    """The dtype to compute in on ``device`` (``cpu`` or ``cuda[:k]``) for ``purpose`` (``train`` or ``infer``).
+
+    ``requested`` other than ``auto`` is returned as it is. ``cpuinfo`` (the
+    text of ``/proc/cpuinfo``) and ``cuda_bf16`` default to what this machine
+    reports; ``probe`` (returning GFLOP/s per dtype) is only called when the
+    CPU flags cannot be read.
+    """
+    if requested not in DTYPE_CHOICES:
+        raise ValueError(f"dtype must be one of {list(DTYPE_CHOICES)}, got {requested!r}")
+    if purpose not in ("train", "infer"):
+        raise ValueError(f"purpose must be 'train' or 'infer', got {purpose!r}")
+    if requested != "auto":
+        return Precision(requested, "set explicitly in the config")
+    if device.startswith("cuda"):
+        if cuda_bf16 is None:
+            import torch
+
+            cuda_bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        if cuda_bf16:
+            return Precision("bfloat16", "the GPU supports bf16")
+        if purpose == "infer":
+            return Precision("float16", "the GPU has no bf16; fp16 for inference")
+        return Precision("float32", "the GPU has no bf16, and fp16 training would need loss scaling")
+    flags = read_cpu_flags(cpuinfo)
+    if flags is not None:
+        native = [f for f in NATIVE_BF16_FLAGS if f in flags]
+        if native:
+            return Precision("bfloat16", f"the CPU runs bf16 natively ({', '.join(native)})")
+        return Precision("float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32")
+    rates = probe()
+    speedup = rates["bfloat16"] / rates["float32"]
+    if speedup >= PROBE_MIN_SPEEDUP:
+        return Precision("bfloat16", f"matmul probe: bf16 runs {speedup:.1f}x the fp32 rate")
+    return Precision("float32", f"matmul probe: bf16 runs only {speedup:.2f}x the fp32 rate")
+
+
+_announced: set[str] = set()
+
+
+def announce(role: str, precision: Precision) -> None:
+    """Print ``[precision] <role>: <dtype> (<reason>)`` once per process and role."""
+    line = f"[precision] {role}: {precision.dtype} ({precision.reason})"
+    if line not in _announced:
+        _announced.add(line)
+        print(line, flush=True)
