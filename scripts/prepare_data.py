@@ -1,6 +1,9 @@
-"""Write ``<out>/<env>/train.parquet`` and ``test.parquet`` from an environment's task list (deterministic).
+"""Write ``<out>/<env>/{train,dev,test}.parquet`` from an environment's task list (deterministic).
 
-    python scripts/prepare_data.py --env_name webshop [--out data] [--train_size N] [--test_size N]
+    python scripts/prepare_data.py --env_name webshop [--out data] [--train_size N] [--dev_size N] [--test_size N]
+
+The splits are disjoint: ``train`` for demonstrations and RL, ``dev`` for SFT
+early stopping and RL validation, ``test`` for the final evaluation only.
 
 Columns: ``data_source`` (the env name), ``prompt`` (chat messages with the
 task text), ``ability``, ``reward_model`` (``{"style": "env", "ground_truth": ""}``:
@@ -45,6 +48,7 @@ def main() -> int:
     parser.add_argument("--env_name", default="webshop")
     parser.add_argument("--out", default="data")
     parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks (-1: all)")
+    parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks (-1: all)")
     parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks (-1: all)")
     args = parser.parse_args()
     if args.env_name not in TASK_LISTS:
@@ -52,7 +56,7 @@ def main() -> int:
         return 2
     folder = Path(args.out) / args.env_name
     folder.mkdir(parents=True, exist_ok=True)
-    for split, limit in (("train", args.train_size), ("test", args.test_size)):
+    for split, limit in (("train", args.train_size), ("dev", args.dev_size), ("test", args.test_size)):
         frame = pd.DataFrame(rows(args.env_name, split, limit))
         path = folder / f"{split}.parquet"
         frame.to_parquet(path, index=False)

@@ -15,7 +15,7 @@ usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT]
   --env_name         environment to train on (default webshop; see: agentgym list)
   --num_servers      environment servers to start, on consecutive ports (default 1)
   --base_port        first server port (default 36001)
-  --data_dir         where <env>/train.parquet and test.parquet live (default data; prepared if missing);
+  --data_dir         where <env>/{train,dev,test}.parquet live (default data; prepared if missing; RL validates on dev);
                      a folder that itself holds train.parquet (and dev.parquet or test.parquet) is a
                      single-turn dataset: no env server, one generation per prompt, scored by the
                      reward module of each row's data_source (e.g. data/countdown)
@@ -73,7 +73,7 @@ fi
 if [[ -z "$MODEL" ]]; then
     MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
 fi
-if [[ ! -f "$DATA_DIR/$ENV_NAME/train.parquet" || ! -f "$DATA_DIR/$ENV_NAME/test.parquet" ]]; then
+if [[ ! -f "$DATA_DIR/$ENV_NAME/train.parquet" || ! -f "$DATA_DIR/$ENV_NAME/dev.parquet" ]]; then
     "$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR"
 fi
 
@@ -113,7 +113,7 @@ PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
     "${ALGO_ARGS[@]}" \
     actor_rollout_ref.model.path="$MODEL" \
     data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" \
-    data.val_files="$DATA_DIR/$ENV_NAME/test.parquet" \
+    data.val_files="$DATA_DIR/$ENV_NAME/dev.parquet" \
     agent.env_name="$ENV_NAME" \
     "agent.env_ports=$PORT_LIST" \
     trainer.experiment_name="$EXP" \

@@ -6,7 +6,7 @@ Public API (torch-free; what the agent and data preparation use)::
     shop = load_shop()                  # or load_shop("/path/to/webshop/data", goal_source="human")
     shop.products, shop.goals           # lists of Product / Goal; goal i has session_id i
     shop.goal(17).instruction           # the text the shopper sees for session 17
-    session_ids("test")                 # range(0, 500); session_ids("train") -> range(500, len(goals))
+    session_ids("test")                 # range(0, 500); "dev" -> range(500, 700); "train" -> range(700, len(goals))
 
 Where the data comes from: the ``data_dir`` argument, else ``$WEBSHOP_DATA_DIR``,
 else our generated catalogue (``catalogue.py``), written on first use under
@@ -31,7 +31,8 @@ fewer than two exist there is no clause and ``price_upper`` is 1,000,000.
 A product's price is the low end of its price range, so rewards never depend
 on a random draw.  The goal list is then shuffled with a fixed seed; the
 session id is the index in that list.  Split: the first ``TEST_SIZE`` session
-ids are ``test``, the rest ``train``.
+ids are ``test``, the next ``DEV_SIZE`` ``dev`` (early stopping, held-out SFT
+loss, RL validation), the rest ``train`` (demonstrations and RL).
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ from typing import Any, Literal
 from .catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE, generated_catalogue_dir
 
 GoalSource = Literal["synthetic", "human"]
-Split = Literal["train", "test"]
+Split = Literal["train", "dev", "test"]
 
+DEV_SIZE = 200
 TEST_SIZE = 500
 GOAL_SHUFFLE_SEED = 233
 PRICE_SEED = 0
@@ -106,12 +108,16 @@ class Shop:
         return self.goals[session_id]
 
     def session_ids(self, split: Split) -> range:
+        """Disjoint id ranges: ``test`` first, then ``dev``, then ``train``."""
         cut = min(TEST_SIZE, len(self.goals))
+        dev_end = min(cut + DEV_SIZE, len(self.goals))
         if split == "test":
             return range(0, cut)
+        if split == "dev":
+            return range(cut, dev_end)
         if split == "train":
-            return range(cut, len(self.goals))
-        raise ValueError(f"unknown split {split!r}; expected 'train' or 'test'")
+            return range(dev_end, len(self.goals))
+        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
 
 
 def cache_root() -> Path:

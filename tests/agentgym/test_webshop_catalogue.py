@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentgym.webshop import catalogue
-from agentgym.webshop.data import NO_PRICE_LIMIT, TEST_SIZE, load_shop, session_ids
+from agentgym.webshop.data import DEV_SIZE, NO_PRICE_LIMIT, TEST_SIZE, load_shop, session_ids
 from agentgym.webshop.reward import options_match
 
 
@@ -64,9 +64,10 @@ def test_phrasing_varies(shop: Any) -> None:
 
 def test_split(shop: Any) -> None:
     assert shop.session_ids("test") == range(0, TEST_SIZE) == session_ids("test")
-    assert shop.session_ids("train") == range(TEST_SIZE, len(shop.goals)) == session_ids("train")
-    with pytest.raises(ValueError):
-        shop.session_ids("dev")
+    assert shop.session_ids("dev") == range(TEST_SIZE, TEST_SIZE + DEV_SIZE) == session_ids("dev")
+    assert shop.session_ids("train") == range(TEST_SIZE + DEV_SIZE, len(shop.goals)) == session_ids("train")
+    with pytest.raises(ValueError, match="unknown split 'valid'; expected 'train', 'dev' or 'test'"):
+        shop.session_ids("valid")
 
 
 def test_human_goals(shop: Any) -> None:

@@ -99,3 +99,37 @@ def test_grpo_two_steps_with_kl_loss(tiny_model_path, tasks, server, tmp_path):
         assert "actor/kl_loss" in r and "actor/pg_loss" in r
         assert not any(k.startswith("critic/vf") for k in r)
     assert (tmp_path / "grpo" / "checkpoints" / "global_step_2" / "actor" / "actor.pt").is_file()
+
+
+def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, tasks, server, tmp_path):
+    rows = run_main(tiny_model_path, tasks, server, tmp_path / "gigpo", "algorithm.adv_estimator=gigpo", "agent.n=2",
+                    "agent.history_window=1", "trainer.val_before_train=false", "trainer.save_freq=0")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and "actor/pg_loss" in r
+
+
+def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, tmp_path):
+    """`train_grpo.sh --data_dir data/countdown`'s path: no server, generation by the engine, reward by data source."""
+    data = tmp_path / "countdown"
+    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "8", "--n_dev", "2",
+                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    out = tmp_path / "run"
+    args = [
+        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=single_turn",
+        f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet",
+        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "data.val_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "agent.max_response_length=16", "agent.max_prompt_length=512",
+        "actor_rollout_ref.rollout.max_model_len=1024", "actor_rollout_ref.rollout.kv_cache_gb=1",
+        "trainer.total_training_steps=1", "trainer.test_freq=1", "trainer.save_freq=0", "trainer.logger=[console,jsonl]",
+        f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+        "agent.env_ports=[1]",  # no server listens there: the single-turn path never calls it
+    ]
+    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    step = by_step(rows, 1)
+    assert step["rollout/trajectories"] == 4.0 and "reward/countdown/mean" in step and "actor/pg_loss" in step
+    assert 0.0 <= step["reward/countdown/mean"] <= 1.0
+    assert by_step(rows, 0)["val/countdown/count"] == 2.0

@@ -201,11 +201,81 @@ def test_dr_grpo_implies_its_loss_aggregation_over_the_configured_budget(tiny_mo
 def test_clip_ratio_counts_rows_cut_by_the_budget_not_the_widest_row():
     from verl.trainer.ppo.metrics import compute_data_metrics
 
-    packed = pack_sequences([[1], [2], [3], [4]], [[5, 6, 7], [5], [5, 6], [5]], pad_id=0)
+    packed = pack_sequences([[1], [2], [3], [4], [5]], [[5, 6, 7], [5], [5, 6], [5], [5, 6, 7]],
+                            response_masks=[[1, 1, 1], [1], [1, 1], [1], [0, 0, 0]], pad_id=0)
     for key in ("token_level_scores", "token_level_rewards", "advantages", "returns"):
-        packed[key] = torch.zeros(4, 3)
-    batch = DataProto.from_dict(packed, {"status": ["done", "truncated", "done", "turn_limit"]})
+        packed[key] = torch.zeros(5, 3)
+    # the last row failed (no model token): it counts in no denominator
+    batch = DataProto.from_dict(packed, {"status": ["done", "truncated", "done", "turn_limit", "truncated"]})
     assert compute_data_metrics(batch, use_critic=False, response_budget=3)["response_length/clip_ratio"] == 0.25
     batch.non_tensor_batch.pop("status")  # no status (e.g. a plain dataset): responses that filled the budget
     assert compute_data_metrics(batch, use_critic=False, response_budget=3)["response_length/clip_ratio"] == 0.25
     assert compute_data_metrics(batch, use_critic=False, response_budget=8)["response_length/clip_ratio"] == 0.0
+
+
+# ----------------------------------------------------------------------------- dynamic sampling
+
+
+class ScriptedRollout:
+    """Returns prepared batches in order: per task row, two samples whose composed rewards the test sets."""
+
+    pad_id = 0
+
+    def __init__(self, rewards_per_call):
+        self.rewards_per_call, self.calls = list(rewards_per_call), []
+
+    def run_llm_loop(self, tasks, output_dir=None, global_steps=0, do_sample=True):
+        rewards = self.rewards_per_call.pop(0)
+        ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
+        self.calls.append(ids)
+        width = len(self.calls)  # each call has a different response width, so the merge must re-pad
+        rows = [(task, r) for task, pair in zip(ids, rewards) for r in pair]
+        packed = pack_sequences([[1, 2]] * len(rows), [[5] * width] * len(rows), pad_id=0)
+        return DataProto.from_dict(packed, {
+            "uid": [f"task{t}" for t, _ in rows], "data_source": ["webshop"] * len(rows), "task_id": [t for t, _ in rows],
+            "reward_total": [r for _, r in rows], "success": [r == 1.0 for _, r in rows], "failed": [False] * len(rows)},
+            meta_info={"metrics": {"env/success_rate": 0.5}})
+
+
+def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(tiny_model_path, task_files):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2",
+                          "data.shuffle=false", "algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=2"))
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
+    trainer.agent = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
+    metrics = {}
+    batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
+    assert trainer.agent.calls == [[0, 1], [2, 3]]
+    assert list(batch.non_tensor_batch["uid"]) == ["task1", "task1", "refill1-task3", "refill1-task3"]
+    assert batch.batch["outcome_scores"].tolist() == [0.0, 1.0, 1.0, 0.5]
+    assert batch.batch["responses"].tolist() == [[5, 0], [5, 0], [5, 5], [5, 5]]  # re-padded to the wider refill
+    assert batch.batch["response_mask"].tolist() == [[1, 0], [1, 0], [1, 1], [1, 1]]
+    assert metrics["filter/dropped_groups"] == 2.0 and metrics["filter/refill_rounds"] == 1.0
+    assert metrics["filter/shortfall_groups"] == 0.0 and metrics["env/success_rate"] == 0.5
+    assert trainer.train_loader.state_dict()["batch_in_epoch"] == 2  # the refill is in the checkpointed position
+
+    # rounds run out: dropped groups fill the batch so its size (and divisibility) holds
+    trainer.agent = ScriptedRollout([[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]])
+    metrics = {}
+    batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
+    assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0
+    assert list(batch.non_tensor_batch["uid"]) == ["task4", "task4", "task5", "task5"]
+
+
+def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "agent.history_window=1"))
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)  # ppo_mini_batch_size 4
+    batch = rollout_like_batch()
+    batch.non_tensor_batch["uid"] = np.array(["a", "b"], dtype=object)
+    batch.non_tensor_batch["status"] = np.array(["done", "done"], dtype=object)
+    padded = trainer._pad_to_mini_batches(batch)
+    assert len(padded) == 4
+    assert padded.batch["response_mask"][2:].sum() == 0 and padded.batch["input_ids"][2].tolist() == batch.batch["input_ids"][0].tolist()
+    nt = padded.non_tensor_batch
+    assert list(nt["failed"]) == [False, False, True, True] and list(nt["uid"]) == ["a", "b", "padding-0", "padding-1"]
+    assert list(nt["status"]) == ["done", "done", "padding", "padding"]
+    assert trainer._pad_to_mini_batches(padded) is padded

@@ -238,3 +238,78 @@ def test_critic_values_and_update(ray_local, tiny_model_path):
         assert new_values[mask].mean() > 0.3
     finally:
         close_group(wg, pool)
+
+
+# ----------------------------------------------------------------------------- dynamic batching over ranks
+
+
+def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local, tiny_model_path):
+    """Rank 0 gets 4 long rows (one micro-batch each under the token budget), rank 1 gets 4 short rows (one
+    micro-batch in all): every call still finishes on 2 ranks, and matches a 1-rank run."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    from verl.utils.torch_functional import plan_micro_batches
+
+    budget = 24  # tokens per micro-batch
+    prompts = [[1, 2, 3, 4]] * 4 + [[5, 6]] * 4
+    responses = [list(range(30 + i, 50 + i)) for i in range(4)] + [[60 + i, 61 + i] for i in range(4)]
+    data = packed_proto(prompts, responses, pad_id=2)  # rows 0-3: 24 tokens, rows 4-7: 4 tokens
+    data.batch["advantages"] = torch.ones_like(data.batch["response_mask"], dtype=torch.float32) * data.batch["response_mask"]
+    data.meta_info["temperature"] = 1.0
+    # DP_COMPUTE_PROTO gives rows 0-3 to rank 0 and rows 4-7 to rank 1: 2 x 24 > budget, but 4 x 4 <= budget
+    mask = data.batch["attention_mask"]
+    assert len(plan_micro_batches(mask[:4], 4, budget)) == 4 and len(plan_micro_batches(mask[4:], 4, budget)) == 1
+
+    batching = {"use_dynamic_bsz": True, "ppo_mini_batch_size": 8, "ppo_micro_batch_size_per_gpu": 4}
+    actor_cfg = actor_config(tiny_model_path, **batching, ppo_max_token_len_per_gpu=budget,
+                             log_prob_micro_batch_size_per_gpu=4, log_prob_max_token_len_per_gpu=budget)
+    actor_cfg["ref"] = {"log_prob_micro_batch_size_per_gpu": 4, "log_prob_max_token_len_per_gpu": budget}
+    critic_cfg = {"model": {"path": tiny_model_path}, **batching, "ppo_max_token_len_per_gpu": budget, "shuffle": False,
+                  "mixed_precision": "float32", "optim": {"lr": 1e-3, "weight_decay": 0.0}, "num_threads": 1}
+
+    def call(wg, method, batch, timeout=180.0):
+        future = wg.execute(method, Dispatch.DP_COMPUTE_PROTO, batch)
+        try:
+            ray.get(future.refs, timeout=timeout)
+        except GetTimeoutError:
+            for actor in wg._actors:  # hung in a collective: kill now rather than wait for the shutdown hook
+                ray.kill(actor)
+            pytest.fail(f"{wg.cls_name}.{method} did not finish within {timeout:.0f}s on {wg.world_size} ranks")
+        return future.get()
+
+    results = {}
+    for n in (2, 1):
+        actor_wg, actor_pool = group(ActorRolloutRefWorker, n, config=actor_cfg, role="actor_ref")
+        critic_wg, critic_pool = group(CriticWorker, n, config=critic_cfg)
+        try:
+            actor_wg.init_model()
+            critic_wg.init_model()
+            batch = data.select()  # a fresh copy per run
+            old = call(actor_wg, "compute_log_prob", batch)
+            ref = call(actor_wg, "compute_ref_log_prob", batch)
+            batch.union(old)
+            actor_metrics = call(actor_wg, "update_actor", batch).meta_info["metrics"]
+            values = call(critic_wg, "compute_values", batch).batch["values"]
+            batch.batch["values"] = values
+            batch.batch["returns"] = data.batch["response_mask"].float()
+            critic_metrics = call(critic_wg, "update_critic", batch).meta_info["metrics"]
+            results[n] = (old.batch["old_log_probs"], ref.batch["ref_log_prob"], values, actor_metrics, critic_metrics)
+        finally:
+            close_group(actor_wg, actor_pool)
+            close_group(critic_wg, critic_pool)
+
+    old2, ref2, values2, am2, cm2 = results[2]
+    old1, ref1, values1, am1, cm1 = results[1]
+    response = data.batch["response_mask"].bool()
+    assert old2[response].abs().min() > 0 and (old2[~response] == 0).all()  # every real token scored, padding 0
+    torch.testing.assert_close(old2, old1, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ref2, ref1, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ref2, old2, atol=1e-6, rtol=0)  # identical weights, one log-prob path
+    assert torch.equal(values2, values1) and torch.equal(values2, torch.zeros_like(values2))  # the value head starts at 0
+    # the padding micro-batches (zero loss mask) add nothing: the update equals the 1-rank one
+    for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
+        assert am2[key] == pytest.approx(am1[key], rel=1e-4), key
+    for key in ("critic/vf_loss", "critic/grad_norm"):
+        assert cm2[key] == pytest.approx(cm1[key], rel=1e-4), key
+    assert cm2["critic/vf_loss"] == pytest.approx(0.5)  # V = 0, returns 1: 0.5 * mean((0 - 1)^2)

@@ -57,3 +57,39 @@ def pack_sequences(
 def packed_proto(prompts: list[list[int]], responses: list[list[int]], **kwargs) -> DataProto:
     """`pack_sequences` as a DataProto."""
     return DataProto.from_dict(pack_sequences(prompts, responses, **kwargs))
+
+
+PROMPT_KEYS = ("prompts",)  # (B, P): left-padded
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")  # (B, P + T): prompt part, then response part
+
+
+def concat_padded(parts: list[DataProto], pad_id: int) -> DataProto:
+    """Concatenate rollout batches whose prompt width P and response width T differ.
+
+    Each part is re-padded to the widest P (on the left) and T (on the right):
+    ``prompts`` with ``pad_id``, the ``input_ids`` / ``attention_mask`` halves
+    likewise (0 for the mask), every other ``(B, T)`` tensor on the right
+    (``responses`` with ``pad_id``, the rest with 0); ``position_ids`` are
+    rebuilt from the mask. ``(B,)`` tensors and non-tensors are untouched.
+    """
+    P = max(p.batch["prompts"].shape[1] for p in parts)
+    T = max(p.batch["responses"].shape[1] for p in parts)
+    padded = []
+    for part in parts:
+        p_w, t_w = part.batch["prompts"].shape[1], part.batch["responses"].shape[1]
+        batch = {}
+        for key, value in part.batch.items():
+            fill = pad_id if key in ("prompts", "responses", "input_ids") else 0
+            if value.dim() < 2:
+                batch[key] = value
+            elif key in PROMPT_KEYS:
+                batch[key] = torch.nn.functional.pad(value, (P - p_w, 0), value=fill)
+            elif key in SEQUENCE_KEYS:
+                head = torch.nn.functional.pad(value[:, :p_w], (P - p_w, 0), value=fill)
+                batch[key] = torch.cat([head, torch.nn.functional.pad(value[:, p_w:], (0, T - t_w), value=fill)], dim=1)
+            else:
+                batch[key] = torch.nn.functional.pad(value, (0, T - t_w), value=fill)
+        if "position_ids" in batch:
+            batch["position_ids"] = position_ids_from_mask(batch["attention_mask"])
+        padded.append(DataProto(batch=batch, non_tensor_batch=part.non_tensor_batch, meta_info=part.meta_info))
+    return DataProto.concat(padded)

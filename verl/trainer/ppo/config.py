@@ -24,7 +24,7 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 @dataclass
 class DataConfig:
     train_files: str = "data/webshop/train.parquet"
-    val_files: str = "data/webshop/test.parquet"
+    val_files: str = "data/webshop/dev.parquet"
     train_batch_size: int = 4
     val_batch_size: int = 8
     val_max_samples: int = -1
@@ -51,6 +51,14 @@ class GiGPOConfig:
 
 
 @dataclass
+class FilterGroupsConfig:
+    """Dynamic sampling: drop groups whose scores are all equal and refill from the next prompts."""
+
+    enable: bool = False
+    max_rounds: int = 3  # extra rollouts per step at most
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = "gae"
     gamma: float = 1.0
@@ -63,6 +71,7 @@ class AlgorithmConfig:
     reward_allocation: str = "last_token"
     reward_timeout_s: float = 30.0
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
     critic_warmup: int = 0
 
 
@@ -192,6 +201,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}")
     if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
         raise ConfigError(f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}")
+    if alg.filter_groups.max_rounds < 0:
+        raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
     if alg.reward_timeout_s <= 0:
         raise ConfigError(f"algorithm.reward_timeout_s must be > 0, got {alg.reward_timeout_s}")
     if alg.kl_ctrl.type not in ("fixed", "adaptive"):

@@ -18,9 +18,10 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
 def compute_data_metrics(batch: DataProto, use_critic: bool, response_budget: int) -> dict[str, float]:
     """Scores, rewards, advantages, returns (and values) over model tokens; prompt / response lengths.
 
-    ``response_length/clip_ratio``: the share of rows cut by the token budget:
-    status ``truncated`` where the rollout reports a status, else a response of
-    at least ``response_budget`` tokens.
+    ``response_length/clip_ratio``: the share of rows with model tokens (failed
+    and padding rows have none) cut by the token budget: status ``truncated``
+    where the rollout reports a status, else a response of at least
+    ``response_budget`` tokens.
     """
     b = batch.batch
     mask = b["response_mask"].float()
@@ -45,9 +46,10 @@ def compute_data_metrics(batch: DataProto, use_critic: bool, response_budget: in
     out.update(_stats("prompt_length", prompt_len))
     status = batch.non_tensor_batch.get("status")
     if status is not None:
-        out["response_length/clip_ratio"] = float(sum(s == "truncated" for s in status) / len(status))
+        cut = torch.tensor([s == "truncated" for s in status], dtype=torch.bool)
     else:
-        out["response_length/clip_ratio"] = float((response_len >= response_budget).float().mean())
+        cut = response_len >= response_budget
+    out["response_length/clip_ratio"] = float(cut[kept].float().mean()) if bool(kept.any()) else 0.0
     out["critic/kept_trajectories"] = float(kept.sum())
     if "old_log_probs" in b and "rollout_log_probs" in b:
         diff = (b["old_log_probs"] - b["rollout_log_probs"]).abs()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import shutil
@@ -35,6 +36,7 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.reward import RewardManager
+from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
 from verl.utils.tracking import Tracking
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
@@ -170,18 +172,82 @@ class RayPPOTrainer:
             buckets[pos if lap % 2 == 0 else ws - 1 - pos].append(int(row))
         batch.reorder(torch.tensor([row for bucket in buckets for row in bucket]))
 
+    # ------------------------------------------------------------------ rollout
+    def _rollout(self, tasks: DataProto, metrics: dict[str, float], round_: int = 0) -> DataProto:
+        """Roll out ``tasks`` and score them through the reward path; refill rounds (``round_ > 0``) get distinct uids."""
+        traj_dir = str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
+        batch = self.agent.run_llm_loop(tasks, output_dir=traj_dir, global_steps=self.global_step)
+        rollout_metrics = batch.meta_info.pop("metrics", {})
+        if round_ == 0:
+            metrics.update(rollout_metrics)
+            metrics.update(self.reward_manager(batch))
+        else:
+            self.reward_manager(batch)
+            uids = batch.non_tensor_batch["uid"]
+            uids[:] = [f"refill{round_}-{u}" for u in uids]
+        return batch
+
+    def _keep_informative_groups(self, batch: DataProto, metrics: dict[str, float]) -> DataProto:
+        """Dynamic sampling (DAPO): drop the groups whose outcome scores are all equal (every advantage 0)
+        and refill from the next prompts, up to ``filter_groups.max_rounds`` extra rollouts.
+
+        The step keeps ``data.train_batch_size`` groups: the first informative ones in rollout order;
+        when the rounds run out, dropped groups fill the rest (``filter/shortfall_groups``). Refills
+        draw from the training dataloader, so its checkpointed position covers them and resume stays exact.
+        """
+        target, max_rounds = self.config.data.train_batch_size, self.config.algorithm.filter_groups.max_rounds
+        kept: list[DataProto] = []
+        dropped: list[DataProto] = []
+        seen_dropped, round_ = 0, 0
+        while True:
+            for group in _groups(batch):
+                live = group.batch["response_mask"].sum(dim=-1) > 0
+                scores = group.batch["outcome_scores"][live]
+                informative = scores.numel() > 1 and bool((scores != scores[0]).any())
+                (kept if informative else dropped).append(group)
+                seen_dropped += not informative
+            if len(kept) >= target or round_ >= max_rounds:
+                break
+            round_ += 1
+            batch = self._rollout(self.train_loader.next_batch(), metrics, round_)
+        shortfall = max(target - len(kept), 0)
+        chosen = kept[:target] + dropped[:shortfall]
+        metrics.update({"filter/dropped_groups": float(seen_dropped), "filter/refill_rounds": float(round_),
+                        "filter/shortfall_groups": float(shortfall)})
+        return concat_padded(chosen, self.agent.pad_id)
+
+    def _pad_to_mini_batches(self, batch: DataProto) -> DataProto:
+        """Step-wise rows (one per turn) vary in number: pad to a multiple of the mini-batch sizes and ranks
+        with copies of row 0 that have no model token and are marked failed, so they count in no group,
+        loss or metric. A no-op in trajectory mode, whose row count the config already checked."""
+        cfg = self.config
+        sizes = [cfg.actor_rollout_ref.actor.ppo_mini_batch_size, cfg.world_size]
+        if cfg.use_critic:
+            sizes.append(cfg.critic.ppo_mini_batch_size)
+        pad = (-len(batch)) % math.lcm(*sizes)
+        if pad == 0:
+            return batch
+        filler = batch[[0] * pad]
+        filler.batch["response_mask"] = torch.zeros_like(filler.batch["response_mask"])
+        nt = filler.non_tensor_batch
+        nt["failed"][:] = True
+        nt["uid"][:] = [f"padding-{i}" for i in range(pad)]
+        if "status" in nt:
+            nt["status"][:] = "padding"
+        return DataProto.concat([batch, filler])
+
     # ------------------------------------------------------------------ one step
     def train_step(self, tasks: DataProto) -> dict[str, float]:
         cfg = self.config
         metrics: dict[str, float] = {}
         step_start = time.perf_counter()
         with _timer("rollout", metrics):
-            traj_dir = str(self.output_dir / "trajectories") if cfg.trainer.save_trajectories else None
-            batch = self.agent.run_llm_loop(tasks, output_dir=traj_dir, global_steps=self.global_step)
-        metrics.update(batch.meta_info.pop("metrics", {}))
+            batch = self._rollout(tasks, metrics)
+            if cfg.algorithm.filter_groups.enable:
+                batch = self._keep_informative_groups(batch, metrics)
+        batch = self._pad_to_mini_batches(batch)
         r = cfg.actor_rollout_ref.rollout
         batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)  # recompute under the sampling distribution
-        metrics.update(self.reward_manager(batch))
         if cfg.trainer.balance_batch:
             self._balance(batch)
 
@@ -340,6 +406,14 @@ class RayPPOTrainer:
 
             plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
         return last
+
+
+def _groups(batch: DataProto) -> list[DataProto]:
+    """The batch split by ``uid`` (rows of one group, in their order), groups in order of first appearance."""
+    order: dict[object, list[int]] = {}
+    for row, uid in enumerate(batch.non_tensor_batch["uid"]):
+        order.setdefault(uid, []).append(row)
+    return [batch[rows] for rows in order.values()]
 
 
 def _progress(total: int, done: int):
