@@ -44,8 +44,9 @@ def test_micro_batching_matches_one_big_batch(tiny_model_path, mode):
     micro, m_micro = grads_of_one_update(make_actor(tiny_model_path, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=1), batch())
     dyn, _ = grads_of_one_update(make_actor(tiny_model_path, loss_agg_mode=mode, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=10), batch())
     for k in full:
-        torch.testing.assert_close(micro[k], full[k], atol=1e-5, rtol=1e-4)  # fp32 sums in another order
-        torch.testing.assert_close(dyn[k], full[k], atol=1e-6, rtol=1e-4)
+        # fp32 sums in another order: on AVX512-BF16 boxes single elements differ by up to ~5e-6
+        torch.testing.assert_close(micro[k], full[k], atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(dyn[k], full[k], atol=2e-5, rtol=1e-4)
     assert m_micro["actor/pg_loss"] == pytest.approx(m_full["actor/pg_loss"], abs=1e-6)
     assert m_micro["actor/grad_norm"] == pytest.approx(m_full["actor/grad_norm"], rel=1e-4)
 

@@ -90,3 +90,20 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def export_hf(weights: dict[str, torch.Tensor], source_path: str, folder) -> None:
+    """Write ``weights`` as a Hugging Face folder (safetensors, config and tokenizer copied from ``source_path``)."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = AutoConfig.from_pretrained(source_path)
+    if getattr(config, "tie_word_embeddings", False):
+        weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(str(folder))
+    AutoTokenizer.from_pretrained(source_path).save_pretrained(str(folder))

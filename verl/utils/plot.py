@@ -14,17 +14,20 @@ PANELS = (
 )
 
 
-def plot_metrics(jsonl_path: str | Path, png_path: str | Path) -> Path:
-    """Draw the panels above; keys that never appear are skipped. Returns the PNG path."""
+SFT_PANELS = (("loss", ("sft/train_loss", "sft/dev_loss"), None), ("learning rate", ("sft/lr",), None))
+
+
+def plot_metrics(jsonl_path: str | Path, png_path: str | Path, panels: tuple = PANELS) -> Path:
+    """Draw ``panels`` (RL's by default, `SFT_PANELS` for SFT); keys that never appear are skipped. Returns the PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [json.loads(line) for line in Path(jsonl_path).read_text().splitlines() if line.strip()]
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
     all_keys = sorted({k for r in rows for k in r})
-    for ax, (title, keys, val_suffix) in zip(axes, PANELS):
+    for ax, (title, keys, val_suffix) in zip(axes, panels):
         val_keys = [k for k in all_keys if val_suffix and k.startswith("val/") and k.endswith("/" + val_suffix)]
         for key in (*keys, *val_keys):
             points = [(r["step"], r[key]) for r in rows if key in r]

@@ -22,6 +22,8 @@ CONSOLE_KEYS = (
     ("actor/entropy", "ent"),
     ("response_length/mean", "resp_len"),
     ("timing_s/step", "step_s"),
+    ("sft/train_loss", "loss"),
+    ("sft/dev_loss", "dev_loss"),
 )
 
 
@@ -84,3 +86,12 @@ class Tracking:
             self._tb.close()
         if self._wandb:
             self._wandb.finish()
+
+
+def progress_bar(total: int, done: int = 0, desc: str = "steps"):
+    """A tqdm bar over ``total`` units when stderr is a terminal; None otherwise (logs stay clean)."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, desc=desc, unit="step")

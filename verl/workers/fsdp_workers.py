@@ -213,23 +213,11 @@ class ActorRolloutRefWorker(Worker):
         if hf_export:
             weights = fsdp_utils.full_model_state_dict(actor.module, cpu_offload=True)
             if self.rank == 0:
-                self._export_hf(weights, Path(path) / "huggingface")
+                fsdp_utils.export_hf(weights, self.config.model.path, Path(path) / "huggingface")
         if self.rank == 0:
             torch.save(state, Path(path) / "actor_worker.pt")
         if dist.is_initialized():
             dist.barrier()
-
-    def _export_hf(self, weights: dict[str, torch.Tensor], folder: Path) -> None:
-        from safetensors.torch import save_file
-        from transformers import AutoConfig, AutoTokenizer
-
-        folder.mkdir(parents=True, exist_ok=True)
-        config = AutoConfig.from_pretrained(self.config.model.path)
-        if getattr(config, "tie_word_embeddings", False):
-            weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
-        save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
-        config.save_pretrained(str(folder))
-        AutoTokenizer.from_pretrained(self.config.model.path).save_pretrained(str(folder))
 
     @register(Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, path: str) -> None:

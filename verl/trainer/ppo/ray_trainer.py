@@ -38,7 +38,7 @@ from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_me
 from verl.trainer.ppo.reward import RewardManager
 from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
-from verl.utils.tracking import Tracking
+from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
 LATEST = "latest_checkpointed_iteration.txt"
@@ -381,7 +381,7 @@ class RayPPOTrainer:
         try:
             if t.val_before_train and self.global_step == 0 and t.test_freq > 0:
                 tracker.log(self._validate(), step=0)
-            progress = _progress(t.total_training_steps, self.global_step)
+            progress = progress_bar(t.total_training_steps, self.global_step)
             while self.global_step < t.total_training_steps:
                 self.global_step += 1
                 metrics = self.train_step(self.train_loader.next_batch())
@@ -414,17 +414,6 @@ def _groups(batch: DataProto) -> list[DataProto]:
     for row, uid in enumerate(batch.non_tensor_batch["uid"]):
         order.setdefault(uid, []).append(row)
     return [batch[rows] for rows in order.values()]
-
-
-def _progress(total: int, done: int):
-    """A progress bar over steps when attached to a terminal; None otherwise."""
-    import sys
-
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=done, desc="steps", unit="step")
 
 
 def dump_config(cfg: PPOConfig, path: Path, precision: dict | None = None) -> None:

@@ -1,0 +1,96 @@
+"""The warm start before RL: expert demonstrations, then SFT, cached under a key of everything that shapes them.
+
+    python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 64] [--n_dev_demos 16]
+        [--action_format react] [--server_url URL] [--cache_dir DIR] [sft overrides, e.g. train.epochs=2]
+
+The key hashes the base model (its path and the size and mtime of its weight
+files), the env, the action format, the number of demonstrations, the agent
+limits and the SFT overrides; changing any of them rebuilds the warm start,
+and the script says which it did. The last line printed is the warm-started
+Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
+``--server_url`` the demonstration script starts its own env server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# the agent limits the demonstrations are written under; RL must use the same (train_*.sh pass them)
+AGENT_LIMITS = {"max_turns": 8, "max_prompt_length": 1024, "max_response_length": 96, "max_obs_length": 256,
+                "max_trajectory_length": 3072}
+
+
+def model_fingerprint(model: Path) -> list:
+    """Path plus (name, size, mtime) of the weight files: a rebuilt model gets a new key."""
+    files = sorted(p for p in model.iterdir() if p.suffix in (".safetensors", ".bin", ".json"))
+    return [str(model.resolve())] + [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files]
+
+
+def cache_key(args: argparse.Namespace, model: Path) -> str:
+    fields = {"model": model_fingerprint(model), "env": args.env_name, "action_format": args.action_format,
+              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise, "agent": AGENT_LIMITS,
+              "sft": sorted(args.sft_overrides)}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run(cmd: list[str]) -> str:
+    """Run ``cmd`` streaming its output; return its last stdout line."""
+    print("[warm_start] $ " + " ".join(cmd), flush=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    last = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        last = line.strip() or last
+    if proc.wait() != 0:
+        sys.exit(f"[warm_start] failed ({proc.returncode}): {' '.join(cmd)}")
+    return last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env_name", default="webshop")
+    parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
+    parser.add_argument("--n_demos", type=int, default=64, help="successful expert episodes on train tasks")
+    parser.add_argument("--n_dev_demos", type=int, default=16, help="successful expert episodes on dev tasks (held-out loss)")
+    parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
+    parser.add_argument("--action_format", default="react")
+    parser.add_argument("--server_url", default=None)
+    parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
+    parser.add_argument("sft_overrides", nargs="*", help="Hydra overrides for verl.trainer.main_sft")
+    args = parser.parse_args()
+    py = sys.executable
+    model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
+    root = Path(args.cache_dir or Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl") / "warm_start")
+    folder = root / f"{args.env_name}_{args.action_format}_{args.n_demos}_{cache_key(args, model)}"
+    hf = folder / "sft" / "huggingface"
+    if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():
+        summary = json.loads((folder / "sft" / "sft_summary.json").read_text())
+        print(f"[warm_start] cached: {hf} (dev loss {summary['best_dev_loss']:.4f}; same model, env, format, demos and SFT config)")
+        print(hf)
+        return
+    print(f"[warm_start] building {folder} (no warm start yet for this model, env, format, demos and SFT config)", flush=True)
+    demos = {}
+    for split, n in (("train", args.n_demos), ("dev", args.n_dev_demos)):
+        demos[split] = folder / f"demos_{split}.parquet"
+        cmd = [py, "scripts/make_sft_data.py", "--env_name", args.env_name, "--split", split, "--n", str(n),
+               "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
+               "--out", str(demos[split])] + [f"--{k}={v}" for k, v in AGENT_LIMITS.items()]
+        if args.server_url:
+            cmd += ["--server_url", args.server_url]
+        run(cmd)
+    run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
+         f"data.val_files={demos['dev']}", f"data.max_length={AGENT_LIMITS['max_trajectory_length']}",
+         f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{args.env_name}", *args.sft_overrides])
+    print(hf)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""Supervised fine-tuning on token-id samples with a loss mask: the warm start before RL.
+
+A sample is ``input_ids`` (a whole episode: prompt, model turns, observations)
+and ``loss_mask`` (1 on the tokens the model should learn to write, i.e. its
+turns). The loss is the token-mean negative log-likelihood over the masked
+tokens::
+
+    L = - sum_t m_{t+1} log p(x_{t+1} | x_{<=t}) / sum_t m_{t+1}
+
+The model, sharding and update loop are the actor's: fp32 master weights under
+FSDP2 (gloo on CPU, nccl on CUDA), autocast in the resolved dtype
+(`verl.utils.precision`), micro-batches by rows or by a token budget with exact
+gradient accumulation (`TrainableModule.run_update`). Each optimiser step takes
+``train.batch_size`` samples; the dev loss is measured every ``eval_freq``
+steps and after every epoch, the best dev-loss weights are kept as a Hugging
+Face folder (``<output_dir>/huggingface``, usable as
+``actor_rollout_ref.model.path``), and training stops early after ``patience``
+evaluations without improvement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from verl.protocol import DataProto
+from verl.single_controller.base import Worker
+from verl.utils import fsdp_utils
+from verl.utils.precision import announce, resolve_dtype
+from verl.utils.torch_functional import autocast, position_ids_from_mask
+from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig
+from verl.workers.trainable import TrainableModule
+
+MASK_KEY = "target_mask"  # target_mask[:, t] = loss_mask[:, t + 1]: the token predicted at position t is learned
+
+
+@dataclass
+class SFTDataConfig:
+    train_files: str = ""
+    val_files: str = ""
+    max_length: int = 4096  # longer samples are dropped (and counted)
+
+
+@dataclass
+class SFTTrainConfig:
+    batch_size: int = 8  # samples per optimiser step (over all ranks)
+    micro_batch_size: int = 4
+    use_dynamic_bsz: bool = True
+    max_token_len: int = 4096
+    epochs: int = 3
+    mixed_precision: str = "auto"
+    grad_clip: float = 1.0
+    eval_freq: int = 0  # also evaluate every N steps (0: only after each epoch)
+    patience: int = 2  # evaluations without a better dev loss before stopping
+    seed: int = 0
+
+
+@dataclass
+class SFTRunConfig:
+    project_name: str = "openmanus_rl"
+    experiment_name: str = "sft"
+    device: str = "cpu"
+    num_threads: int = 2
+    output_dir: str = "outputs/sft"
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+
+
+@dataclass
+class SFTConfig:
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5, lr_warmup_steps=2, lr_scheduler="cosine", min_lr_ratio=0.1))
+    train: SFTTrainConfig = field(default_factory=SFTTrainConfig)
+    trainer: SFTRunConfig = field(default_factory=SFTRunConfig)
+
+    def validate(self, where: str) -> None:
+        t = self.train
+        for name in ("batch_size", "micro_batch_size", "max_token_len", "epochs", "patience"):
+            if getattr(t, name) < 1:
+                raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
+        if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
+            raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
+        for key in ("train_files", "val_files"):
+            if not Path(getattr(self.data, key)).is_file():
+                raise ConfigError(f"{where}.data.{key}={getattr(self.data, key)!r} does not exist (run scripts/make_sft_data.py)")
+
+
+def read_samples(path: str, max_length: int) -> tuple[list[list[int]], list[list[int]], int]:
+    """``(input_ids, loss_mask, dropped)`` from a parquet of samples; samples longer than ``max_length`` are dropped."""
+    frame = pd.read_parquet(path)
+    missing = [c for c in ("input_ids", "loss_mask") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path} lacks columns {missing}; has {list(frame.columns)}")
+    ids, masks, dropped = [], [], 0
+    for i, (x, m) in enumerate(zip(frame["input_ids"], frame["loss_mask"])):
+        x, m = [int(v) for v in x], [int(v) for v in m]
+        if len(x) != len(m):
+            raise ValueError(f"{path} row {i}: {len(x)} input ids but {len(m)} loss-mask entries")
+        if len(x) > max_length:
+            dropped += 1
+            continue
+        ids.append(x)
+        masks.append(m)
+    if not ids:
+        raise ValueError(f"{path}: no sample of at most {max_length} tokens")
+    return ids, masks, dropped
+
+
+def pack_samples(ids: list[list[int]], masks: list[list[int]], pad_id: int) -> DataProto:
+    """Right-padded ``input_ids``, ``attention_mask``, ``position_ids`` and the shifted ``target_mask``."""
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(ids), width), dtype=torch.long)
+    target = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, (x, m) in enumerate(zip(ids, masks)):
+        input_ids[i, : len(x)] = torch.tensor(x)
+        attention[i, : len(x)] = 1
+        target[i, : len(x) - 1] = torch.tensor(m[1:])
+    return DataProto.from_dict({"input_ids": input_ids, "attention_mask": attention,
+                                "position_ids": position_ids_from_mask(attention), MASK_KEY: target})
+
+
+def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token NLL of the next token and its mask, both ``(B, L')`` over the micro-batch's real width."""
+    width = int(mb.batch["attention_mask"].sum(dim=-1).max())
+    b = {k: v[:, :width].to(device) for k, v in mb.batch.items()}
+    with autocast(device, dtype):
+        logits = module(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"], use_cache=False).logits
+    labels = torch.roll(b["input_ids"], shifts=-1, dims=1)  # position t predicts token t + 1 (the last column is masked)
+    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none").view(labels.shape)
+    return nll, b[MASK_KEY].float()
+
+
+class SFTTrainer(Worker):
+    """One rank of SFT (run it with torchrun for several ranks; world size 1 by default)."""
+
+    def __init__(self, config: SFTConfig):
+        super().__init__()
+        self.config = config
+        torch.set_num_threads(config.trainer.num_threads)
+
+    def _build(self) -> TrainableModule:
+        from transformers import AutoModelForCausalLM
+
+        cfg = self.config
+        self.init_distributed(cfg.trainer.device)
+        torch.manual_seed(cfg.train.seed)
+        precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
+        announce(f"sft rank {self.rank}", precision)
+        self.dtype = precision.dtype
+        module = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation)
+        if cfg.model.enable_gradient_checkpointing:
+            module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
+        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
+        return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype, cfg.train.grad_clip)
+
+    def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
+        nll, mask = token_nll(self.model.module, mb, self.model.device, self.dtype)
+        loss = (nll * mask).sum() / mask.sum().clamp_min(1.0)
+        return loss, {"sft/train_loss": loss.item()}
+
+    @torch.no_grad()
+    def dev_loss(self, model: TrainableModule, data: DataProto) -> float:
+        """Token-mean NLL over every masked token of ``data``."""
+        model.module.eval()
+        t = self.config.train
+
+        def fn(mb: DataProto) -> dict[str, torch.Tensor]:
+            nll, mask = token_nll(model.module, mb, model.device, self.dtype)
+            return {"nll": (nll * mask).sum(dim=-1, keepdim=True).cpu(), "tokens": mask.sum(dim=-1, keepdim=True).cpu()}
+
+        out = model.map_micro_batches(data, fn, t.micro_batch_size, t.max_token_len if t.use_dynamic_bsz else None)
+        return float(out["nll"].sum() / out["tokens"].sum().clamp_min(1.0))
+
+    def fit(self) -> dict:
+        """Train, keep the best dev-loss weights as an HF folder, and return a summary (also ``sft_summary.json``)."""
+        from transformers import AutoTokenizer
+
+        from verl.utils.plot import SFT_PANELS, plot_metrics
+        from verl.utils.tracking import Tracking, progress_bar
+
+        cfg, t = self.config, self.config.train
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        train_ids, train_masks, dropped = read_samples(cfg.data.train_files, cfg.data.max_length)
+        dev = pack_samples(*read_samples(cfg.data.val_files, cfg.data.max_length)[:2], pad_id)
+        if t.batch_size % self.world_size:
+            raise ConfigError(f"train.batch_size={t.batch_size} must divide over {self.world_size} ranks")
+        steps_per_epoch = max(len(train_ids) // t.batch_size, 1)
+        cfg.optim.total_training_steps = steps_per_epoch * t.epochs
+        model = self.model = self._build()
+        out_dir = Path(cfg.trainer.output_dir)
+        tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir))
+        batching = UpdateBatchingConfig(ppo_mini_batch_size=t.batch_size, ppo_micro_batch_size_per_gpu=t.micro_batch_size,
+                                        use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, shuffle=False)
+        best, best_step, bad_evals, step = math.inf, 0, 0, 0
+        progress = progress_bar(cfg.optim.total_training_steps, desc="sft steps")
+        start = time.perf_counter()
+        tokens_seen = 0
+
+        def evaluate() -> bool:
+            """Dev loss; saves the weights when it is the best so far. Returns whether to stop early."""
+            nonlocal best, best_step, bad_evals
+            loss = self.dev_loss(model, dev)
+            tracker.log({"sft/dev_loss": loss}, step=step)
+            if loss < best:
+                best, best_step, bad_evals = loss, step, 0
+                weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)
+                if self.rank == 0:
+                    fsdp_utils.export_hf(weights, cfg.model.path, out_dir / "huggingface")
+                return False
+            bad_evals += 1
+            return bad_evals >= t.patience
+
+        stop = evaluate()  # step 0: the base model's dev loss (and a usable output even if nothing improves)
+        for epoch in range(t.epochs):
+            if stop:
+                break
+            order = np.random.RandomState(t.seed + epoch).permutation(len(train_ids))
+            for s in range(steps_per_epoch):
+                rows = order[s * t.batch_size : (s + 1) * t.batch_size][self.rank :: self.world_size]
+                batch = pack_samples([train_ids[i] for i in rows], [train_masks[i] for i in rows], pad_id)
+                step += 1
+                metrics = model.run_update(batch, self._loss, batching, seed=t.seed + step, metric_prefix="sft", mask_key=MASK_KEY)
+                tokens_seen += int(batch.batch["attention_mask"].sum()) * self.world_size
+                metrics.update({"sft/epoch": float(epoch), "perf/tokens_per_s": tokens_seen / (time.perf_counter() - start)})
+                tracker.log(metrics, step=step)
+                if progress is not None:
+                    progress.update(1)
+                if t.eval_freq and step % t.eval_freq == 0 and (stop := evaluate()):
+                    break
+            if not stop and (not t.eval_freq or step % t.eval_freq):
+                stop = evaluate()
+        tracker.close()
+        summary = {"best_dev_loss": best, "best_step": best_step, "steps": step, "stopped_early": stop,
+                   "train_samples": len(train_ids), "dropped_too_long": dropped, "dev_samples": len(dev),
+                   "hf_folder": str(out_dir / "huggingface"), "seconds": time.perf_counter() - start, "config": asdict(cfg)}
+        if self.rank == 0:
+            (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+            if tracker.jsonl_path.is_file():
+                plot_metrics(tracker.jsonl_path, out_dir / "metrics.png", SFT_PANELS)
+        return summary
+
