@@ -10,7 +10,8 @@ ALGO="$1"; shift
 usage() {
     cat <<USAGE
 usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT] [--data_dir DIR]
-                         [--exp_name_suffix S] [--model HF_FOLDER] [hydra overrides ...]
+                         [--exp_name_suffix S] [--model HF_FOLDER] [--n_demos N] [--no_warm_start]
+                         [hydra overrides ...]
 
   --env_name         environment to train on (default webshop; see: agentgym list)
   --num_servers      environment servers to start, on consecutive ports (default 1)
@@ -26,6 +27,7 @@ USAGE
 }
 
 ENV_NAME=webshop; ENV_GIVEN=0; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
+WARM_START=1; N_DEMOS=64
 OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -35,6 +37,8 @@ while [[ $# -gt 0 ]]; do
         --data_dir) DATA_DIR="$2"; shift 2 ;;
         --exp_name_suffix) SUFFIX="$2"; shift 2 ;;
         --model) MODEL="$2"; shift 2 ;;
+        --n_demos) N_DEMOS="$2"; shift 2 ;;
+        --no_warm_start) WARM_START=0; shift ;;
         -h|--help) usage; exit 0 ;;
         --*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
@@ -43,6 +47,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$NUM_SERVERS" =~ ^[1-9][0-9]*$ ]] || { echo "--num_servers must be a positive integer" >&2; exit 2; }
 [[ "$BASE_PORT" =~ ^[0-9]+$ ]] || { echo "--base_port must be a port number" >&2; exit 2; }
+[[ "$N_DEMOS" =~ ^[1-9][0-9]*$ ]] || { echo "--n_demos must be a positive integer" >&2; exit 2; }
 
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
 PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
@@ -109,9 +114,18 @@ done
 echo "[train] ${NUM_SERVERS} $ENV_NAME server(s) healthy on ports ${PORTS[*]}"
 
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
+RL_MODEL="$MODEL"
+if [[ "$WARM_START" == 1 ]]; then
+    # demonstrations + SFT once per (model, env, format, demos, SFT config); progress on stderr, the folder on stdout
+    RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
+                --server_url "http://127.0.0.1:${PORTS[0]}")"
+    echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
+else
+    echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
+fi
 "$PY" -m verl.trainer.main_ppo \
     "${ALGO_ARGS[@]}" \
-    actor_rollout_ref.model.path="$MODEL" \
+    actor_rollout_ref.model.path="$RL_MODEL" \
     data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" \
     data.val_files="$DATA_DIR/$ENV_NAME/dev.parquet" \
     agent.env_name="$ENV_NAME" \

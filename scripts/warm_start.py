@@ -22,9 +22,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the agent limits the demonstrations are written under; RL must use the same (train_*.sh pass them)
-AGENT_LIMITS = {"max_turns": 8, "max_prompt_length": 1024, "max_response_length": 96, "max_obs_length": 256,
-                "max_trajectory_length": 3072}
+LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
+
+
+def agent_limits() -> dict[str, int]:
+    """The agent limits of the RL config (``ppo_trainer.yaml``): demonstrations are written under the same ones,
+    so SFT trains on exactly the prompts and truncations RL will show the model."""
+    from omegaconf import OmegaConf
+
+    agent = OmegaConf.load(ROOT / "verl" / "trainer" / "config" / "ppo_trainer.yaml").agent
+    return {key: int(agent[key]) for key in LIMIT_KEYS}
 
 
 def model_fingerprint(model: Path) -> list:
@@ -35,22 +42,27 @@ def model_fingerprint(model: Path) -> list:
 
 def cache_key(args: argparse.Namespace, model: Path) -> str:
     fields = {"model": model_fingerprint(model), "env": args.env_name, "action_format": args.action_format,
-              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise, "agent": AGENT_LIMITS,
+              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise, "agent": agent_limits(),
               "sft": sorted(args.sft_overrides)}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def say(text: str) -> None:
+    """Progress goes to stderr: stdout carries only the resulting folder."""
+    print(f"[warm_start] {text}", file=sys.stderr, flush=True)
+
+
 def run(cmd: list[str]) -> str:
-    """Run ``cmd`` streaming its output; return its last stdout line."""
-    print("[warm_start] $ " + " ".join(cmd), flush=True)
+    """Run ``cmd`` with its output shown on stderr; return its last stdout line."""
+    say("$ " + " ".join(cmd))
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     last = ""
     assert proc.stdout is not None
     for line in proc.stdout:
-        print(line, end="", flush=True)
+        print(line, end="", file=sys.stderr, flush=True)
         last = line.strip() or last
     if proc.wait() != 0:
-        sys.exit(f"[warm_start] failed ({proc.returncode}): {' '.join(cmd)}")
+        sys.exit(f"[warm_start] failed (exit {proc.returncode}): {' '.join(cmd)}")
     return last
 
 
@@ -58,8 +70,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env_name", default="webshop")
     parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
-    parser.add_argument("--n_demos", type=int, default=64, help="successful expert episodes on train tasks")
-    parser.add_argument("--n_dev_demos", type=int, default=16, help="successful expert episodes on dev tasks (held-out loss)")
+    parser.add_argument("--n_demos", type=int, default=64, help="expert episodes played on train tasks (successful ones are kept)")
+    parser.add_argument("--n_dev_demos", type=int, default=16, help="expert episodes played on dev tasks (held-out loss)")
     parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
     parser.add_argument("--action_format", default="react")
     parser.add_argument("--server_url", default=None)
@@ -73,21 +85,21 @@ def main() -> None:
     hf = folder / "sft" / "huggingface"
     if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():
         summary = json.loads((folder / "sft" / "sft_summary.json").read_text())
-        print(f"[warm_start] cached: {hf} (dev loss {summary['best_dev_loss']:.4f}; same model, env, format, demos and SFT config)")
+        say(f"cached: {hf} (dev loss {summary['best_dev_loss']:.4f}; same model, env, format, demos and SFT config)")
         print(hf)
         return
-    print(f"[warm_start] building {folder} (no warm start yet for this model, env, format, demos and SFT config)", flush=True)
+    say(f"building {folder} (no warm start yet for this model, env, format, demos and SFT config)")
     demos = {}
     for split, n in (("train", args.n_demos), ("dev", args.n_dev_demos)):
         demos[split] = folder / f"demos_{split}.parquet"
         cmd = [py, "scripts/make_sft_data.py", "--env_name", args.env_name, "--split", split, "--n", str(n),
                "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
-               "--out", str(demos[split])] + [f"--{k}={v}" for k, v in AGENT_LIMITS.items()]
+               "--out", str(demos[split])] + [f"--{k}={v}" for k, v in agent_limits().items()]
         if args.server_url:
             cmd += ["--server_url", args.server_url]
         run(cmd)
     run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
-         f"data.val_files={demos['dev']}", f"data.max_length={AGENT_LIMITS['max_trajectory_length']}",
+         f"data.val_files={demos['dev']}", f"data.max_length={agent_limits()['max_trajectory_length']}",
          f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{args.env_name}", *args.sft_overrides])
     print(hf)
 

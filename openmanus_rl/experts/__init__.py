@@ -1,0 +1,17 @@
+"""Scripted expert policies that write demonstrations in the agent's own reply formats.
+
+`get_expert(env_name)` builds the registered `Expert` of an env;
+`format_reply` writes an expert's action as a model reply for an action
+template.  `ExpertGenerator` stands in for the model inside `OpenManusAgent`
+(so demonstrations are tokenised by the agent's own code), and
+`evaluate_expert` plays an expert over HTTP and reports its success rate.
+"""
+
+from .registry import EXPERTS, REPLY_FORMATS, Expert, format_reply, get_expert, register_expert
+from .webshop import WebShopExpert
+from .rollout import ExpertGenerator, ExpertScore, ExpertTurn, evaluate_expert, last_observation, split_task_ids
+
+__all__ = [
+    "EXPERTS", "REPLY_FORMATS", "Expert", "ExpertGenerator", "ExpertScore", "ExpertTurn", "WebShopExpert", "evaluate_expert",
+    "format_reply", "get_expert", "last_observation", "register_expert", "split_task_ids",
+]

@@ -1,0 +1,111 @@
+"""Expert policies, registered by env name, and how their actions become model replies.
+
+An `Expert` plays one episode at a time: `Expert.reset` starts a new one,
+`Expert.act` maps the observation text (exactly what the agent would see)
+to the env action (``search[red shoes]``, ``click[buy now]``...) and leaves a
+short reasoning line in ``last_thought``.  `format_reply` writes that
+thought and action as the model's reply in an action template's format, so
+the template's own ``parse`` reads the same action back:
+
+* ``react``: ``Thought: <thought>`` newline ``Action: <action>``;
+* ``xml``: ``<think><thought></think>`` newline ``<action><action></action>``.
+
+New envs register a factory with `register_expert`; `get_expert` builds one.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar
+
+from openmanus_rl.agent.templates import ActionTemplate, get_action_template
+from openmanus_rl.envs.specs import EnvSpec
+
+
+class Expert(ABC):
+    """A scripted policy for one env: ``reset()``, then ``act(observation)`` once per turn."""
+
+    env_name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.last_thought = ""
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new episode (``seed``: re-seed any randomness the expert has)."""
+        self.last_thought = ""
+        self.steps = 0
+
+    @abstractmethod
+    def act(self, observation: str) -> str:
+        """The env action for ``observation``; sets ``last_thought``."""
+
+    def reply(self, observation: str, template: ActionTemplate | str, spec: EnvSpec | None = None) -> str:
+        """`act` on ``observation`` and write thought and action as a reply in ``template``'s format."""
+        action = self.act(observation)
+        return format_reply(template, action, self.last_thought, spec)
+
+
+ExpertFactory = Callable[..., Expert]
+EXPERTS: dict[str, ExpertFactory] = {}
+
+
+def register_expert(name: str, factory: ExpertFactory, replace: bool = False) -> ExpertFactory:
+    """Register ``factory`` (called with `get_expert`'s keyword arguments) as the expert of env ``name``."""
+    if name in EXPERTS and not replace:
+        raise ValueError(f"an expert for env {name!r} is already registered")
+    EXPERTS[name] = factory
+    return factory
+
+
+def get_expert(env_name: str, **kwargs: Any) -> Expert:
+    """A new expert for ``env_name``, built by its factory with ``kwargs`` (e.g. ``noise``, ``seed``)."""
+    try:
+        factory = EXPERTS[env_name]
+    except KeyError:
+        raise ValueError(f"no expert for env {env_name!r}; experts exist for: {sorted(EXPERTS)}") from None
+    return factory(**kwargs)
+
+
+_THOUGHT_BANNED = re.compile(r"action\s*:|thought\s*:|</?(think|action|answer)>", re.IGNORECASE)
+
+
+def _clean_thought(thought: str) -> str:
+    """One line that no template could mistake for an action marker."""
+    text = _THOUGHT_BANNED.sub(" ", " ".join(thought.split()))
+    return " ".join(text.split()) or "I decide the next step."
+
+
+def _react(thought: str, action: str) -> str:
+    return f"Thought: {thought}\nAction: {action}"
+
+
+def _xml(thought: str, action: str) -> str:
+    return f"<think>{thought}</think>\n<action>{action}</action>"
+
+
+REPLY_FORMATS: dict[str, Callable[[str, str], str]] = {"react": _react, "xml": _xml}
+
+
+def format_reply(template: ActionTemplate | str, action: str, thought: str = "", spec: EnvSpec | None = None) -> str:
+    """``action`` (with ``thought``) as a reply in ``template``'s format (an object or a registered name).
+
+    With ``spec``, checks that ``template.parse(reply, spec)`` gives ``action`` back and raises ValueError if not.
+    """
+    template = get_action_template(template) if isinstance(template, str) else template
+    try:
+        render = REPLY_FORMATS[template.name]
+    except KeyError:
+        raise ValueError(f"no expert reply format for action template {template.name!r}; "
+                         f"known: {sorted(REPLY_FORMATS)}") from None
+    action = action.strip()
+    if not action or "\n" in action:
+        raise ValueError(f"an expert action must be one non-empty line, got {action!r}")
+    reply = render(_clean_thought(thought), action)
+    if spec is not None:
+        parsed = template.parse(reply, spec)
+        if parsed.action != action:
+            raise ValueError(f"template {template.name!r} reads {parsed.action!r} from the expert reply {reply!r}, "
+                             f"not {action!r}")
+    return reply

@@ -1,0 +1,236 @@
+#!/usr/bin/env python
+"""Write expert demonstrations as SFT samples, tokenised by the agent's own code.
+
+    .venv/bin/python scripts/make_sft_data.py --env_name webshop --n 100 --action_format react \\
+        --out data/sft/webshop_react_100.parquet [--server_url http://127.0.0.1:PORT] [--noise 0.0] [--seed 0] \\
+        [--max_turns 8] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256] \\
+        [--max_trajectory_length 3072] [--keep successful|failed|all] [--sample] [--tokenizer DIR]
+
+The env's expert (`openmanus_rl.experts`) plays TRAIN tasks only (the first
+``n`` train ids, or with ``--sample`` a sample of ``n`` drawn with ``--seed``)
+against a real server: ``--server_url``, or else a server this script starts
+on a free port and stops at the end.  The expert answers in place of the
+model inside `OpenManusAgent` (`ExpertGenerator`), so the prompt, chat
+template, observation truncation and token budget are the agent's, and a
+sample is exactly the sequence RL would train on.
+
+Parquet columns, one row per kept episode:
+
+* ``input_ids`` (list[int]): prompt then response tokens, no padding;
+* ``loss_mask`` (list[int], same length): 1 exactly on the expert's reply
+  tokens (each ending with the end-of-turn token), 0 on the prompt and on
+  the observation turns (the agent's ``response_mask``);
+* ``task_id``, ``success``, ``env_reward``, ``num_turns``, ``status`` (how the
+  episode ended: done / turn_limit / truncated), ``env_name``,
+  ``action_format``, ``split`` ("train" or "dev", never "test").
+
+``--keep``: ``successful`` (default) keeps episodes whose env reward reached
+the env's success reward, ``failed`` the others, ``all`` every one (episodes
+whose env calls failed are never kept).  The model's tokenizer is
+``--tokenizer`` (a Hugging Face folder), by default the prepared
+SmolLM2-135M-Instruct (`verl.utils.model_prep.prepare_default_model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_START_TIMEOUT_S = 180.0
+KEEP = ("successful", "failed", "all")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env_name", default="webshop")
+    parser.add_argument("--n", type=int, default=100, help="episodes to play")
+    parser.add_argument("--split", choices=("train", "dev"), default="train",
+                        help="train: demonstrations for SFT; dev: held-out demonstrations (SFT dev loss). Never test.")
+    parser.add_argument("--action_format", default="react", help="the agent's action template (react | xml)")
+    parser.add_argument("--out", required=True, help="the parquet file to write")
+    parser.add_argument("--server_url", default=None, help="a running env server (default: start one)")
+    parser.add_argument("--noise", type=float, default=0.0, help="expert noise in [0, 1] (0: the best expert)")
+    parser.add_argument("--seed", type=int, default=0, help="agent seed (trajectory seeds, expert noise, --sample)")
+    parser.add_argument("--sample", action="store_true", help="a seeded sample of n train ids instead of the first n")
+    parser.add_argument("--max_turns", type=int, default=8)
+    parser.add_argument("--max_prompt_length", type=int, default=1024)
+    parser.add_argument("--max_response_length", type=int, default=96)
+    parser.add_argument("--max_obs_length", type=int, default=256)
+    parser.add_argument("--max_trajectory_length", type=int, default=3072)
+    parser.add_argument("--keep", choices=KEEP, default="successful")
+    parser.add_argument("--batch_size", type=int, default=64, help="episodes per agent call")
+    parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("--n must be >= 1")
+    if not 0.0 <= args.noise <= 1.0:
+        parser.error("--noise must be in [0, 1]")
+    return args
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def env_server(env_name: str) -> Iterator[str]:
+    """An env server process on a free port (through the launcher), healthy on ``GET /``; stopped on exit."""
+    import requests
+
+    port = _free_port()
+    log = tempfile.NamedTemporaryFile(prefix=f"make-sft-{env_name}-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, "-m", "agentgym.launcher", "serve", env_name, "--port", str(port),
+                             "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            try:
+                if requests.get(url + "/", timeout=2).json() == "ok":
+                    break
+            except requests.RequestException:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{env_name} server did not come up; see {log.name}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def choose_tasks(env_name: str, split: str, n: int, sample: bool, seed: int) -> list[int]:
+    from openmanus_rl.experts import split_task_ids
+
+    if split not in ("train", "dev"):
+        raise ValueError(f"demonstrations come from train or dev tasks, never {split!r}")
+    ids = list(split_task_ids(env_name, split))
+    if n > len(ids):
+        raise ValueError(f"--n {n} is more than the {len(ids)} {split} tasks of {env_name}")
+    return sorted(random.Random(seed).sample(ids, n)) if sample else ids[:n]
+
+
+def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
+    parts = urlsplit(server_url)
+    if not parts.scheme or not parts.hostname or not parts.port:
+        raise ValueError(f"--server_url must look like http://host:port, got {server_url!r}")
+    return {
+        "env_name": args.env_name, "env_server_base": f"{parts.scheme}://{parts.hostname}", "env_ports": [parts.port],
+        "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
+        "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
+        "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
+        "seed": args.seed, "n": 1, "write_viewer": False,
+    }
+
+
+def samples_from_batch(out: Any, env_name: str, action_format: str, split: str = "train") -> list[dict[str, Any]]:
+    """One sample per row of the agent's output batch: the row's real tokens (attention mask 1), unpadded, and the
+    loss mask (0 on the prompt, the agent's ``response_mask`` on the response)."""
+    batch, nt = out.batch, out.non_tensor_batch
+    width = batch["prompts"].shape[1]
+    rows = []
+    for b in range(len(out)):
+        attention = batch["attention_mask"][b]
+        prompt_len, response_len = int(attention[:width].sum()), int(attention[width:].sum())
+        input_ids = batch["input_ids"][b][attention.bool()].tolist()
+        loss_mask = [0] * prompt_len + batch["response_mask"][b][:response_len].tolist()
+        assert len(input_ids) == len(loss_mask) == prompt_len + response_len
+        rows.append({
+            "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
+            "success": bool(nt["success"][b]), "env_reward": float(nt["env_reward"][b]),
+            "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
+            "env_name": env_name, "action_format": action_format, "split": split,
+        })
+    return rows
+
+
+def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[int]) -> list[dict[str, Any]]:
+    """Every episode of ``tasks`` as a sample (kept or not)."""
+    from openmanus_rl.agent import OpenManusAgent
+    from openmanus_rl.experts import ExpertGenerator
+    from verl.protocol import DataProto
+
+    generator = ExpertGenerator(tokenizer, args.env_name, args.action_format,
+                                expert_kwargs={"noise": args.noise, "max_steps": args.max_turns})
+    rows: list[dict[str, Any]] = []
+    with OpenManusAgent(tokenizer, generator, agent_config(args, server_url)) as agent:
+        for step, start in enumerate(range(0, len(tasks), args.batch_size)):
+            chunk = tasks[start:start + args.batch_size]
+            batch = DataProto.from_dict(non_tensors={
+                "data_source": [args.env_name] * len(chunk),
+                "extra_info": [{"index": t, "split": args.split} for t in chunk],
+            })
+            generator.reset()
+            out = agent.run_llm_loop(batch, global_steps=step)
+            rows += samples_from_batch(out, args.env_name, args.action_format, args.split)
+            print(f"[sft] played {len(rows)}/{len(tasks)} episodes", flush=True)
+    return rows
+
+
+def keep(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    ok = [r for r in rows if not r["failed"]]
+    if mode == "successful":
+        return [r for r in ok if r["success"]]
+    if mode == "failed":
+        return [r for r in ok if not r["success"]]
+    return ok
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    if args.tokenizer is None:
+        from verl.utils.model_prep import prepare_default_model
+
+        args.tokenizer = str(prepare_default_model())
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    tasks = choose_tasks(args.env_name, args.split, args.n, args.sample, args.seed)
+    start = time.perf_counter()
+    if args.server_url:
+        rows = play(args, args.server_url, tokenizer, tasks)
+    else:
+        with env_server(args.env_name) as url:
+            rows = play(args, url, tokenizer, tasks)
+    kept = keep(rows, args.keep)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = ["input_ids", "loss_mask", "task_id", "success", "env_reward", "num_turns", "status", "env_name",
+               "action_format", "split"]
+    pd.DataFrame([{c: r[c] for c in columns} for r in kept], columns=columns).to_parquet(out, index=False)
+    scored = [r for r in rows if not r["failed"]]
+    stats = {
+        "played": len(rows), "env_failures": len(rows) - len(scored), "kept": len(kept), "keep": args.keep,
+        "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
+        "mean_env_reward": sum(r["env_reward"] for r in scored) / len(scored) if scored else 0.0,
+        "mean_tokens": sum(len(r["input_ids"]) for r in kept) / len(kept) if kept else 0.0,
+        "max_tokens": max((len(r["input_ids"]) for r in kept), default=0),
+        "out": str(out), "seconds": round(time.perf_counter() - start, 1),
+    }
+    print(f"[sft] played {stats['played']} episodes ({stats['env_failures']} env failures), success rate "
+          f"{stats['success_rate']:.3f}, mean env reward {stats['mean_env_reward']:.3f}; kept {stats['kept']} "
+          f"({args.keep}) -> {out}")
+    print(json.dumps(stats))
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""Expert policies: the registry, replies in each action template, the WebShop expert on literal pages and on a real
+server, demonstrations built by the agent's own code (token for token), and the SFT data script end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from openmanus_rl.agent import OpenManusAgent, get_action_template
+from openmanus_rl.agent.chat import ChatFormat
+from openmanus_rl.envs import get_env_spec
+from openmanus_rl.experts import (
+    EXPERTS,
+    Expert,
+    ExpertGenerator,
+    WebShopExpert,
+    evaluate_expert,
+    format_reply,
+    get_expert,
+    register_expert,
+)
+from openmanus_rl.experts.webshop import parse_instruction, read_page, search_keywords
+from verl.protocol import DataProto
+
+REPO = Path(__file__).resolve().parents[2]
+WEBSHOP = get_env_spec("webshop")
+REACT, XML = get_action_template("react"), get_action_template("xml")
+
+INSTRUCTION = ("i am after a box of protein bars that is non gmo and high protein, featuring whey protein with "
+               "flavor: cinnamon roll, and size: 24 count, and price lower than 70.00 dollars")
+START_PAGE = f"WebShop [SEP] Instruction: [SEP] {INSTRUCTION} [SEP] Search"
+RESULTS_PAGE = (
+    f"Instruction: [SEP] {INSTRUCTION} [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > "
+    "[SEP] B0AAAAAAA1 [SEP] Bribly Gold Protein Bars Variety Pack [SEP] $88.95 "
+    "[SEP] B0AAAAAAA2 [SEP] Pellstone High Protein Snack Bars, Non Gmo Whey Protein Bars [SEP] $39.95 to $52.99 "
+    "[SEP] B0AAAAAAA3 [SEP] Ostmora Protein Bars [SEP] $26.00 [SEP] B0AAAAAAA4 [SEP] Fenana Non Gmo [truncated]"
+)
+ITEM_PAGE = (
+    f"Instruction: [SEP] {INSTRUCTION} [SEP] Back to Search [SEP] < Prev [SEP] flavor [SEP] chocolate peanut butter "
+    "[SEP] salted caramel [SEP] cinnamon roll [SEP] size [SEP] 12 count [SEP] 24 count [SEP] Pellstone High Protein "
+    "Snack Bars, Non Gmo Whey Protein Bars [SEP] Price: $39.95 to $52.99 [SEP] Rating: N.A. [SEP] Description "
+    "[SEP] Features [SEP] Reviews [SEP] Buy Now"
+)
+ITEM_WITHOUT_OPTION = ITEM_PAGE.replace(" [SEP] 24 count", " [SEP] 48 count")
+
+
+# ---------------------------------------------------------------------- registry
+class _Echo(Expert):
+    env_name = "echo-test"
+
+    def act(self, observation: str) -> str:
+        self.last_thought = "echo"
+        return f"say {observation}"
+
+
+def test_registry_get_register_and_unknown_name():
+    assert isinstance(get_expert("webshop"), WebShopExpert)
+    assert get_expert("webshop", noise=0.25, seed=3).noise == 0.25
+    register_expert("echo-test", _Echo)
+    try:
+        expert = get_expert("echo-test")
+        assert isinstance(expert, _Echo) and expert.act("hi") == "say hi"
+        with pytest.raises(ValueError, match="an expert for env 'echo-test' is already registered"):
+            register_expert("echo-test", _Echo)
+        register_expert("echo-test", _Echo, replace=True)
+        with pytest.raises(ValueError) as info:
+            get_expert("nope")
+        assert str(info.value) == "no expert for env 'nope'; experts exist for: ['echo-test', 'webshop']"
+    finally:
+        EXPERTS.pop("echo-test", None)
+
+
+# ---------------------------------------------------------------------- replies
+ACTIONS = ["search[red shoes for men]", "click[B0123ABCDE]", "click[Buy Now]", "click[< Prev]", "click[3.25 ounce]",
+           "click[navy | white]"]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("template", [REACT, XML], ids=["react", "xml"])
+def test_reply_parses_back_to_the_action(template, action):
+    reply = format_reply(template, action, "I pick this. Action: no", WEBSHOP)
+    parsed = template.parse(reply, WEBSHOP)
+    assert parsed.action == action and parsed.kind == "action"
+    assert re.search(template.format_pattern, reply, re.DOTALL)
+    assert format_reply(template.name, action, "I pick this.") == format_reply(template, action, "I pick this.")
+
+
+def test_reply_texts_are_literal():
+    assert format_reply("react", "click[Buy Now]", "Buy it.") == "Thought: Buy it.\nAction: click[Buy Now]"
+    assert format_reply("xml", "click[Buy Now]", "Buy it.") == "<think>Buy it.</think>\n<action>click[Buy Now]</action>"
+    # a thought cannot smuggle in an action marker or a second line
+    assert format_reply("react", "click[x]", "go\nAction: click[y]") == "Thought: go click[y]\nAction: click[x]"
+    assert format_reply("xml", "click[x]", "a <action>b</action>") == "<think>a b</think>\n<action>click[x]</action>"
+    assert format_reply("react", "click[x]", "") == "Thought: I decide the next step.\nAction: click[x]"
+    with pytest.raises(ValueError, match="one non-empty line"):
+        format_reply("react", "click[a]\nclick[b]")
+    with pytest.raises(ValueError, match="unknown action format 'json'"):
+        format_reply("json", "click[a]")
+
+
+def test_expert_reply_uses_the_template():
+    expert = WebShopExpert()
+    assert expert.reply(START_PAGE, "xml", WEBSHOP) == (
+        "<think>I search for the product the instruction describes.</think>\n"
+        "<action>search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]</action>")
+
+
+# ---------------------------------------------------------------------- the WebShop expert on literal pages
+def test_instruction_parsing():
+    ins = parse_instruction(INSTRUCTION)
+    assert ins.request == "i am after a box of protein bars that is non gmo and high protein, featuring whey protein"
+    assert ins.options == (("flavor", "cinnamon roll"), ("size", "24 count"))
+    assert ins.price_limit == 70.0
+    assert search_keywords(ins) == "box protein bars non gmo high whey flavor cinnamon roll size 24 count"
+    coat = parse_instruction("please get me a coat which is windproof, with faux fur trim with color: navy, and "
+                             "size: xxl, and price lower than 160.00 dollars")
+    assert coat.request == "please get me a coat which is windproof, with faux fur trim"
+    assert coat.options == (("color", "navy"), ("size", "xxl"))
+    plain = parse_instruction("look for a set of makeup brushes which is easy to clean")
+    assert (plain.request, plain.options, plain.price_limit) == ("look for a set of makeup brushes which is easy to clean",
+                                                                 (), None)
+
+
+def test_page_reading():
+    results = read_page(RESULTS_PAGE)
+    assert results.kind == "results" and results.truncated
+    assert [(x.asin, x.price) for x in results.listings] == [("B0AAAAAAA1", 88.95), ("B0AAAAAAA2", 39.95),
+                                                             ("B0AAAAAAA3", 26.0)]
+    item = read_page(ITEM_PAGE)
+    assert item.kind == "item" and item.price == 39.95
+    assert item.options == ["flavor", "chocolate peanut butter", "salted caramel", "cinnamon roll", "size",
+                            "12 count", "24 count"]
+    assert read_page(START_PAGE).kind == "start"
+
+
+def test_webshop_expert_plays_literal_pages():
+    expert = WebShopExpert()
+    assert expert.act(START_PAGE) == (
+        "search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]")
+    # B0AAAAAAA1 is first but above the price limit; the cut-off fourth listing is never chosen
+    assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA2]"
+    assert expert.last_thought == "B0AAAAAAA2 is the top result under 70.00 dollars ($39.95 to $52.99), so I open it."
+    assert expert.act(ITEM_PAGE) == "click[cinnamon roll]"
+    assert expert.act(ITEM_PAGE) == "click[24 count]"
+    assert expert.act(ITEM_PAGE) == "click[Buy Now]"
+    assert expert.steps == 5
+
+
+def test_webshop_expert_backtracks_when_an_option_is_missing():
+    expert = WebShopExpert()
+    expert.act(START_PAGE)
+    assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA2]"
+    assert expert.act(ITEM_WITHOUT_OPTION) == "click[< Prev]"
+    assert expert.last_thought == "This product does not fit: it does not offer size: 24 count. I go back to the results."
+    assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA3]"  # the next affordable one
+    expert.reset()
+    assert expert.steps == 0 and expert.tried == []
+
+
+def test_webshop_expert_step_guard_buys_in_time():
+    expert = WebShopExpert(max_steps=4)
+    expert.act(START_PAGE)
+    expert.act(RESULTS_PAGE)
+    assert expert.act(ITEM_WITHOUT_OPTION) == "click[cinnamon roll]"  # no budget to go back: make the best of it
+    assert expert.act(ITEM_WITHOUT_OPTION) == "click[Buy Now]"  # the 4th and last action
+
+
+def test_webshop_expert_noise():
+    with pytest.raises(ValueError, match="noise must be in"):
+        WebShopExpert(noise=1.5)
+    picks = set()
+    for seed in range(20):
+        expert = WebShopExpert(noise=1.0, seed=seed)
+        expert.act(START_PAGE)
+        picks.add(expert.act(RESULTS_PAGE))
+        assert expert.act(ITEM_PAGE) == "click[Buy Now]"  # every option skipped
+    assert picks == {"click[B0AAAAAAA1]", "click[B0AAAAAAA3]"}  # never the best one
+    a, b = WebShopExpert(noise=0.5, seed=7), WebShopExpert(noise=0.5, seed=7)
+    assert [a.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)] == \
+           [b.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)]
+
+
+def test_webshop_expert_reads_nothing_but_observations():
+    source = Path(sys.modules[WebShopExpert.__module__].__file__).read_text()
+    assert "agentgym" not in source and "requests" not in source and "open(" not in source
+
+
+# ---------------------------------------------------------------------- against a real server
+@pytest.mark.slow
+def test_expert_solves_test_tasks_without_catalogue(server, monkeypatch):
+    import agentgym.webshop.data as data
+
+    def no_catalogue(*args, **kwargs):
+        raise AssertionError("the expert must not read the catalogue")
+
+    monkeypatch.setattr(data, "load_shop", no_catalogue)
+    monkeypatch.setattr(data, "_load", no_catalogue)
+    score = evaluate_expert("webshop", "test", 10, server, task_ids=list(range(10)))
+    assert score.n == 10
+    assert sum(score.successes) >= 8  # measured: 8 of the first 10 (93% of the first 200)
+    assert score.mean_reward >= 0.85  # measured: 0.88
+    assert all(3 <= s <= 8 for s in score.steps)
+
+
+def _one_episode_batch(task_id: int) -> DataProto:
+    return DataProto.from_dict(non_tensors={"data_source": ["webshop"], "extra_info": [{"index": task_id, "split": "train"}]})
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("make_sft_data", REPO / "scripts" / "make_sft_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action_format", ["react", "xml"])
+def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
+    script = _load_script()
+    out = tmp_path / "one.parquet"
+    from verl.utils.model_prep import prepare_tokenizer
+
+    argv = ["--n", "1", "--action_format", action_format, "--out", str(out), "--server_url", server, "--keep", "all",
+            "--tokenizer", str(prepare_tokenizer())]
+    stats = script.main(argv)
+    assert stats["played"] == 1 and stats["kept"] == 1
+    sample = pd.read_parquet(out).iloc[0]
+    assert sample.task_id == 700 and sample.split == "train" and sample.action_format == action_format
+
+    # the same episode through the agent once more, with a fresh expert generator
+    args = script.parse_args(argv)
+    generator = ExpertGenerator(tokenizer, "webshop", action_format, {"noise": 0.0, "max_steps": args.max_turns})
+    with OpenManusAgent(tokenizer, generator, script.agent_config(args, server)) as agent:
+        batch = agent.run_llm_loop(_one_episode_batch(700))
+    attention = batch.batch["attention_mask"][0].bool()
+    width = batch.batch["prompts"].shape[1]
+    prompt_len = int(attention[:width].sum())
+    assert list(sample.input_ids) == batch.batch["input_ids"][0][attention].tolist()
+    response_mask = batch.batch["response_mask"][0][: len(sample.input_ids) - prompt_len].tolist()
+    assert list(sample.loss_mask) == [0] * prompt_len + response_mask
+    assert sample.num_turns == batch.non_tensor_batch["num_turns"][0]
+    assert sample.success == batch.non_tensor_batch["success"][0] and sample.env_reward == 1.0
+
+    # loss_mask is 1 exactly on the expert's replies, each with its end-of-turn token
+    chat = ChatFormat(tokenizer)
+    ids, mask = list(sample.input_ids), list(sample.loss_mask)
+    spans, current = [], []
+    for token, m in zip(ids, mask):
+        if m:
+            current.append(token)
+        elif current:
+            spans.append(current)
+            current = []
+    if current:
+        spans.append(current)
+    (turns,) = generator.episodes.values()
+    assert [s[-1] for s in spans] == [chat.eot_id] * len(turns)
+    assert [tokenizer.decode(s[:-1]) for s in spans] == [t.reply for t in turns]
+    assert len(turns) == sample.num_turns and turns[-1].action == "click[Buy Now]"
+    template = get_action_template(action_format)
+    assert [template.parse(t.reply, WEBSHOP).action for t in turns] == [t.action for t in turns]
+
+    # the expert saw what the model sees: each observation as it entered the sequence (whole, or cut)
+    observations = [t for t in batch.non_tensor_batch["trajectory"][0] if t["role"] == "observation" and t["in_sequence"]]
+    for seen, entered in zip([t.observation for t in turns], observations):
+        if entered["truncated"]:
+            assert seen.endswith(" [truncated]") and entered["text"].startswith(seen[: -len(" [truncated]")][:200])
+        else:
+            assert seen == entered["text"]
+
+
+@pytest.mark.slow
+def test_make_sft_data_script_end_to_end(server, tiny_model_path, tmp_path):
+    out = tmp_path / "sft" / "webshop_react_3.parquet"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")  # carries the session's OPENMANUS_CACHE to the script's own server
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_sft_data.py"), "--env_name", "webshop",
+                           "--n", "3", "--action_format", "react", "--out", str(out), "--tokenizer", tiny_model_path],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert stats["played"] == 3 and stats["kept"] == 3 and stats["success_rate"] == 1.0  # measured: 700-702 all solved
+    assert "[sft] played 3 episodes (0 env failures), success rate 1.000" in proc.stdout
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["input_ids", "loss_mask", "task_id", "success", "env_reward", "num_turns", "status",
+                                   "env_name", "action_format", "split"]
+    assert frame.task_id.tolist() == [700, 701, 702]
+    assert set(frame.split) == {"train"} and set(frame.env_name) == {"webshop"} and frame.success.all()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    for _, row in frame.iterrows():
+        assert len(row.input_ids) == len(row.loss_mask) <= 3072
+        assert row.loss_mask[0] == 0 and row.loss_mask[-1] == 1  # the prompt first, the last reply at the end
+        text = tokenizer.decode(row.input_ids)
+        assert text.count("<|im_start|>assistant\nThought: ") == row.num_turns and text.endswith("Action: click[Buy Now]<|im_end|>")
+
+
+def test_webshop_expert_on_pages_cut_short():
+    cut_in_price = RESULTS_PAGE.replace(" [SEP] B0AAAAAAA4 [SEP] Fenana Non Gmo [truncated]", " [truncated]").replace(
+        "$26.00", "$2")
+    assert [x.asin for x in read_page(cut_in_price).listings] == ["B0AAAAAAA1", "B0AAAAAAA2"]  # "$2" may be partial
+    cut_item = ITEM_PAGE[: ITEM_PAGE.index(" [SEP] Pellstone")] + " [SEP] Pell [truncated]"
+    page = read_page(cut_item)
+    assert page.kind == "item" and page.price is None and page.options[-1] == "24 count"
+    expert = WebShopExpert()
+    expert.act(START_PAGE)
+    expert.act(RESULTS_PAGE)
+    assert [expert.act(cut_item) for _ in range(3)] == ["click[cinnamon roll]", "click[24 count]", "click[Buy Now]"]
