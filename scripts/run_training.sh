@@ -27,7 +27,7 @@ USAGE
 }
 
 ENV_NAME=webshop; ENV_GIVEN=0; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
-WARM_START=1; N_DEMOS=64
+WARM_START=1; N_DEMOS=32
 OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in

@@ -1,11 +1,11 @@
 """The warm start before RL: expert demonstrations, then SFT, cached under a key of everything that shapes them.
 
-    python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 64] [--n_dev_demos 16]
+    python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 32] [--n_dev_demos 8]
         [--action_format react] [--server_url URL] [--cache_dir DIR] [sft overrides, e.g. train.epochs=2]
 
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
-limits and the SFT overrides; changing any of them rebuilds the warm start,
+limits, the SFT defaults (``sft_trainer.yaml``) and the SFT overrides; changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
 ``--server_url`` the demonstration script starts its own env server.
@@ -43,7 +43,8 @@ def model_fingerprint(model: Path) -> list:
 def cache_key(args: argparse.Namespace, model: Path) -> str:
     fields = {"model": model_fingerprint(model), "env": args.env_name, "action_format": args.action_format,
               "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise, "agent": agent_limits(),
-              "sft": sorted(args.sft_overrides)}
+              "sft": sorted(args.sft_overrides),
+              "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text()}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -70,8 +71,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env_name", default="webshop")
     parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
-    parser.add_argument("--n_demos", type=int, default=64, help="expert episodes played on train tasks (successful ones are kept)")
-    parser.add_argument("--n_dev_demos", type=int, default=16, help="expert episodes played on dev tasks (held-out loss)")
+    parser.add_argument("--n_demos", type=int, default=32, help="expert episodes played on train tasks (successful ones are kept)")
+    parser.add_argument("--n_dev_demos", type=int, default=8, help="expert episodes played on dev tasks (held-out loss)")
     parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
     parser.add_argument("--action_format", default="react")
     parser.add_argument("--server_url", default=None)
