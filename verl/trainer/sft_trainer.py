@@ -129,14 +129,22 @@ def pack_samples(ids: list[list[int]], masks: list[list[int]], pad_id: int) -> D
 
 
 def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token NLL of the next token and its mask, both ``(B, L')`` over the micro-batch's real width."""
+    """Per-token NLL of the next token and its mask, ``(B, K)`` over the K positions learned in any row.
+
+    Only those positions go through the LM head (``logits_to_keep``): in agent episodes the model's
+    turns are a small part of each sequence, so most of the vocabulary projection is skipped.
+    """
     width = int(mb.batch["attention_mask"].sum(dim=-1).max())
     b = {k: v[:, :width].to(device) for k, v in mb.batch.items()}
+    keep = torch.nonzero(b[MASK_KEY].any(dim=0)).squeeze(-1)
+    if keep.numel() == 0:  # nothing to learn here: one position keeps the graph
+        keep = torch.zeros(1, dtype=torch.long, device=keep.device)
     with autocast(device, dtype):
-        logits = module(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"], use_cache=False).logits
-    labels = torch.roll(b["input_ids"], shifts=-1, dims=1)  # position t predicts token t + 1 (the last column is masked)
+        logits = module(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"],
+                        use_cache=False, logits_to_keep=keep).logits
+    labels = torch.roll(b["input_ids"], shifts=-1, dims=1)[:, keep]  # position t predicts token t + 1
     nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none").view(labels.shape)
-    return nll, b[MASK_KEY].float()
+    return nll, b[MASK_KEY][:, keep].float()
 
 
 class SFTTrainer(Worker):
