@@ -43,10 +43,8 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from contextlib import ExitStack, contextmanager
@@ -57,6 +55,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
+
+from agentgym.spawn import serve_subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 LATEST_MARKER = "latest_checkpointed_iteration.txt"
@@ -337,53 +337,12 @@ def _ci_methods(n: int, seed: int) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- servers, worker
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: str, lines: int = 30) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 @contextmanager
 def env_server(env: str) -> Iterator[str]:
-    """An env server process (``agentgym serve <env>``) on a free port; yields its URL once ``GET /`` answers ``"ok"``."""
-    import requests
-
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix=f"eval-{env}-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.launcher", "serve", env, "--port", str(port),
-                             "--log-level", "warning"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{env} server exited with {proc.returncode}; log {log.name}:\n{_tail(log.name)}")
-            try:
-                if requests.get(url + "/", timeout=2).json() == "ok":
-                    break
-            except (requests.RequestException, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{env} server not healthy after {SERVER_START_TIMEOUT_S:.0f}s; log {log.name}:\n"
-                                   f"{_tail(log.name)}")
-            time.sleep(0.2)
-        print(f"[eval] started a {env} server at {url} (log {log.name})", flush=True)
+    """An env server process (``agentgym serve <env>``) on a free port; yields its URL once healthy."""
+    with serve_subprocess(env, timeout_s=SERVER_START_TIMEOUT_S) as url:
+        print(f"[eval] started a {env} server at {url}", flush=True)
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def split_server_url(url: str) -> tuple[str, int]:

@@ -36,17 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from agentgym.spawn import serve_subprocess
+
 SERVER_START_TIMEOUT_S = 180.0
 KEEP = ("successful", "failed", "all")
 
@@ -79,41 +76,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def env_server(env_name: str) -> Iterator[str]:
     """An env server process on a free port (through the launcher), healthy on ``GET /``; stopped on exit."""
-    import requests
-
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix=f"make-sft-{env_name}-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.launcher", "serve", env_name, "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            try:
-                if requests.get(url + "/", timeout=2).json() == "ok":
-                    break
-            except requests.RequestException:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{env_name} server did not come up; see {log.name}")
-            time.sleep(0.2)
+    with serve_subprocess(env_name, timeout_s=SERVER_START_TIMEOUT_S) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def choose_tasks(env_name: str, split: str, n: int, sample: bool, seed: int) -> list[int]:

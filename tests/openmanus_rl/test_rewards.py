@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 
 from openmanus_rl.rewards import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComposer
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from verl.protocol import DataProto
 from verl.trainer.ppo.reward import RewardManager, allocate
 from verl.utils.batch import packed_proto
 from verl.utils.reward_score import SUPPORTED_REWARD_SCORE_FNS, register_reward_score

@@ -1,6 +1,5 @@
 """Worker groups on real Ray: dispatch, errors, FSDP equivalence, vLLM rollout and weight sync, checkpoints, critic."""
 
-import time
 
 import numpy as np
 import pytest

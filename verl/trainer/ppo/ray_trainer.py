@@ -374,7 +374,7 @@ class RayPPOTrainer:
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, float]:
         """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics."""
-        cfg, t = self.config, self.config.trainer
+        t = self.config.trainer
         tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None)
         self._load_checkpoint()
         last: dict[str, float] = {}
