@@ -255,3 +255,29 @@ def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, all
     nt = out.non_tensor_batch
     assert list(nt["step"]) == [0, 1, 2] and list(nt["traj_uid"]) == ["g/0"] * 3 and list(nt["uid"]) == ["g"] * 3
     assert list(nt["success"]) == [True] * 3 and list(nt["task_id"]) == [3] * 3
+
+
+def test_dataset_columns_reach_the_reward_module(tokenizer, toy_server):
+    """Every non-tensor dataset column rides along with each of the row's trajectories to the reward call."""
+    from verl.utils.reward_score import DATA_SOURCE_TO_FN, SUPPORTED_REWARD_SCORE_FNS, register_reward_score
+
+    seen = []
+
+    def needs_ground_truth(data_source, solution_str, ground_truth, extra_info=None):
+        seen.append((ground_truth, extra_info["split"], extra_info["num_turns"]))
+        return float(ground_truth["target"] == 3)
+
+    register_reward_score("t_agent_gt", needs_ground_truth)
+    try:
+        with OpenManusAgent(tokenizer, ScriptedGenerator(solve(tokenizer)), config(toy_server, n=2)) as agent:
+            out = agent.run_llm_loop(task_batch([3, 12], reward_model=[{"ground_truth": {"target": 3}}, {"ground_truth": {"target": 12}}],
+                                                ability=["toy", "toy"]))
+        nt = out.non_tensor_batch
+        assert list(nt["ability"]) == ["toy"] * 4
+        assert [r["ground_truth"]["target"] for r in nt["reward_model"]] == [3, 3, 12, 12]  # copies of a row share its columns
+        RewardManager(tokenizer, "t_agent_gt")(out)
+        assert seen == [({"target": 3}, "test", 1)] * 2 + [({"target": 12}, "test", 1)] * 2
+        assert out.batch["outcome_scores"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    finally:
+        SUPPORTED_REWARD_SCORE_FNS.pop("t_agent_gt")
+        DATA_SOURCE_TO_FN.pop("t_agent_gt", None)
