@@ -2,14 +2,16 @@
 # The learning result, reproducibly: base model -> SFT warm start -> GRPO from it, each evaluated greedily on the
 # same held-out WebShop test tasks, plus the expert on those tasks (the ceiling), and paired comparisons.
 #
-#   scripts/learning_run.sh [--n_demos 48] [--steps 15] [--eval_limit 100] [--out results/learning] [grpo overrides]
+#   scripts/learning_run.sh [--n_demos 32] [--steps 20] [--eval_limit 100] [--out results/learning] [grpo overrides]
 #
+# An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
+# same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
 # Writes <out>/{base,warm_start,grpo,expert}.json (+ .tasks.jsonl), <out>/comparisons.txt,
 # <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-N_DEMOS=48; STEPS=15; EVAL_LIMIT=100; OUT=results/learning; OVERRIDES=()
+N_DEMOS=32; STEPS=20; EVAL_LIMIT=100; OUT=results/learning; OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --n_demos) N_DEMOS="$2"; shift 2 ;;
@@ -28,15 +30,20 @@ EXP=webshop_grpo_learn
 BASE="$("$PY" scripts/prepare_model.py | tail -n 1)"
 WARM="$("$PY" scripts/warm_start.py --env_name webshop --model "$BASE" --n_demos "$N_DEMOS")"
 LIMITS=(--max_turns 8 --max_prompt_length 1024 --max_response_length 96 --max_obs_length 256 --max_trajectory_length 3072)
-"$PY" -m openmanus_rl.eval --model "$BASE" --limit "$EVAL_LIMIT" "${LIMITS[@]}" --out "$OUT/base.json"
-"$PY" -m openmanus_rl.eval --model "$WARM" --limit "$EVAL_LIMIT" "${LIMITS[@]}" --out "$OUT/warm_start.json"
+evaluate() {  # evaluate <name> <model> [always]: greedy on the first EVAL_LIMIT test tasks -> <out>/<name>.json
+    if [[ -f "$OUT/$1.json" && -z "${3:-}" ]]; then echo "reusing $OUT/$1.json" >&2; return; fi
+    "$PY" -m openmanus_rl.eval --model "$2" --limit "$EVAL_LIMIT" "${LIMITS[@]}" --out "$OUT/$1.json"
+}
+evaluate base "$BASE"
+evaluate warm_start "$WARM"
 rm -rf "outputs/$EXP"
 ./train_grpo.sh --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
     trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
-    agent.n=4 data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.optim.lr=5e-6 \
+    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.optim.lr=2e-5 \
+    actor_rollout_ref.actor.use_kl_loss=false algorithm.filter_groups.enable=true \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"}
-"$PY" -m openmanus_rl.eval --model "outputs/$EXP/checkpoints" --limit "$EVAL_LIMIT" "${LIMITS[@]}" --out "$OUT/grpo.json"
-"$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" <<'PY'
+evaluate grpo "outputs/$EXP/checkpoints" always
+[[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" <<'PY'
 import json, sys
 from pathlib import Path
 from transformers import AutoTokenizer
