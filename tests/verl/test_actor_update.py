@@ -80,3 +80,22 @@ def test_padding_columns_do_not_change_log_probs(tiny_model_path):
     b = actor.compute_log_prob(wide, PLAIN, False, 4, None)["log_probs"]
     torch.testing.assert_close(b[:, :2], a)
     assert b[:, 2:].abs().sum() == 0
+
+
+def test_only_learned_columns_reach_the_lm_head(tiny_model_path):
+    # column 1 is an observation in both rows: never scored (0); column 2 is learned by row 1 only, so
+    # row 0 gets its true log-prob there too; every scored value equals a plain full-vocabulary forward
+    actor = make_actor(tiny_model_path)
+    prompts, responses = [[1, 2, 3], [4, 5]], [[11, 12, 13, 14], [15, 16, 17]]
+    d = packed_proto(prompts, responses, response_masks=[[1, 0, 0, 1], [1, 0, 1]], pad_id=2)
+    got = actor.compute_log_prob(d, PLAIN, True, 4, None)
+    scored = torch.tensor([[1, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        for i, (p, r) in enumerate(zip(prompts, responses)):
+            logits = actor.module(input_ids=torch.tensor([p + r])).logits[0].float()
+            logp = torch.log_softmax(logits, dim=-1)
+            for t, token in enumerate(r):
+                want = logp[len(p) - 1 + t, token] if scored[i, t] else torch.tensor(0.0)
+                torch.testing.assert_close(got["log_probs"][i, t], want, atol=1e-5, rtol=0)
+    assert got["entropys"][:, 1].abs().sum() == 0
+    assert (got["entropys"][scored] > 0).all()

@@ -8,7 +8,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.utils.torch_functional import autocast, filter_logits, forward_response, logprobs_from_logits, pad_right
+from verl.utils.torch_functional import autocast, filter_logits, forward_logits_at, logprobs_from_logits, scatter_columns
 from verl.workers.config import ActorConfig
 from verl.workers.trainable import TrainableModule
 
@@ -25,22 +25,28 @@ class PPOActor(TrainableModule):
         super().__init__(module, optimizer, scheduler, device, mixed_precision, config.grad_clip)
         self.config = config
 
-    def _logits_to_outputs(self, mb: DataProto, sampling: dict, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def _logits_to_outputs(
+        self, mb: DataProto, sampling: dict, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
         """Log-probs (and entropy) under the distribution the engine sampled from:
-        logits / temperature, then the same top-k / top-p filter (``sampling`` holds the three)."""
+        logits / temperature, then the same top-k / top-p filter (``sampling`` holds the three).
+
+        Both are ``(B, T)`` and 0 at response columns that no row of ``mb`` learns
+        from (observations, padding): only learned columns reach the LM head.
+        """
         responses = mb.batch["responses"]
-        T = responses.shape[1]
+        mask = mb.batch["response_mask"] if "response_mask" in mb.batch else torch.ones_like(responses)
         with autocast(self.device, self.mixed_precision):
-            logits, width = forward_response(
-                self.module, mb.batch["input_ids"], mb.batch["attention_mask"], mb.batch["position_ids"], T
+            logits, cols = forward_logits_at(
+                self.module, mb.batch["input_ids"], mb.batch["attention_mask"], mb.batch["position_ids"], mask
             )
-        labels = responses[:, :width]
+        labels = responses[:, cols]
         logits = filter_logits(logits.float() / sampling["temperature"], sampling["top_k"], sampling["top_p"], keep=labels)
-        log_prob = pad_right(logprobs_from_logits(logits, labels), T)
+        log_prob = scatter_columns(logprobs_from_logits(logits, labels), cols, responses.shape[1])
         entropy = None
         if with_entropy:
-            entropy = pad_right(core_algos.compute_entropy_from_logits(logits), T)
-        return log_prob, entropy, logits
+            entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits), cols, responses.shape[1])
+        return log_prob, entropy, (logits, cols)
 
     def compute_log_prob(
         self, data: DataProto, sampling: dict, with_entropy: bool, micro_batch_rows: int, max_tokens: int | None
@@ -62,7 +68,7 @@ class PPOActor(TrainableModule):
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
             mask = mb.batch["response_mask"].float()
             want_entropy_grad = cfg.entropy_coeff != 0
-            log_prob, entropy, logits = self._logits_to_outputs(mb, sampling, with_entropy=want_entropy_grad)
+            log_prob, entropy, (logits, cols) = self._logits_to_outputs(mb, sampling, with_entropy=want_entropy_grad)
             weights = None
             if cfg.tis_cap is not None:
                 weights = core_algos.truncated_is_weights(mb.batch["old_log_probs"], mb.batch["rollout_log_probs"], cfg.tis_cap)
@@ -81,7 +87,7 @@ class PPOActor(TrainableModule):
             )
             if entropy is None:
                 with torch.no_grad():
-                    entropy = pad_right(core_algos.compute_entropy_from_logits(logits.detach()), mask.shape[1])
+                    entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits.detach()), cols, mask.shape[1])
             entropy_loss = core_algos.agg_loss(entropy, mask, cfg.loss_agg_mode, cfg.loss_scale_factor)
             loss = pg_loss - cfg.entropy_coeff * entropy_loss
             metrics = {
