@@ -430,7 +430,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
               f"server {server_url}; engine {args.engine}", flush=True)
         for index, batch in enumerate(batches):
             # seeds: trajectory_seed(seed, batch index, row, copy); distinct for every rollout of the run
-            out = agent.run_llm_loop(batch, do_sample=not greedy, global_steps=index)
+            out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=index)
             results += task_results_from_batch(out, args.n)
             done = [r for r in results if not r.failed]
             print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "

@@ -134,7 +134,7 @@ def main() -> None:
 
     from openmanus_rl.agent import OpenManusAgent, trajectory_seed
     from verl.protocol import DataProto
-    from verl.utils import model_prep
+    import model_prep
     from verl.utils.precision import describe_cpu, resolve_dtype
 
     chosen = resolve_dtype(args.dtype, "cpu", "infer")
@@ -161,7 +161,7 @@ def main() -> None:
         print(f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason})", flush=True)
         print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
               f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers", flush=True)
-        agent.run_llm_loop(batch[:1], global_steps=-1)  # warm-up: engine kernels, server caches
+        agent.run_llm_loop(batch[:1], global_step=-1)  # warm-up: engine kernels, server caches
 
         load, start = os.getloadavg()[0], time.perf_counter()
         out = agent.run_llm_loop(batch, output_dir=args.output_dir)

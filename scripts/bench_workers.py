@@ -128,7 +128,7 @@ def main() -> None:
 
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
-    from verl.utils.model_prep import prepare_default_model
+    from model_prep import prepare_default_model
     from verl.utils.precision import describe_cpu, resolve_dtype
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
     from verl.workers.rollout.hf_rollout import HFRollout

@@ -28,7 +28,7 @@ Parquet columns, one row per kept episode:
 the env's success reward, ``failed`` the others, ``all`` every one (episodes
 whose env calls failed are never kept).  The model's tokenizer is
 ``--tokenizer`` (a Hugging Face folder), by default the prepared
-SmolLM2-135M-Instruct (`verl.utils.model_prep.prepare_default_model`).
+SmolLM2-135M-Instruct (`scripts/model_prep.py`, `prepare_default_model`).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[
                 "extra_info": [{"index": t, "split": args.split} for t in chunk],
             })
             generator.reset()
-            out = agent.run_llm_loop(batch, global_steps=step)
+            out = agent.run_llm_loop(batch, global_step=step)
             rows += samples_from_batch(out, args.env_name, args.action_format, args.split)
             print(f"[sft] played {len(rows)}/{len(tasks)} episodes", flush=True)
     return rows
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     if args.tokenizer is None:
-        from verl.utils.model_prep import prepare_default_model
+        from model_prep import prepare_default_model
 
         args.tokenizer = str(prepare_default_model())
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

@@ -6,7 +6,7 @@
 
 import argparse
 
-from verl.utils.model_prep import prepare_default_model
+from model_prep import prepare_default_model
 
 
 def main() -> None:

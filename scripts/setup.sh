@@ -56,10 +56,14 @@ for m in mods:
         bad.append(f"{m}: {type(exc).__name__}: {exc}")
 from transformers import LlamaForCausalLM  # noqa: F401  (fails when a CUDA torchvision is present)
 try:
-    from verl.utils.model_prep import gguf_path
+    sys.path.insert(0, "scripts")
+    from model_prep import gguf_path
     gguf_path(install=False)
 except Exception as exc:
     bad.append(f"default model file: {exc}")
+from importlib.metadata import entry_points
+if "agent" not in {ep.name for ep in entry_points(group="verl.rollouts")}:
+    bad.append("the agent's rollout plugin is not registered (entry point verl.rollouts: agent); reinstall the project")
 if bad:
     sys.exit("broken imports:\n  " + "\n  ".join(bad))
 PY

@@ -25,10 +25,11 @@ import torch
 
 torch.set_num_threads(int(os.environ.get("OPENMANUS_TEST_THREADS", "2")))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # set-up helpers (model_prep) live there
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> str:
-    from verl.utils.model_prep import build_tiny_model
+    from model_prep import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny_llama")))
 

@@ -319,13 +319,3 @@ class DataProto:
         """Move every tensor to ``device`` (in place, and returned)."""
         self.batch = {k: v.to(device) for k, v in self.batch.items()}
         return self
-
-    def save_to_disk(self, path: str) -> None:
-        """Write all three parts to one file (torch serialisation, pickled numpy arrays)."""
-        torch.save({"batch": self.batch, "non_tensor_batch": self.non_tensor_batch, "meta_info": self.meta_info}, path)
-
-    @staticmethod
-    def load_from_disk(path: str) -> "DataProto":
-        """Read a file written by `save_to_disk`."""
-        state = torch.load(path, weights_only=False)
-        return DataProto(batch=state["batch"], non_tensor_batch=state["non_tensor_batch"], meta_info=state["meta_info"])

@@ -7,11 +7,10 @@ from .templates import (
     ActionTemplate,
     ParsedAction,
     get_action_template,
-    postprocess_predictions,
     register_action_template,
 )
 
 __all__ = [
     "ACTION_TEMPLATES", "ActionTemplate", "AgentConfig", "OpenManusAgent", "ParsedAction", "get_action_template",
-    "postprocess_predictions", "register_action_template", "trajectory_seed", "turn_seed",
+    "register_action_template", "trajectory_seed", "turn_seed",
 ]

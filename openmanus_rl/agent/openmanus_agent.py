@@ -10,8 +10,8 @@ the calling thread).  A trajectory leaves the batch when its env says
 done, at ``max_turns``, when the token budget is spent (see `AgentConfig`),
 or when its env fails (the episode is marked failed and never scored).
 
-Seeds: trajectory ``(row, copy)`` of step ``global_steps`` gets
-`trajectory_seed` ``(config.seed, global_steps, row, copy)``; turn ``t`` of it
+Seeds: trajectory ``(row, copy)`` of step ``global_step`` gets
+`trajectory_seed` ``(config.seed, global_step, row, copy)``; turn ``t`` of it
 is sampled with ``(seed + 1_000_003 * t) mod 2**31``, passed in the ``seed``
 column to the generator.
 """
@@ -22,16 +22,15 @@ import json
 import logging
 import re
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
 from openmanus_rl.records import step_path, write_jsonl, write_viewer
 from openmanus_rl.rewards import RewardComposer
 from verl.protocol import DataProto
 from verl.utils.seeding import SEED_MOD, trajectory_seed
+from verl.utils.timing import PhaseTimer
 
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
@@ -59,21 +58,6 @@ def task_id_of(extra_info: Any, row: int) -> int:
     if not isinstance(index, int) or isinstance(index, bool):
         raise ValueError(f"row {row}: extra_info must hold an int 'index' (the env task id), got {extra_info!r}")
     return index
-
-
-class PhaseTimer:
-    """Wall seconds per phase (``generation``, ``env``), summed over the calls."""
-
-    def __init__(self) -> None:
-        self.totals: dict[str, float] = defaultdict(float)
-
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.totals[phase] += time.perf_counter() - start
 
 
 class OpenManusAgent:
@@ -105,14 +89,14 @@ class OpenManusAgent:
         self._start_errors_reported = 0
 
     # ------------------------------------------------------------------ public
-    def run_llm_loop(self, gen_batch: DataProto, output_dir: str | None = None, global_steps: int = 0,
+    def run_llm_loop(self, gen_batch: DataProto, output_dir: str | None = None, global_step: int = 0,
                      do_sample: bool = True) -> DataProto:
         """Roll out every row ``n`` times; returns ``len(gen_batch) * n`` rows (see `output`) with
         ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
         start = time.perf_counter()
-        trajectories = self._trajectories(gen_batch, global_steps)
+        trajectories = self._trajectories(gen_batch, global_step)
         timer = self._run(trajectories, do_sample)
-        return self._finish(trajectories, timer, start, output_dir, global_steps, gen_batch.non_tensor_batch)
+        return self._finish(trajectories, timer, start, output_dir, global_step, gen_batch.non_tensor_batch)
 
     def _run_single_rollout(self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single",
                             data_source: str | None = None) -> DataProto:
@@ -136,7 +120,7 @@ class OpenManusAgent:
     def _first_user_text(self, observation: str) -> str:
         return f"{self.instructions}\n\nObservation:\n{observation}"
 
-    def _trajectories(self, gen_batch: DataProto, global_steps: int) -> list[Trajectory]:
+    def _trajectories(self, gen_batch: DataProto, global_step: int) -> list[Trajectory]:
         rows = len(gen_batch)
         nt = gen_batch.non_tensor_batch
         if "extra_info" not in nt:
@@ -146,10 +130,10 @@ class OpenManusAgent:
         out = []
         for row in range(rows):
             task_id = task_id_of(nt["extra_info"][row], row)
-            uid = str(uids[row]) if uids is not None else f"step{global_steps}-row{row}-task{task_id}"
+            uid = str(uids[row]) if uids is not None else f"step{global_step}-row{row}-task{task_id}"
             source = str(sources[row]) if sources is not None else self.spec.name
             for copy in range(self.config.n):
-                seed = trajectory_seed(self.config.seed, global_steps, row, copy)
+                seed = trajectory_seed(self.config.seed, global_step, row, copy)
                 out.append(Trajectory(row, copy, uid, task_id, source, seed))
         return out
 
@@ -317,7 +301,7 @@ class OpenManusAgent:
 
     # ------------------------------------------------------------------ output
     def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
-                global_steps: int, dataset_columns: dict | None = None) -> DataProto:
+                global_step: int, dataset_columns: dict | None = None) -> DataProto:
         cfg = self.config
         scores = score(trajectories, self.composer, self.spec)
         build = build_step_batch if cfg.history_window else build_batch
@@ -326,10 +310,10 @@ class OpenManusAgent:
         metrics = rollout_metrics(trajectories, scores, self.spec, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors
         if output_dir is not None:
-            records = [trajectory_record(t, self.chat, s, self.spec, global_steps) for t, s in zip(trajectories, scores)]
-            write_jsonl(records, step_path(output_dir, global_steps))
+            records = [trajectory_record(t, self.chat, s, self.spec, global_step) for t, s in zip(trajectories, scores)]
+            write_jsonl(records, step_path(output_dir, global_step))
             if cfg.write_viewer:
-                write_viewer(records, step_path(output_dir, global_steps, ".html"), f"Rollouts, step {global_steps}")
+                write_viewer(records, step_path(output_dir, global_step, ".html"), f"Rollouts, step {global_step}")
         total = time.perf_counter() - start
         generation, env = timer.totals["generation"], timer.totals["env"]
         metrics.update({"timing_s/generation": generation, "timing_s/env": env,

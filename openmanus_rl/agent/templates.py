@@ -135,10 +135,5 @@ def get_action_template(name: str) -> ActionTemplate:
         raise ValueError(f"unknown action format {name!r}; known: {sorted(ACTION_TEMPLATES)}") from None
 
 
-def postprocess_predictions(texts: list[str], template: ActionTemplate, spec: EnvSpec) -> list[ParsedAction]:
-    """Parse a batch of model replies with ``template``."""
-    return [template.parse(text, spec) for text in texts]
-
-
 register_action_template(ReactTemplate())
 register_action_template(XmlTemplate())

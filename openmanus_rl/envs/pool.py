@@ -28,12 +28,27 @@ import threading
 import time
 from collections import Counter
 
+import requests
+
 from .client import EnvClient
 from .errors import EnvClientError, EnvUnavailableError, NoEnvServerError
 from .http import RetryPolicy
 from .specs import EnvSpec
 
 log = logging.getLogger(__name__)
+
+
+def check_servers(base_url: str, ports: list[int], timeout_s: float = 5.0) -> None:
+    """Raise `ConnectionError` naming the first server that does not answer ``GET /`` (the health check)."""
+    for port in ports:
+        url = f"{base_url}:{port}/"
+        try:
+            requests.get(url, timeout=timeout_s).raise_for_status()
+        except requests.RequestException as exc:
+            raise ConnectionError(
+                f"environment server {url} is not answering GET / ({type(exc).__name__}); "
+                f"start it with `agentgym serve <env> --port {port}` (train_ppo.sh does this for you)"
+            ) from None
 
 
 class EnvPool:

@@ -3,14 +3,21 @@
 An `EnvSpec` holds the wire details of one env (protocol family, path prefix,
 the reset field that names the task, where the observation and reward sit in
 an answer) and what the model is told (the task description and action
-grammar, written for this project).  Adding an environment means adding one
-`EnvSpec` with `register_env`; `get_env_spec(name)` looks one up.
+grammar, written for this project), and which reward module scores its rows.
+Adding an environment means adding one `EnvSpec` with `register_env`;
+`get_env_spec(name)` looks one up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
+
+from verl.utils.reward_score import register_reward_score
+
+from ..rewards import episode_score
+
+register_reward_score("agentgym", episode_score.compute_score)
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,8 @@ class EnvSpec:
     ``action_pattern`` is a regex a bare reply (without an action marker) must
     fully match to be taken as an action.  An env with ``accepts_answer``
     takes a final answer; ``answer_template`` turns it into the env's action.
+    ``reward_score`` names the reward module (`verl.utils.reward_score`) for rows
+    whose ``data_source`` is this env: by default the episode's composed reward.
     """
 
     name: str
@@ -44,7 +53,7 @@ class EnvSpec:
     reward_scale: float = 1.0
     accepts_answer: bool = False
     answer_template: str = "{}"
-    default_port: int | None = None
+    reward_score: str = "agentgym"
 
     @property
     def id_field(self) -> str:
@@ -60,6 +69,7 @@ def register_env(spec: EnvSpec, replace: bool = False) -> EnvSpec:
         raise ValueError(f"env {spec.name!r}: family must be 'A' or 'B', got {spec.family!r}")
     if spec.name in ENV_SPECS and not replace:
         raise ValueError(f"env {spec.name!r} is already registered")
+    register_reward_score(spec.reward_score, data_sources=(spec.name,))
     ENV_SPECS[spec.name] = spec
     return spec
 
@@ -75,7 +85,6 @@ register_env(EnvSpec(
     name="webshop",
     family="A",
     reset_field="session_id",
-    default_port=36001,
     action_pattern=r"(search|click)\[.+\]",
     instructions=(
         "You are shopping in an online store. Buy the one product that best fits the shopping "

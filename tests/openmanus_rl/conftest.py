@@ -88,7 +88,7 @@ class ServerProcess:
 def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from verl.utils.model_prep import prepare_tokenizer
+    from model_prep import prepare_tokenizer
 
     return AutoTokenizer.from_pretrained(str(prepare_tokenizer()))
 

@@ -133,9 +133,9 @@ def test_groups_task_ids_and_seeds(tokenizer, toy_server):
     before = len(requests.get(toy_server.url + "/debug/resets", timeout=5).json())
     generator = ScriptedGenerator(solve(tokenizer))
     with OpenManusAgent(tokenizer, generator, config(toy_server, n=3, seed=7)) as agent:
-        out = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_steps=4)
-        repeat = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_steps=4)
-        later = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_steps=5)
+        out = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_step=4)
+        repeat = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_step=4)
+        later = agent.run_llm_loop(task_batch([3, 12], uid=["g-a", "g-b"]), global_step=5)
     nt = out.non_tensor_batch
     assert list(nt["uid"]) == ["g-a"] * 3 + ["g-b"] * 3  # rows of a group adjacent, the dataset's uid kept
     assert list(nt["task_id"]) == [3, 3, 3, 12, 12, 12]

@@ -61,13 +61,13 @@ def runs(mask):
 def test_vllm_webshop_rollout_is_training_ready(tokenizer, engine, webshop_server, shop, tmp_path):
     generator = Recording(engine)
     with OpenManusAgent(tokenizer, generator, {**CONFIG, "env_ports": [webshop_server.port]}) as agent:
-        out = agent.run_llm_loop(task_batch([0, 1, 2]), output_dir=str(tmp_path), global_steps=1)
+        out = agent.run_llm_loop(task_batch([0, 1, 2]), output_dir=str(tmp_path), global_step=1)
         samples = {}  # prompt ids -> what the engine sampled for them (the n=2 copies share their first prompt)
         for prompt, ids, lps, reason in generator.samples:
             samples.setdefault(tuple(prompt), []).append((ids, lps, reason))
-        again = agent.run_llm_loop(task_batch([0, 1, 2]), global_steps=1)
+        again = agent.run_llm_loop(task_batch([0, 1, 2]), global_step=1)
         RewardManager(tokenizer, "agentgym")(out)
-        greedy = agent.run_llm_loop(task_batch([4]), global_steps=1, do_sample=False)
+        greedy = agent.run_llm_loop(task_batch([4]), global_step=1, do_sample=False)
 
     b, nt = out.batch, out.non_tensor_batch
     assert len(out) == 6 and not any(nt["failed"])

@@ -226,7 +226,7 @@ def _load_script():
 def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
     script = _load_script()
     out = tmp_path / "one.parquet"
-    from verl.utils.model_prep import prepare_tokenizer
+    from model_prep import prepare_tokenizer
 
     argv = ["--n", "1", "--action_format", action_format, "--out", str(out), "--server_url", server, "--keep", "all",
             "--tokenizer", str(prepare_tokenizer())]

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from openmanus_rl.agent.templates import INVALID, ParsedAction, get_action_template, postprocess_predictions
+from openmanus_rl.agent.templates import INVALID, ParsedAction, get_action_template
 from openmanus_rl.envs import get_env_spec
 
 WEBSHOP, SQL = get_env_spec("webshop"), get_env_spec("sqlgym")
@@ -67,12 +67,6 @@ def test_invalid_feedback_names_the_expected_format():
     assert "'Action:'" in REACT.invalid_feedback(WEBSHOP)
     assert "<action>...</action>" in XML.invalid_feedback(WEBSHOP)
     assert "<answer>" in XML.invalid_feedback(SQL) and "<answer>" not in XML.invalid_feedback(WEBSHOP)
-
-
-def test_postprocess_predictions_batch():
-    parsed = postprocess_predictions(["Action: click[a]", "nothing"], REACT, WEBSHOP)
-    assert [p.action for p in parsed] == ["click[a]", None]
-    assert [p.valid for p in parsed] == [True, False]
 
 
 def test_unknown_template():

@@ -86,7 +86,7 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
     rollout = SingleTurnRollout(tokenizer, gen, n=1, max_prompt_length=64, max_response_length=6, temperature=0.7,
                                 top_p=0.9, top_k=5, seed=3)
     tasks = rows(3, extra_info=[{"split": "test", "index": 40}, {"split": "test"}, {"index": 42}])
-    out = rollout.run_llm_loop(tasks, global_steps=5, output_dir=str(tmp_path))
+    out = rollout.run_llm_loop(tasks, global_step=5, output_dir=str(tmp_path))
 
     request = gen.requests[0]
     assert request.meta_info == {"temperature": 0.7, "top_p": 0.9, "top_k": 5, "max_tokens": 6, "stop_token_ids": [EOT],
@@ -170,7 +170,7 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
     gen = Recorder(worker)
     rollout = SingleTurnRollout(tokenizer, gen, n=3, max_prompt_length=128, max_response_length=12, seed=1)
     tasks = rows(2)
-    out = rollout.run_llm_loop(tasks, global_steps=2)
+    out = rollout.run_llm_loop(tasks, global_step=2)
     nt, reply = out.non_tensor_batch, gen.replies[0].non_tensor_batch
 
     assert len(out) == 6
@@ -196,16 +196,16 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
     assert out.batch["input_ids"].tolist() == torch.cat([out.batch["prompts"], out.batch["responses"]], 1).tolist()
     assert out.meta_info["metrics"]["rollout/generated_tokens"] == out.batch["response_mask"].sum().item()
 
-    again = rollout.run_llm_loop(tasks, global_steps=2)
+    again = rollout.run_llm_loop(tasks, global_step=2)
     assert torch.equal(again.batch["responses"], out.batch["responses"])  # same seeds, same samples
     assert set(again.non_tensor_batch["uid"]).isdisjoint(nt["uid"])  # fresh group ids per call
-    other = rollout.run_llm_loop(tasks, global_steps=3)
+    other = rollout.run_llm_loop(tasks, global_step=3)
     assert not torch.equal(other.batch["responses"], out.batch["responses"])
 
 
 def test_engine_greedy(tokenizer: Any, worker: Any) -> None:
     rollout = SingleTurnRollout(tokenizer, worker, n=3, max_response_length=10)
-    first = rollout.run_llm_loop(rows(2), do_sample=False, global_steps=0)
-    second = rollout.run_llm_loop(rows(2), do_sample=False, global_steps=7)  # other seeds: greedy ignores them
+    first = rollout.run_llm_loop(rows(2), do_sample=False, global_step=0)
+    second = rollout.run_llm_loop(rows(2), do_sample=False, global_step=7)  # other seeds: greedy ignores them
     assert len(first) == 2 and len(set(first.non_tensor_batch["uid"])) == 2
     assert torch.equal(first.batch["responses"], second.batch["responses"])

@@ -133,3 +133,27 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, tmp_p
     assert step["rollout/trajectories"] == 4.0 and "reward/countdown/mean" in step and "actor/pg_loss" in step
     assert 0.0 <= step["reward/countdown/mean"] <= 1.0
     assert by_step(rows, 0)["val/countdown/count"] == 2.0
+
+
+def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path, tmp_path):
+    """The seam: `data.rollout=module:PLUGIN` with no agent and no env server; the trainer only sees a DataProto."""
+    data = tmp_path / "countdown"  # any verl-format parquet: the fixed rollout ignores the prompts
+    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "4", "--n_dev", "2",
+                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    out = tmp_path / "run"
+    args = [
+        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
+        f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet", "algorithm.reward_score_fn=exact_match",
+        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.optim.lr=1e-3", "actor_rollout_ref.rollout.name=hf",
+        "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0",
+        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+    ]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    step = by_step([json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()], 1)
+    assert step["rollout/trajectories"] == 4.0
+    assert step["reward/exact_match/mean"] == 0.5  # "4" is right, "5" is wrong, in every group
+    assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0

@@ -55,11 +55,11 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["data.train_batch_size=abc"], r"config.data.train_batch_size: expected int, got str \('abc'\)"),
         (["data.train_batch_size=3"], r"ppo_mini_batch_size=4 must divide the trajectories per step \(data.train_batch_size 3 x agent.n 1 = 3\)"),
         (["algorithm.adv_estimator=magic"], r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]"),
-        (["algorithm.adv_estimator=gigpo", "agent.n=2"], r"gigpo needs the agent's step-wise mode \(one row per turn\): set agent.history_window >= 1"),
+        (["algorithm.adv_estimator=gigpo", "agent.n=2"], r"gigpo needs the rollout's step-wise mode \(one row per turn\): set agent.history_window >= 1"),
         (["agent.temperature=0.5"], r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: one setting drives sampling and log-prob recomputation"),
         (["agent.top_k=20"], r"agent.top_k=20 differs from actor_rollout_ref.rollout.top_k=-1"),
         (["algorithm.reward_allocation=sparse"], r"algorithm.reward_allocation must be one of \['last_token', 'uniform_positive', 'discounted'\], got 'sparse'"),
-        (["data.rollout=chat"], r"data.rollout must be agent or single_turn, got 'chat'"),
+        (["data.rollout=chat"], r"data.rollout: unknown rollout 'chat'"),
         (["critic.enable=false"], r"algorithm.adv_estimator=gae needs a critic, but critic.enable=false"),
         (["algorithm.adv_estimator=grpo"], r"compares samples of one task: set agent.n >= 2 \(got 1\)"),
         (["trainer.logger=[console,carrier_pigeon]"], r"unknown backend\(s\) \['carrier_pigeon'\]"),
@@ -123,17 +123,6 @@ def test_reward_module_example_is_paid_on_last_model_token():
         assert metrics == {"reward/short_answer/mean": pytest.approx((0.98 - 0.01) / 2), "reward/errors": 0.0}
     finally:
         reward_score.SUPPORTED_REWARD_SCORE_FNS.pop("short_answer")
-
-
-def test_default_agentgym_reward_pays_the_agents_composed_reward():
-    from verl.trainer.ppo.reward import RewardManager
-
-    batch = rollout_like_batch()
-    assert RewardManager(tokenizer=TEXT_STUB, allocation="discounted", gamma=0.5)(batch) == {
-        "reward/agentgym/mean": pytest.approx(0.35), "reward/errors": 0.0}
-    # row 0: R = 0.7 over two turns ending at 1 and 3: 0.5 * 0.7, 0.7; row 1: R = 0
-    torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.35, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0]]))
-    torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.7, 0.0]))
 
 
 # ----------------------------------------------------------------------------- data order
@@ -224,7 +213,7 @@ class ScriptedRollout:
     def __init__(self, rewards_per_call):
         self.rewards_per_call, self.calls = list(rewards_per_call), []
 
-    def run_llm_loop(self, tasks, output_dir=None, global_steps=0, do_sample=True):
+    def run_llm_loop(self, tasks, output_dir=None, global_step=0, do_sample=True):
         rewards = self.rewards_per_call.pop(0)
         ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
         self.calls.append(ids)
@@ -244,10 +233,10 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
                           "data.shuffle=false", "algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=2"))
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
-    trainer.agent = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
+    trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
     metrics = {}
     batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
-    assert trainer.agent.calls == [[0, 1], [2, 3]]
+    assert trainer.rollout.calls == [[0, 1], [2, 3]]
     assert list(batch.non_tensor_batch["uid"]) == ["task1", "task1", "refill1-task3", "refill1-task3"]
     assert batch.batch["outcome_scores"].tolist() == [0.0, 1.0, 1.0, 0.5]
     assert batch.batch["responses"].tolist() == [[5, 0], [5, 0], [5, 5], [5, 5]]  # re-padded to the wider refill
@@ -257,7 +246,7 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     assert trainer.train_loader.state_dict()["batch_in_epoch"] == 2  # the refill is in the checkpointed position
 
     # rounds run out: dropped groups fill the batch so its size (and divisibility) holds
-    trainer.agent = ScriptedRollout([[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]])
+    trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]])
     metrics = {}
     batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
     assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0

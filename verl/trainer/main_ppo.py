@@ -1,7 +1,7 @@
 """Entry point: ``python -m verl.trainer.main_ppo [hydra overrides]``.
 
-Validates the whole config and checks that the environment servers answer
-before any worker starts; then starts (or joins) Ray, builds the trainer and runs it.
+Validates the whole config and runs the rollout plugin's preflight (the agent's:
+its environment servers answer) before any worker starts; then starts (or joins) Ray, builds the trainer and runs it.
 """
 
 from __future__ import annotations
@@ -10,22 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-import requests
-
 from verl.workers.config import ConfigError
-
-
-def check_env_servers(base: str, ports: list[int], timeout_s: float = 5.0) -> None:
-    """Raise unless every server answers ``GET /``."""
-    for port in ports:
-        url = f"{base}:{port}/"
-        try:
-            requests.get(url, timeout=timeout_s).raise_for_status()
-        except requests.RequestException as exc:
-            raise ConfigError(
-                f"environment server {url} is not answering GET / ({type(exc).__name__}); "
-                f"start it with `agentgym serve <env> --port {port}` (train_ppo.sh does this for you)"
-            ) from None
 
 
 def run(overrides: list[str]) -> dict:
@@ -34,10 +19,10 @@ def run(overrides: list[str]) -> dict:
 
     from verl.trainer.ppo.config import load_config, resolve_precision
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer, dump_config
+    from verl.trainer.ppo.rollout import load_rollout_plugin
 
     cfg = load_config(overrides)
-    if cfg.data.rollout == "agent":
-        check_env_servers(cfg.agent.get("env_server_base", "http://127.0.0.1"), list(cfg.agent.get("env_ports", [])))
+    load_rollout_plugin(cfg.data.rollout).preflight(cfg)  # e.g. the env servers answer
     precision = resolve_precision(cfg)
     out = Path(cfg.trainer.output_dir)
     dump_config(cfg, out / "config.json", precision=precision)

@@ -56,7 +56,3 @@ class Worker:
             world_size=self.world_size,
             timeout=timedelta(seconds=timeout_s),
         )
-
-    def get_rank_info(self) -> dict:
-        """Where this rank lives (for logs and tests)."""
-        return {"rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank, "pid": os.getpid(), "host": socket.gethostname()}

@@ -134,11 +134,10 @@ class PPOConfig:
 
     @property
     def response_budget(self) -> int:
-        """The most response tokens a row may hold: ``max_trajectory_length - max_prompt_length`` of a multi-turn
-        episode, ``max_response_length`` of a single-turn generation."""
-        if self.data.rollout == "single_turn":
-            return int(self.agent.get("max_response_length", 128))
-        return int(self.agent.get("max_trajectory_length", 2048)) - int(self.agent.get("max_prompt_length", 512))
+        """The most response tokens a row may hold, as the rollout plugin (``data.rollout``) defines it."""
+        from verl.trainer.ppo.rollout import load_rollout_plugin
+
+        return load_rollout_plugin(self.data.rollout).response_budget(self)
 
 
 def compose(overrides: list[str] | None = None):
@@ -168,8 +167,8 @@ def load_config(overrides: list[str] | None = None, check_files: bool = True) ->
 
 
 def validate(cfg: PPOConfig, check_files: bool = True) -> None:
-    """Cross-field checks that a type check cannot see."""
-    from openmanus_rl.agent import AgentConfig
+    """Cross-field checks that a type check cannot see; then the rollout plugin checks its own section."""
+    from verl.trainer.ppo.rollout import load_rollout_plugin
 
     t, a, alg = cfg.trainer, cfg.actor_rollout_ref.actor, cfg.algorithm
     if t.device not in ("cpu", "cuda"):
@@ -177,8 +176,7 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     for name in ("nnodes", "n_workers_per_node", "total_training_steps", "threads_per_worker"):
         if getattr(t, name) < 1:
             raise ConfigError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
-    if cfg.data.rollout not in ("agent", "single_turn"):
-        raise ConfigError(f"data.rollout must be agent or single_turn, got {cfg.data.rollout!r}")
+    plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:
@@ -214,27 +212,22 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
             raise ConfigError(f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
 
     try:
-        agent = AgentConfig(**cfg.agent)
-        agent.validate()
+        plugin.validate(cfg)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"agent: {exc}") from None
-    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo", "gigpo") and agent.n < 2:
-        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {agent.n})")
-    if alg.adv_estimator == "gigpo" and agent.history_window < 1:
-        raise ConfigError("algorithm.adv_estimator=gigpo needs the agent's step-wise mode (one row per turn): set agent.history_window >= 1")
-    rollout = cfg.actor_rollout_ref.rollout
-    for key in ("temperature", "top_p", "top_k"):
-        if getattr(agent, key) != getattr(rollout, key):
-            raise ConfigError(
-                f"agent.{key}={getattr(agent, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
-                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
-            )
+    n = int(cfg.agent.get("n", 1))  # samples per task: the rollout's group size
+    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo", "gigpo") and n < 2:
+        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})")
+    if alg.adv_estimator == "gigpo" and int(cfg.agent.get("history_window", 0)) < 1:
+        raise ConfigError("algorithm.adv_estimator=gigpo needs the rollout's step-wise mode (one row per turn): set agent.history_window >= 1")
     if a.loss_agg_mode == "auto":
         a.loss_agg_mode = "seq-mean-token-sum-norm" if alg.adv_estimator == "dr_grpo" else "token-mean"
     if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
         a.loss_scale_factor = float(cfg.response_budget)  # Dr. GRPO's constant: the configured response budget
 
-    trajectories = cfg.data.train_batch_size * agent.n
+    trajectories = cfg.data.train_batch_size * n
     ws = cfg.world_size
     for group, mini in (("actor_rollout_ref.actor", a.ppo_mini_batch_size), ("critic", cfg.critic.ppo_mini_batch_size)):
         if group == "critic" and not cfg.use_critic:
@@ -242,7 +235,7 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         if trajectories % mini:
             raise ConfigError(
                 f"{group}.ppo_mini_batch_size={mini} must divide the trajectories per step "
-                f"(data.train_batch_size {cfg.data.train_batch_size} x agent.n {agent.n} = {trajectories})"
+                f"(data.train_batch_size {cfg.data.train_batch_size} x agent.n {n} = {trajectories})"
             )
         if mini % ws:
             raise ConfigError(f"{group}.ppo_mini_batch_size={mini} must divide over the {ws} worker ranks")

@@ -3,7 +3,7 @@
 One step (``fit``)::
 
     tasks      = dataloader.next_batch()
-    batch      = agent.run_llm_loop(tasks)                 # multi-turn rollouts: what happened, per row
+    batch      = rollout.run_llm_loop(tasks)               # e.g. multi-turn agent episodes: what happened, per row
     scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
@@ -24,7 +24,6 @@ import os
 import random
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -36,19 +35,14 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.reward import RewardManager
+from verl.trainer.ppo.rollout import load_rollout_plugin
 from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
+from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
 LATEST = "latest_checkpointed_iteration.txt"
-
-
-@contextmanager
-def _timer(name: str, metrics: dict):
-    start = time.perf_counter()
-    yield
-    metrics[f"timing_s/{name}"] = time.perf_counter() - start
 
 
 class RayPPOTrainer:
@@ -90,32 +84,24 @@ class RayPPOTrainer:
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
-        self.agent, self.val_agent = self._build_rollouts()
+        self.rollout, self.val_rollout = self._build_rollouts()
 
     def _build_rollouts(self):
-        """The training rollout (``n`` samples per task) and the validation one (one each): the multi-turn
-        agent against env servers, or single-turn generation (``data.rollout=single_turn``)."""
+        """The training rollout (``n`` samples per task) and the validation one (one each), from the
+        plugin ``data.rollout`` names (`verl.trainer.ppo.rollout`)."""
         cfg = self.config
-        if cfg.data.rollout == "single_turn":
-            from verl.workers.rollout.single_turn import SingleTurnRollout
-
-            a, r = cfg.agent, cfg.actor_rollout_ref.rollout
-            common = dict(max_prompt_length=int(a["max_prompt_length"]), max_response_length=int(a["max_response_length"]),
-                          temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, seed=cfg.trainer.seed)
-            return (SingleTurnRollout(self.tokenizer, self.actor_rollout_wg, n=int(a["n"]), **common),
-                    SingleTurnRollout(self.tokenizer, self.actor_rollout_wg, n=1, **common))
-        from openmanus_rl.agent import AgentConfig, OpenManusAgent
-
-        return (OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**cfg.agent)),
-                OpenManusAgent(self.tokenizer, self.actor_rollout_wg, AgentConfig(**{**cfg.agent, "n": 1})))
+        plugin = load_rollout_plugin(cfg.data.rollout)
+        n = int(cfg.agent.get("n", 1))
+        return (plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, n),
+                plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, 1))
 
     def shutdown(self) -> None:
         for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None)):
             if wg is not None:
                 wg.shutdown()
-        for agent in (getattr(self, "agent", None), getattr(self, "val_agent", None)):
-            if agent is not None and hasattr(agent, "close"):
-                agent.close()
+        for rollout in (getattr(self, "rollout", None), getattr(self, "val_rollout", None)):
+            if rollout is not None and hasattr(rollout, "close"):
+                rollout.close()
         if getattr(self, "pool", None) is not None:
             self.pool.release()
 
@@ -154,7 +140,7 @@ class RayPPOTrainer:
 
     def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> torch.Tensor:
         """ReMax: the greedy rollout's outcome score of each task (through the same reward path), broadcast to its samples."""
-        greedy = self.val_agent.run_llm_loop(tasks, do_sample=False, global_steps=self.global_step)
+        greedy = self.val_rollout.run_llm_loop(tasks, do_sample=False, global_step=self.global_step)
         self.reward_manager(greedy)
         by_task = dict(zip(greedy.non_tensor_batch["task_id"], greedy.batch["outcome_scores"].tolist()))
         return torch.tensor([by_task[t] for t in batch.non_tensor_batch["task_id"]], dtype=torch.float32)
@@ -176,7 +162,7 @@ class RayPPOTrainer:
     def _rollout(self, tasks: DataProto, metrics: dict[str, float], round_: int = 0) -> DataProto:
         """Roll out ``tasks`` and score them through the reward path; refill rounds (``round_ > 0``) get distinct uids."""
         traj_dir = str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
-        batch = self.agent.run_llm_loop(tasks, output_dir=traj_dir, global_steps=self.global_step)
+        batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=self.global_step)
         rollout_metrics = batch.meta_info.pop("metrics", {})
         if round_ == 0:
             metrics.update(rollout_metrics)
@@ -214,7 +200,7 @@ class RayPPOTrainer:
         chosen = kept[:target] + dropped[:shortfall]
         metrics.update({"filter/dropped_groups": float(seen_dropped), "filter/refill_rounds": float(round_),
                         "filter/shortfall_groups": float(shortfall)})
-        return concat_padded(chosen, self.agent.pad_id)
+        return concat_padded(chosen, self.rollout.pad_id)
 
     def _pad_to_mini_batches(self, batch: DataProto) -> DataProto:
         """Step-wise rows (one per turn) vary in number: pad to a multiple of the mini-batch sizes and ranks
@@ -240,8 +226,9 @@ class RayPPOTrainer:
     def train_step(self, tasks: DataProto) -> dict[str, float]:
         cfg = self.config
         metrics: dict[str, float] = {}
+        timer = PhaseTimer(metrics)  # writes timing_s/<phase>
         step_start = time.perf_counter()
-        with _timer("rollout", metrics):
+        with timer("rollout"):
             batch = self._rollout(tasks, metrics)
             if cfg.algorithm.filter_groups.enable:
                 batch = self._keep_informative_groups(batch, metrics)
@@ -251,16 +238,16 @@ class RayPPOTrainer:
         if cfg.trainer.balance_batch:
             self._balance(batch)
 
-        with _timer("old_log_prob", metrics):
+        with timer("old_log_prob"):
             old = self.actor_rollout_wg.compute_log_prob(batch)
         entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
         metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
         batch.union(old)
         if cfg.use_ref:
-            with _timer("ref", metrics):
+            with timer("ref"):
                 batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
         if self.critic_wg is not None:
-            with _timer("values", metrics):
+            with timer("values"):
                 batch.union(self.critic_wg.compute_values(batch))
 
         if cfg.algorithm.use_kl_in_reward:
@@ -269,14 +256,14 @@ class RayPPOTrainer:
         else:
             batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
         baselines = self._remax_baselines(tasks, batch) if cfg.algorithm.adv_estimator == "remax" else None
-        with _timer("adv", metrics):
+        with timer("adv"):
             metrics.update(self.compute_advantage(batch, baselines))
 
         if self.critic_wg is not None:
-            with _timer("update_critic", metrics):
+            with timer("update_critic"):
                 metrics.update(self.critic_wg.update_critic(batch).meta_info["metrics"])
         if self.global_step > cfg.algorithm.critic_warmup:
-            with _timer("update_actor_total", metrics):
+            with timer("update_actor_total"):
                 metrics.update(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
         metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget))
         metrics["timing_s/step"] = time.perf_counter() - step_start
@@ -290,7 +277,7 @@ class RayPPOTrainer:
         failed: dict[str, int] = {}
         start = time.perf_counter()
         for tasks in self.val_loader.all_batches():
-            out = self.val_agent.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_steps=self.global_step)
+            out = self.val_rollout.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_step=self.global_step)
             self.reward_manager(out)
             nt = out.non_tensor_batch
             totals = out.batch["outcome_scores"].tolist()
@@ -390,7 +377,7 @@ class RayPPOTrainer:
                 if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
                     metrics.update(self._validate())
                 if t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last or self.global_step == t.stop_after_step):
-                    with _timer("save_checkpoint", metrics):
+                    with PhaseTimer(metrics)("save_checkpoint"):
                         self._save_checkpoint()
                 tracker.log(metrics, step=self.global_step)
                 last = metrics

@@ -8,37 +8,36 @@ A reward module is a file in this folder with::
 Register it in `SUPPORTED_REWARD_SCORE_FNS` (or call `register_reward_score`) and
 select it with ``algorithm.reward_score_fn=<name>``; with ``null`` the trainer
 picks the function registered for each row's ``data_source``
-(`DATA_SOURCE_TO_FN`), which for AgentGym environments is ``agentgym``.
+(`DATA_SOURCE_TO_FN`). The engine knows no env: rollouts register theirs (the
+agent maps every env it defines to its ``agentgym`` episode reward).
 
-``extra_info`` carries the trajectory: ``task_id``, ``env_reward``, ``success``,
-``num_turns``, ``reward_breakdown``, ``reward_total`` (the agent's composed
-reward) and the row's dataset ``extra_info``.
+``extra_info`` carries what the rollout reported (for agent episodes: ``task_id``,
+``env_reward``, ``success``, ``num_turns``, ``reward_breakdown``, ``reward_total``)
+and the row's dataset ``extra_info``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from verl.utils.reward_score import agentgym, countdown, exact_match
+from verl.utils.reward_score import countdown, exact_match
 
 ScoreFn = Callable[..., Any]
 
-SUPPORTED_REWARD_SCORE_FNS: dict[str, ScoreFn] = {
-    "agentgym": agentgym.compute_score,
-    "exact_match": exact_match.compute_score,
-}
+SUPPORTED_REWARD_SCORE_FNS: dict[str, ScoreFn] = {"exact_match": exact_match.compute_score}
 
-DATA_SOURCE_TO_FN: dict[str, str] = {
-    name: "agentgym"
-    for name in ("webshop", "babyai", "textcraft", "sciworld", "alfworld", "maze", "wordle", "sqlgym", "frozenlake", "sokoban")
-}
+DATA_SOURCE_TO_FN: dict[str, str] = {}
 
 
-def register_reward_score(name: str, fn: ScoreFn, data_sources: tuple[str, ...] = ()) -> None:
-    """Add ``fn`` under ``name`` (and make it the default for ``data_sources``)."""
-    if name in SUPPORTED_REWARD_SCORE_FNS and SUPPORTED_REWARD_SCORE_FNS[name] is not fn:
+def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tuple[str, ...] = ()) -> None:
+    """Add ``fn`` under ``name`` (``None``: ``name`` is already registered), and make it the default for ``data_sources``."""
+    if fn is None:
+        if name not in SUPPORTED_REWARD_SCORE_FNS:
+            raise ValueError(f"unknown reward score '{name}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
+    elif name in SUPPORTED_REWARD_SCORE_FNS and SUPPORTED_REWARD_SCORE_FNS[name] is not fn:
         raise ValueError(f"reward score '{name}' is already registered")
-    SUPPORTED_REWARD_SCORE_FNS[name] = fn
+    else:
+        SUPPORTED_REWARD_SCORE_FNS[name] = fn
     for source in data_sources:
         DATA_SOURCE_TO_FN[source] = name
 

@@ -16,7 +16,7 @@ Output, ``len(tasks) * n`` rows (the copies of a row adjacent, sharing one fresh
 * ``meta_info["metrics"]``: ``rollout/*`` counts and ``timing_s/*``.
 
 Conventions of the multi-turn agent: the exact sampled ids are kept (never re-tokenised), sample
-``(row, copy)`` of step ``global_steps`` is seeded with ``trajectory_seed(seed, global_steps, row, copy)``,
+``(row, copy)`` of step ``global_step`` is seeded with ``trajectory_seed(seed, global_step, row, copy)``,
 and the end-of-turn (eos) token is a stop token; a response ends at its first end-of-turn token.
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from verl.protocol import DataProto
+from verl.trainer.ppo.rollout import RolloutPlugin
 from verl.utils.batch import pack_sequences
 from verl.utils.jsonl import write_jsonl
 from verl.utils.seeding import trajectory_seed
@@ -83,7 +84,7 @@ class SingleTurnRollout:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def run_llm_loop(self, tasks: DataProto, do_sample: bool = True, global_steps: int = 0,
+    def run_llm_loop(self, tasks: DataProto, do_sample: bool = True, global_step: int = 0,
                      output_dir: str | None = None) -> DataProto:
         """Generate ``n`` responses per row (one, greedy, when ``do_sample`` is False); see the module docstring."""
         start = time.perf_counter()
@@ -104,7 +105,7 @@ class SingleTurnRollout:
             prompts.append(ids)
         order = [(row, copy) for row in range(rows) for copy in range(n)]
         sample_prompts = [prompts[row] for row, _ in order]
-        seeds = [trajectory_seed(self.seed, global_steps, row, copy) for row, copy in order]
+        seeds = [trajectory_seed(self.seed, global_step, row, copy) for row, copy in order]
         request = DataProto.from_dict(
             non_tensors={"prompt_ids": _objects(sample_prompts), "seed": _objects(seeds)},
             meta_info={"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
@@ -133,7 +134,7 @@ class SingleTurnRollout:
         })
         out = DataProto.from_dict(tensors, non_tensors)
         if output_dir is not None:
-            self._write_records(out, sample_prompts, responses, output_dir, global_steps)
+            self._write_records(out, sample_prompts, responses, output_dir, global_step)
         lengths = [len(r) for r in responses]
         out.meta_info["metrics"] = {
             "rollout/trajectories": float(len(order)),
@@ -168,13 +169,32 @@ class SingleTurnRollout:
         return responses, lps, statuses
 
     def _write_records(self, out: DataProto, prompts: list[list[int]], responses: list[list[int]], output_dir: str,
-                       global_steps: int) -> None:
+                       global_step: int) -> None:
         nt = out.non_tensor_batch
         sources = nt["data_source"] if "data_source" in nt else [None] * len(out)
         records = [
-            {"global_step": global_steps, "uid": nt["uid"][b], "data_source": sources[b], "seed": nt["seed"][b],
+            {"global_step": global_step, "uid": nt["uid"][b], "data_source": sources[b], "seed": nt["seed"][b],
              "status": nt["status"][b], "prompt": self.tokenizer.decode(p),
              "response": self.tokenizer.decode(r, skip_special_tokens=True)}
             for b, (p, r) in enumerate(zip(prompts, responses))
         ]
-        write_jsonl(records, Path(output_dir) / f"step_{global_steps}.jsonl")
+        write_jsonl(records, Path(output_dir) / f"step_{global_step}.jsonl")
+
+
+def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> SingleTurnRollout:
+    """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``), sampling from the rollout engine's."""
+    a, r = cfg.agent, cfg.actor_rollout_ref.rollout
+    return SingleTurnRollout(tokenizer, generator, n=n, max_prompt_length=int(a["max_prompt_length"]),
+                             max_response_length=int(a["max_response_length"]), temperature=r.temperature,
+                             top_p=r.top_p, top_k=r.top_k, seed=cfg.trainer.seed)
+
+
+def _validate(cfg: Any) -> None:
+    for key in ("n", "max_prompt_length", "max_response_length"):
+        value = cfg.agent.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+
+
+PLUGIN = RolloutPlugin(build=_build, validate=_validate,
+                       response_budget=lambda cfg: int(cfg.agent.get("max_response_length", 128)))

@@ -1,8 +1,9 @@
-"""The default reward for agent runs: what the environment (and the agent's reward composer) paid.
+"""The default reward of every env's rows (registered as ``agentgym``): what the episode paid.
 
-The agent already turned the episode into a composed reward (goal, length,
-format components) and allocated it over the model's tokens; this function
-returns that total so the trainer keeps the agent's token-level allocation.
+The agent turns an episode into a composed reward (goal, length and format
+components, `RewardComposer`) and reports it as ``reward_total``; this reward
+module returns it, and the trainer's reward path allocates it over the model's tokens.
+Each `EnvSpec` names its reward module (``reward_score``), so an env can bring its own.
 """
 
 from __future__ import annotations

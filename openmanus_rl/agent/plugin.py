@@ -1,0 +1,46 @@
+"""The multi-turn agent as the trainer's rollout (``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
+
+The engine hands over the whole config; the agent reads its ``agent`` section
+(`AgentConfig`) and checks that the sampling keys it shares with the rollout
+engine agree, and that its env servers answer before any worker starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl.trainer.ppo.rollout import RolloutPlugin
+from verl.workers.config import ConfigError
+
+from ..envs.pool import check_servers
+from .config import AgentConfig
+from .openmanus_agent import OpenManusAgent
+
+
+def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> OpenManusAgent:
+    return OpenManusAgent(tokenizer, generator, AgentConfig(**{**cfg.agent, "n": n}))
+
+
+def _validate(cfg: Any) -> None:
+    """`AgentConfig.validate`, then: one sampling setting drives generation and log-prob recomputation."""
+    agent = AgentConfig(**cfg.agent)
+    agent.validate()
+    rollout = cfg.actor_rollout_ref.rollout
+    for key in ("temperature", "top_p", "top_k"):
+        if getattr(agent, key) != getattr(rollout, key):
+            raise ConfigError(
+                f"agent.{key}={getattr(agent, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
+            )
+
+
+def _preflight(cfg: Any) -> None:
+    agent = AgentConfig(**cfg.agent)
+    try:
+        check_servers(agent.env_server_base, agent.env_ports)
+    except ConnectionError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+PLUGIN = RolloutPlugin(build=_build, validate=_validate, preflight=_preflight,
+                       response_budget=lambda cfg: AgentConfig(**cfg.agent).response_budget)
