@@ -38,11 +38,11 @@ class AgentConfig:
     env_name: str = "webshop"
     env_server_base: str = "http://127.0.0.1"
     env_ports: list[int] = field(default_factory=lambda: [36001])
-    max_turns: int = 5
-    max_prompt_length: int = 512
-    max_response_length: int = 128  # per model turn
+    max_turns: int = 8
+    max_prompt_length: int = 1024
+    max_response_length: int = 96  # per model turn
     max_obs_length: int = 256  # per observation
-    max_trajectory_length: int = 2048  # prompt + all turns
+    max_trajectory_length: int = 3072  # prompt + all turns
     n: int = 1  # rollouts per task (the GRPO group)
     action_format: str = "react"  # "react" | "xml"
     temperature: float = 1.0
@@ -54,7 +54,7 @@ class AgentConfig:
     env_retry_backoff_s: float = 0.2
     env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
     reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
-    seed: int = 0
+    seed: int = 1
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
     history_window: int = 0  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
 
@@ -69,8 +69,8 @@ class AgentConfig:
         """Tokens a trajectory may hold after its prompt."""
         return self.max_trajectory_length - self.max_prompt_length
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
+    def validate(self, where: str = "agent") -> None:
+        """Raise ValueError naming the first bad field (``where``: the config section, for `from_dict`)."""
         from openmanus_rl.envs.specs import get_env_spec
         from openmanus_rl.rewards import RewardComposer
 

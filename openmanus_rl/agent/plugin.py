@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl.trainer.ppo.rollout import RolloutPlugin
-from verl.workers.config import ConfigError
+from verl.workers.config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
 from .config import AgentConfig
@@ -22,9 +22,9 @@ def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> OpenManusAgent:
 
 
 def _validate(cfg: Any) -> None:
-    """`AgentConfig.validate`, then: one sampling setting drives generation and log-prob recomputation."""
-    agent = AgentConfig(**cfg.agent)
-    agent.validate()
+    """Types and keys of the ``agent`` section, `AgentConfig.validate`, then: one sampling setting drives
+    generation and log-prob recomputation."""
+    agent = from_dict(AgentConfig, cfg.agent, "agent")
     rollout = cfg.actor_rollout_ref.rollout
     for key in ("temperature", "top_p", "top_k"):
         if getattr(agent, key) != getattr(rollout, key):

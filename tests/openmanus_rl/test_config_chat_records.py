@@ -27,8 +27,8 @@ def test_config_from_plain_and_omegaconf_dicts():
 def test_config_defaults_fit_the_small_box():
     cfg = AgentConfig()
     cfg.validate()
-    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (5, 128, 256, 2048, 1)
-    assert cfg.response_budget == 2048 - 512
+    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (8, 96, 256, 3072, 1)
+    assert cfg.response_budget == 3072 - 1024
 
 
 @pytest.mark.parametrize("change, message", [
@@ -39,7 +39,7 @@ def test_config_defaults_fit_the_small_box():
     ({"env_server_base": "127.0.0.1"}, "must start with http"),
     ({"n": 0}, "n must be an int >= 1"),
     ({"max_turns": 2.5}, "max_turns must be an int"),
-    ({"max_trajectory_length": 600}, "at least 641"),  # 512 prompt + 128 turn + 1 end-of-turn token
+    ({"max_trajectory_length": 600}, "at least 1121"),  # 1024 prompt + 96 turn + 1 end-of-turn token
     ({"action_format": "json"}, "unknown action format 'json'"),
     ({"top_p": 0.0}, "top_p must be in"),
     ({"temperature": -1.0}, "temperature must be >= 0"),

@@ -65,6 +65,11 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["trainer.logger=[console,carrier_pigeon]"], r"unknown backend\(s\) \['carrier_pigeon'\]"),
         (["algorithm.reward_score_fn=nope"], r"algorithm.reward_score_fn: unknown 'nope'"),
         (["trainer.n_workers_per_node=3"], r"ppo_mini_batch_size=4 must divide over the 3 worker ranks"),
+        (["algorithm.kl_penalty=kl2"], r"algorithm.kl_penalty must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'kl2'"),
+        (["actor_rollout_ref.actor.kl_loss_type=lowvar"], r"actor.kl_loss_type must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'lowvar'"),
+        (["critic.loss_agg_mode=auto"], r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'\], got 'auto'"),
+        (["agent.max_turns=two"], r"agent.max_turns: expected int, got str \('two'\)"),
+        (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
     ],
 )
 def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, extra, message):

@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from verl.trainer.ppo.core_algos import LOSS_AGG_MODES
+from verl.trainer.ppo.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ class OptimConfig:
     lr_warmup_steps: int = 0
     lr_scheduler: str = "constant"
     min_lr_ratio: float = 0.0
-    total_training_steps: int = 1
+    total_training_steps: int = 3
 
     def validate(self, where: str) -> None:
         _choice(self.lr_scheduler, ("constant", "cosine"), f"{where}.lr_scheduler")
@@ -129,10 +129,10 @@ class OptimConfig:
 class UpdateBatchingConfig:
     """How a PPO update walks its rows and reduces its loss; shared by the actor and the critic (`TrainableModule.run_update`)."""
 
-    ppo_mini_batch_size: int = 8
-    ppo_micro_batch_size_per_gpu: int = 4
-    use_dynamic_bsz: bool = False
-    ppo_max_token_len_per_gpu: int = 4096
+    ppo_mini_batch_size: int = 4
+    ppo_micro_batch_size_per_gpu: int = 2
+    use_dynamic_bsz: bool = True
+    ppo_max_token_len_per_gpu: int = 3072
     ppo_epochs: int = 1
     shuffle: bool = True
     loss_agg_mode: str = "token-mean"
@@ -156,12 +156,13 @@ class ActorConfig(UpdateBatchingConfig):
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
     mixed_precision: str = "auto"  # autocast dtype over fp32 master weights
-    log_prob_micro_batch_size_per_gpu: int = 8
-    log_prob_max_token_len_per_gpu: int = 8192
+    log_prob_micro_batch_size_per_gpu: int = 4
+    log_prob_max_token_len_per_gpu: int = 6144
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def validate(self, where: str) -> None:
         _choice(self.loss_agg_mode, ("auto", *LOSS_AGG_MODES), f"{where}.loss_agg_mode")
+        _choice(self.kl_loss_type, KL_ESTIMATORS, f"{where}.kl_loss_type")
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ConfigError(f"{where}.tis_cap must be > 0 (or null: off), got {self.tis_cap}")
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
@@ -179,8 +180,8 @@ class RefConfig:
     """
 
     dtype: str = "auto"
-    log_prob_micro_batch_size_per_gpu: int = 8
-    log_prob_max_token_len_per_gpu: int = 8192
+    log_prob_micro_batch_size_per_gpu: int = 4
+    log_prob_max_token_len_per_gpu: int = 6144
 
     def validate(self, where: str) -> None:
         _choice(self.dtype, DTYPES, f"{where}.dtype")
@@ -195,7 +196,7 @@ class RolloutConfig:
     temperature: float = 1.0  # drives the agent's sampling and the trainer's log-prob recomputation alike
     top_p: float = 1.0
     top_k: int = -1
-    response_length: int = 256
+    response_length: int = 96
     max_model_len: int = 4096
     enforce_eager: bool = True
     enable_prefix_caching: bool = True
@@ -203,7 +204,7 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.4
     cpu_threads_bind: str = "auto"
     in_process: bool = True
-    seed: int = 0
+    seed: int = 1
 
     def validate(self, where: str) -> None:
         _choice(self.name, ("vllm", "hf"), f"{where}.name")
@@ -220,7 +221,7 @@ class ActorRolloutRefConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     device: str = "cpu"
     num_threads: int = 2
-    seed: int = 0
+    seed: int = 1
 
     def validate(self, where: str) -> None:
         if not self.model.path:
@@ -239,10 +240,11 @@ class CriticConfig(UpdateBatchingConfig):
     mixed_precision: str = "auto"
     device: str = "cpu"
     num_threads: int = 2
-    seed: int = 0
+    seed: int = 1
 
     def validate(self, where: str) -> None:
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
+        _choice(self.loss_agg_mode, LOSS_AGG_MODES, f"{where}.loss_agg_mode")
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
 

@@ -27,7 +27,7 @@ class DataConfig:
     val_files: str = "data/webshop/dev.parquet"
     train_batch_size: int = 4
     val_batch_size: int = 8
-    val_max_samples: int = -1
+    val_max_samples: int = 8
     shuffle: bool = True
     seed: int = 1
     rollout: str = "agent"  # agent: multi-turn episodes on env servers; single_turn: one generation per prompt, no env
@@ -78,7 +78,7 @@ class AlgorithmConfig:
 @dataclass
 class TrainerConfig:
     project_name: str = "openmanus_rl"
-    experiment_name: str = "run"
+    experiment_name: str = "webshop_ppo"
     device: str = "cpu"
     nnodes: int = 1
     n_workers_per_node: int = 1
@@ -95,9 +95,9 @@ class TrainerConfig:
     max_ckpt_to_keep: int = 2
     resume_mode: str = "auto"
     resume_from_path: str | None = None
-    logger: list[str] = field(default_factory=lambda: ["console"])
-    output_dir: str = "outputs/run"
-    default_local_dir: str = "outputs/run/checkpoints"
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl", "tensorboard"])
+    output_dir: str = "outputs/webshop_ppo"
+    default_local_dir: str = "outputs/webshop_ppo/checkpoints"
     save_trajectories: bool = True
     stop_after_step: int | None = None
 
@@ -203,6 +203,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
     if alg.reward_timeout_s <= 0:
         raise ConfigError(f"algorithm.reward_timeout_s must be > 0, got {alg.reward_timeout_s}")
+    if alg.kl_penalty not in core_algos.KL_ESTIMATORS:
+        raise ConfigError(f"algorithm.kl_penalty must be one of {list(core_algos.KL_ESTIMATORS)}, got {alg.kl_penalty!r}")
     if alg.kl_ctrl.type not in ("fixed", "adaptive"):
         raise ConfigError(f"algorithm.kl_ctrl.type must be fixed or adaptive, got {alg.kl_ctrl.type!r}")
     if alg.reward_score_fn is not None:

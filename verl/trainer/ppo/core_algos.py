@@ -285,6 +285,9 @@ def compute_remax_outcome_advantage(
 # --------------------------------------------------------------------------- KL
 
 
+KL_ESTIMATORS = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+
+
 def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str) -> torch.Tensor:
     """Per-token KL estimate between the policy and the reference.
 
@@ -301,7 +304,7 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str
     if kl_penalty in ("low_var_kl", "k3"):
         kl = ref_logprob - logprob
         return torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
-    raise ValueError(f"unknown kl_penalty '{kl_penalty}'; known: kl, k1, abs, mse, k2, low_var_kl, k3")
+    raise ValueError(f"unknown kl_penalty '{kl_penalty}'; known: {list(KL_ESTIMATORS)}")
 
 
 _kl_estimate = kl_penalty  # apply_kl_penalty's argument of the same name shadows the function
