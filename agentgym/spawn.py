@@ -1,16 +1,20 @@
-"""Start an environment server as a child process and wait until it is healthy.
+"""Start environment servers as child processes and wait until they are healthy.
 
     with serve_subprocess("webshop") as url:      # http://127.0.0.1:<free port>
         ...
 
-The server runs through the launcher (``python -m agentgym.launcher serve``),
-logs to a temporary file, and must answer ``GET /`` with ``"ok"`` within
-``timeout_s``; otherwise (or if it exits) `RuntimeError` gives the log's tail.
-It is terminated (then killed) on exit.
+    server = ServerProcess("webshop").start()     # the same, with control: kill / pause / resume / stop
+
+A server runs through the launcher (``python -m agentgym.launcher serve <env>``,
+or any ``command`` that takes ``--port``), logs to a file, and must answer
+``GET /`` with ``"ok"`` within ``timeout_s``; otherwise (or if it exits)
+`RuntimeError` gives the log's tail. The one place that starts servers for the
+eval and demonstration scripts, the benchmarks and the tests.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +22,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 
 def free_port() -> int:
@@ -28,42 +32,100 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _tail(path: str, lines: int = 30) -> str:
+def _tail(path: Path, lines: int = 30) -> str:
     try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
 
-@contextmanager
-def serve_subprocess(env: str, port: int | None = None, timeout_s: float = 120.0) -> Iterator[str]:
-    """A healthy ``env`` server on ``port`` (a free one by default); yields its URL."""
-    import requests
+class ServerUrl(str):
+    """A running server's base URL (``http://127.0.0.1:<port>``), with its ``port``, process ``pid`` and ``log`` path."""
 
-    port = port or free_port()
-    log = tempfile.NamedTemporaryFile(prefix=f"agentgym-{env}-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.launcher", "serve", env, "--port", str(port), "--log-level", "warning"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
+    port: int
+    pid: int
+    log: Path
+
+
+class ServerProcess:
+    """One env server as a child process.
+
+    ``args`` are extra launcher options; ``command`` replaces ``python -m agentgym.launcher serve <env>``
+    (``--port`` is appended either way); ``environ`` is the child's environment (default: ours);
+    ``log_path`` keeps its log there (default: a temporary file).
+    """
+
+    def __init__(self, env: str, port: int | None = None, args: Sequence[str] = (), command: Sequence[str] | None = None,
+                 environ: Mapping[str, str] | None = None, log_path: Path | None = None, timeout_s: float = 120.0) -> None:
+        self.env, self.timeout_s = env, timeout_s
+        self.port = port or free_port()
+        base = list(command or [sys.executable, "-m", "agentgym.launcher", "serve", env, "--log-level", "warning"])
+        self.command = base + ["--port", str(self.port), *args]
+        self.environ = dict(environ) if environ is not None else None
+        self.log = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix=f"agentgym-{env}-", suffix=".log")[1])
+        self.url = ServerUrl(f"http://127.0.0.1:{self.port}")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def start(self) -> "ServerProcess":
+        """Start the process and wait for ``GET /`` to answer ``"ok"``; `RuntimeError` with the log's tail if it does not."""
+        import requests
+
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ)
+        self.url.port, self.url.pid, self.url.log = self.port, self.proc.pid, self.log
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{env} server exited with {proc.returncode}; log {log.name}:\n{_tail(log.name)}")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.env} server exited with {self.proc.returncode}; log {self.log}:\n{_tail(self.log)}")
             try:
-                if requests.get(url + "/", timeout=2).json() == "ok":
-                    break
+                if requests.get(self.url + "/", timeout=2).json() == "ok":
+                    return self
             except (requests.RequestException, ValueError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{env} server not healthy after {timeout_s:.0f} s; log {log.name}:\n{_tail(log.name)}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
+                self.stop()
+                raise RuntimeError(f"{self.env} server not healthy after {self.timeout_s:.0f} s; log {self.log}:\n{_tail(self.log)}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies mid-whatever, without cleanup."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the kernel still accepts connections; nothing is answered."""
+        assert self.proc is not None, "not started"
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None, "not started"
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Terminate (then kill after 10 s); a paused server is woken first so it can exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
         try:
-            proc.wait(timeout=10)
+            self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextmanager
+def serve_subprocess(env: str, port: int | None = None, timeout_s: float = 120.0, **options) -> Iterator[ServerUrl]:
+    """A healthy ``env`` server for the ``with`` block; yields its URL (options as `ServerProcess`)."""
+    server = ServerProcess(env, port, timeout_s=timeout_s, **options).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

@@ -15,12 +15,8 @@ they compete with the server for CPU: the figures are a lower bound.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -29,6 +25,7 @@ from typing import Iterator
 
 import requests
 
+from agentgym.spawn import serve_subprocess
 from verl.utils.precision import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,30 +34,11 @@ BUTTONS = {"back to search", "next >", "< prev", "description", "features", "rev
 
 @contextmanager
 def own_server(extra: list[str]) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tempfile.NamedTemporaryFile(prefix="bench-webshop-", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "agentgym.launcher", "serve", "webshop", "--port", str(port),
-           "--log-level", "warning", *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(url + "/", timeout=2).json() == "ok":
-                    break
-            except requests.RequestException:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"server did not come up; see {log.name}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        os.unlink(log.name)
+        with serve_subprocess("webshop", args=extra) as url:
+            yield url
+    except RuntimeError as exc:
+        sys.exit(f"server did not come up: {exc}")
 
 
 class Player:

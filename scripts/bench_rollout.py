@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,39 +34,19 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import requests
+from agentgym.spawn import serve_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def webshop_server() -> Iterator[int]:
-    """A WebShop server process on a free port, healthy on ``GET /``."""
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix="bench-rollout-webshop-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.launcher", "serve", "webshop", "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    """A WebShop server process on a free port, healthy on ``GET /``; yields the port."""
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/", timeout=2).json() == "ok":
-                    break
-            except requests.RequestException:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"WebShop server did not come up; see {log.name}")
-            time.sleep(0.2)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        with serve_subprocess("webshop") as url:
+            yield url.port
+    except RuntimeError as exc:
+        sys.exit(f"WebShop server did not come up: {exc}")
 
 
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:

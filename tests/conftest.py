@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-import requests
 import torch
+
+from agentgym.spawn import ServerProcess, ServerUrl
 
 torch.set_num_threads(int(os.environ.get("OPENMANUS_TEST_THREADS", "2")))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -72,54 +70,20 @@ def shop(cache_dir: Path) -> Any:
     return load_shop()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerUrl(str):
-    """A server's base URL, carrying the server's process id."""
-
-    pid: int
-
-
 @contextlib.contextmanager
 def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[ServerUrl]:
-    """Start a WebShop server process; yield its base URL once ``GET /`` answers ``"ok"``."""
-    port = free_port()
-    cmd = (command or [sys.executable, "-m", "agentgym.launcher", "serve", "webshop"]) + ["--port", str(port), *args]
+    """A WebShop server process on the session's cache; its base URL once ``GET /`` answers ``"ok"``."""
     env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
     env.pop("WEBSHOP_DATA_DIR", None)
-    url = ServerUrl(f"http://127.0.0.1:{port}")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url.pid = proc.pid
+    server = ServerProcess("webshop", args=args, command=command, environ=env, log_path=log_path, timeout_s=START_TIMEOUT_S)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}; log tail:\n{_tail(log_path)}")
-            try:
-                if requests.get(url + "/", timeout=2).json() == "ok":
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy after {START_TIMEOUT_S:.0f}s; log tail:\n{_tail(log_path)}")
-            time.sleep(0.2)
-        yield url
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Any, Callable
 
 from verl.protocol import DataProto
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 Reply = tuple[list[int], str]  # sampled ids and finish reason

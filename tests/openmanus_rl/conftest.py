@@ -10,78 +10,16 @@ and started again on the same port.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-import requests
 
-from agent_helpers import free_port
+from agentgym.spawn import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
-
-
-class ServerProcess:
-    def __init__(self, command: list[str], log_path: Path, env: dict[str, str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.command = command + ["--port", str(self.port)]
-        self.log_path = log_path
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "ServerProcess":
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                if requests.get(self.url + "/", timeout=2).json() == "ok":
-                    return self
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy after {START_TIMEOUT_S:.0f}s:\n{self.log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def kill(self) -> None:
-        """SIGKILL: the server dies mid-whatever, without cleanup."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-
-    def pause(self) -> None:
-        """SIGSTOP: connections are still accepted by the kernel, nothing is answered."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -108,9 +46,13 @@ def spawn_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFa
     }
 
     def start(kind: str, *args: str) -> ServerProcess:
-        server = ServerProcess(commands[kind] + list(args), logs / f"{kind}-{len(started)}.log", env)
+        server = ServerProcess(kind, args=args, command=commands[kind], environ=env, log_path=logs / f"{kind}-{len(started)}.log",
+                               timeout_s=START_TIMEOUT_S)
         started.append(server)
-        return server.start()
+        try:
+            return server.start()
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
 
     yield start
     for server in started:

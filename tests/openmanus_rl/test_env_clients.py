@@ -17,7 +17,7 @@ from openmanus_rl.envs import (
     RetryPolicy,
     get_env_spec,
 )
-from agent_helpers import free_port
+from agentgym.spawn import free_port
 
 pytestmark = pytest.mark.slow
 
