@@ -6,10 +6,11 @@
     python -m agentgym.launcher serve webshop --port 36001
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
-127.0.0.1 unless told otherwise.  Environments register in ``ENVS`` as the
-module that serves them; such a module provides ``DEFAULT_PORT``,
-``add_arguments(parser)`` and ``app_from_args(args) -> FastAPI``; importing
-it must be cheap (data is loaded in ``app_from_args``).
+127.0.0.1 unless told otherwise.  The envs that can be served are those whose
+spec (``agentgym/<env>/spec.py``, `agentgym.registry`) names an ``app``: the
+module that serves it, providing ``DEFAULT_PORT``, ``add_arguments(parser)``
+and ``app_from_args(args) -> FastAPI``; importing it must be cheap (data is
+loaded in ``app_from_args``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from typing import Sequence
 
 import uvicorn
 
+from .registry import ENV_SPECS
 from .server import configure_logging
 
-ENVS: dict[str, str] = {
-    "webshop": "agentgym.webshop.app",
-}
+ENVS: dict[str, str] = {name: spec.app for name, spec in sorted(ENV_SPECS.items()) if spec.app}
 
 
 def _env_module(name: str) -> ModuleType:

@@ -17,18 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 
-def webshop_tasks(split: str) -> list[tuple[int, str]]:
-    from agentgym.webshop.data import load_shop
-
-    shop = load_shop()
-    return [(i, shop.goal(i).instruction) for i in shop.session_ids(split)]
-
-
-TASK_LISTS = {"webshop": webshop_tasks}
+from agentgym.registry import ENV_SPECS
+from agentgym.spec import load_object
 
 
 def rows(env: str, split: str, limit: int) -> list[dict]:
-    tasks = TASK_LISTS[env](split)
+    tasks = load_object(ENV_SPECS[env].tasks)(split)  # the env's task list, declared in agentgym/<env>/spec.py
     if limit > 0:
         tasks = tasks[:limit]
     return [
@@ -51,8 +45,9 @@ def main() -> int:
     parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks (-1: all)")
     parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks (-1: all)")
     args = parser.parse_args()
-    if args.env_name not in TASK_LISTS:
-        print(f"unknown env '{args.env_name}'; task lists exist for: {sorted(TASK_LISTS)}", file=sys.stderr)
+    with_tasks = sorted(name for name, spec in ENV_SPECS.items() if spec.tasks)
+    if args.env_name not in with_tasks:
+        print(f"unknown env '{args.env_name}'; task lists exist for: {with_tasks}", file=sys.stderr)
         return 2
     folder = Path(args.out) / args.env_name
     folder.mkdir(parents=True, exist_ok=True)

@@ -263,3 +263,9 @@ def session_ids(split: Split, data_dir: str | os.PathLike[str] | None = None,
                 goal_source: GoalSource = "synthetic") -> range:
     """Session ids (goal indices) of the ``train`` or ``test`` split."""
     return load_shop(data_dir, goal_source).session_ids(split)
+
+
+def task_list(split: Split) -> list[tuple[int, str]]:
+    """``[(session id, instruction)]`` of ``split`` (``train``, ``dev`` or ``test``): the env's task list for datasets."""
+    shop = load_shop()
+    return [(i, shop.goal(i).instruction) for i in shop.session_ids(split)]

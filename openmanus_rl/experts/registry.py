@@ -10,7 +10,9 @@ the template's own ``parse`` reads the same action back:
 * ``react``: ``Thought: <thought>`` newline ``Action: <action>``;
 * ``xml``: ``<think><thought></think>`` newline ``<action><action></action>``.
 
-New envs register a factory with `register_expert`; `get_expert` builds one.
+An env names its expert in its spec (``expert = "module:factory"`` in
+``agentgym/<env>/spec.py``); `register_expert` adds or replaces one from
+outside; `get_expert` builds one.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar
 
+from agentgym.spec import load_object
 from openmanus_rl.agent.templates import ActionTemplate, get_action_template
-from openmanus_rl.envs.specs import EnvSpec
+from openmanus_rl.envs.specs import ENV_SPECS, EnvSpec
 
 
 class Expert(ABC):
@@ -61,11 +64,13 @@ def register_expert(name: str, factory: ExpertFactory, replace: bool = False) ->
 
 def get_expert(env_name: str, **kwargs: Any) -> Expert:
     """A new expert for ``env_name``, built by its factory with ``kwargs`` (e.g. ``noise``, ``seed``)."""
-    try:
-        factory = EXPERTS[env_name]
-    except KeyError:
-        raise ValueError(f"no expert for env {env_name!r}; experts exist for: {sorted(EXPERTS)}") from None
-    return factory(**kwargs)
+    if env_name not in EXPERTS:
+        spec = ENV_SPECS.get(env_name)
+        if spec is None or not spec.expert:
+            known = sorted({*EXPERTS, *(name for name, s in ENV_SPECS.items() if s.expert)})
+            raise ValueError(f"no expert for env {env_name!r}; experts exist for: {known}")
+        EXPERTS[env_name] = load_object(spec.expert)
+    return EXPERTS[env_name](**kwargs)
 
 
 _THOUGHT_BANNED = re.compile(r"action\s*:|thought\s*:|</?(think|action|answer)>", re.IGNORECASE)

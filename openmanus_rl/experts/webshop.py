@@ -47,7 +47,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from .registry import Expert, register_expert
+from .registry import Expert
 
 SEP = "[SEP]"
 TRUNCATED = "[truncated]"
@@ -379,5 +379,3 @@ class WebShopExpert(Expert):
         """Whether going back, opening another product, setting its options and buying still fit the budget."""
         return len(self.tried) < self.max_candidates and self._left() >= 2 + n_options + 1
 
-
-register_expert("webshop", WebShopExpert)

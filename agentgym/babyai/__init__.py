@@ -1,0 +1,1 @@
+"""BabyAI grid-world missions (AgentGym's BabyAI protocol): spec only (`spec.py`); no server in this project yet."""

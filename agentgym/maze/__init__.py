@@ -1,0 +1,1 @@
+"""Maze walking (AgentGym's LMRL-Gym maze protocol, under /maze): spec only (`spec.py`); no server in this project yet."""

@@ -1,0 +1,66 @@
+"""`EnvSpec`: everything about one environment that is not its server code, declared in ``agentgym/<env>/spec.py``.
+
+* Wire details, for clients: ``family`` "A" names the env ``env_idx`` and
+  ``/create`` answers a bare int; "B" names it ``id`` and answers ``{"id": n}``.
+  ``prefix`` goes before every route. ``reset_field`` is the body key that carries
+  the task id on ``/reset`` (with ``reset_extra`` added). An observation is read
+  from the first answer key of ``observation_keys`` present
+  (``reset_observation_keys`` for ``/reset``, joined with blank lines when
+  several are present).
+* What the model is told: ``instructions`` (task and action grammar, written
+  for this project). ``action_pattern`` is a regex a bare reply (without an
+  action marker) must fully match to be taken as an action. An env with
+  ``accepts_answer`` takes a final answer; ``answer_template`` turns it into
+  the env's action.
+* The success rule: the episode's reward (the last step's ``reward_key``
+  value) is at least ``success_reward``; ``reward_scale`` maps it to 0..1.
+* ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
+  that scores this env's rows; by default ``agentgym``, the episode's composed reward.
+* Where the rest lives, as dotted paths loaded only when needed (so a spec
+  imports without the env's heavy extra): ``app``, the module that serves the
+  env (``DEFAULT_PORT``, ``add_arguments(parser)``, ``app_from_args(args)``);
+  ``tasks``, ``"module:function"`` giving ``[(task id, instruction)]`` for a
+  split (``train``, ``dev`` or ``test``, described by ``splits``); ``expert``,
+  ``"module:factory"`` of the scripted expert that writes demonstrations.
+  ``None`` where the env has no such piece yet.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    family: Literal["A", "B"]
+    reset_field: str
+    instructions: str
+    action_pattern: str = r".+"
+    prefix: str = ""
+    reset_extra: Mapping[str, Any] = field(default_factory=dict)
+    observation_keys: tuple[str, ...] = ("observation", "state")
+    reset_observation_keys: tuple[str, ...] | None = None
+    reward_key: str = "reward"
+    success_reward: float = 1.0
+    reward_scale: float = 1.0
+    accepts_answer: bool = False
+    answer_template: str = "{}"
+    reward_score: str = "agentgym"
+    app: str | None = None
+    tasks: str | None = None
+    splits: str = ""
+    expert: str | None = None
+
+    @property
+    def id_field(self) -> str:
+        return "env_idx" if self.family == "A" else "id"
+
+
+def load_object(path: str) -> Any:
+    """``"package.module:attribute"`` -> that attribute; ``"package.module"`` -> the module."""
+    module, _, attribute = path.partition(":")
+    obj = importlib.import_module(module)
+    return getattr(obj, attribute) if attribute else obj

@@ -1,0 +1,1 @@
+"""TextCraft, Minecraft-like crafting (AgentGym's TextCraft protocol): spec only (`spec.py`); no server in this project yet."""

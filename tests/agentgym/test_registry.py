@@ -1,0 +1,35 @@
+"""Each env is one package, agentgym/<env>/, whose spec.py the registry finds; specs import light."""
+
+import subprocess
+import sys
+
+import pytest
+
+from agentgym.launcher import ENVS
+from agentgym.registry import ENV_SPECS, get_env_spec
+from agentgym.spec import load_object
+
+ALL = ["alfworld", "babyai", "maze", "sciworld", "sqlgym", "textcraft", "webshop", "wordle"]
+
+
+def test_every_env_package_is_found_by_name():
+    assert sorted(ENV_SPECS) == ALL
+    assert all(get_env_spec(name).name == name for name in ALL)
+    with pytest.raises(ValueError, match=r"unknown env 'chess'; registered envs: \['alfworld', 'babyai'"):
+        get_env_spec("chess")
+
+
+def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
+    spec = get_env_spec("webshop")
+    assert (spec.app, spec.tasks, spec.expert) == (
+        "agentgym.webshop.app", "agentgym.webshop.data:task_list", "openmanus_rl.experts.webshop:WebShopExpert")
+    assert ENVS == {"webshop": "agentgym.webshop.app"}  # the launcher serves what declares an app
+    assert load_object(spec.expert).__name__ == "WebShopExpert"
+    assert [get_env_spec(n).app for n in ALL if n != "webshop"] == [None] * 7
+
+
+def test_specs_import_without_servers_or_heavy_extras():
+    code = ("import sys, agentgym.registry as r; assert len(r.ENV_SPECS) == 8; "
+            "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', 'openmanus_rl') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
