@@ -5,6 +5,8 @@
 
     server = ServerProcess("webshop").start()     # the same, with control: kill / pause / resume / stop
 
+    python -m agentgym.spawn wait --ports 36001 36002 [--timeout_s 120]   # for shell scripts that start servers
+
 A server runs through the launcher (``python -m agentgym.launcher serve <env>``,
 or any ``command`` that takes ``--port``), logs to a file, and must answer
 ``GET /`` with ``"ok"`` within ``timeout_s``; otherwise (or if it exits)
@@ -37,6 +39,16 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def healthy(url: str) -> bool:
+    """Whether the server at ``url`` answers ``GET /`` with ``"ok"`` (its health check)."""
+    import requests
+
+    try:
+        return requests.get(url.rstrip("/") + "/", timeout=2).json() == "ok"
+    except (requests.RequestException, ValueError):
+        return False
 
 
 class ServerUrl(str):
@@ -73,8 +85,6 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         """Start the process and wait for ``GET /`` to answer ``"ok"``; `RuntimeError` with the log's tail if it does not."""
-        import requests
-
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ)
         self.url.port, self.url.pid, self.url.log = self.port, self.proc.pid, self.log
@@ -82,11 +92,8 @@ class ServerProcess:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.env} server exited with {self.proc.returncode}; log {self.log}:\n{_tail(self.log)}")
-            try:
-                if requests.get(self.url + "/", timeout=2).json() == "ok":
-                    return self
-            except (requests.RequestException, ValueError):
-                pass
+            if healthy(self.url):
+                return self
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"{self.env} server not healthy after {self.timeout_s:.0f} s; log {self.log}:\n{_tail(self.log)}")
@@ -129,3 +136,29 @@ def serve_subprocess(env: str, port: int | None = None, timeout_s: float = 120.0
         yield server.url
     finally:
         server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``wait``: exit 0 once every listed server is healthy, 1 (naming the first that is not) after ``--timeout_s``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m agentgym.spawn")
+    commands = parser.add_subparsers(dest="command", required=True)
+    wait = commands.add_parser("wait", help="wait until servers pass their health check")
+    wait.add_argument("--base", default="http://127.0.0.1")
+    wait.add_argument("--ports", type=int, nargs="+", required=True)
+    wait.add_argument("--timeout_s", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.timeout_s
+    for port in args.ports:
+        while not healthy(f"{args.base}:{port}"):
+            if time.monotonic() > deadline:
+                print(f"environment server on port {port} did not pass its health check (GET /) within {args.timeout_s:.0f} s",
+                      file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,18 +99,10 @@ for ((i = 0; i < NUM_SERVERS; i++)); do
     "$BIN/agentgym" serve "$ENV_NAME" --host 127.0.0.1 --port "$port" >"$LOG_DIR/server_$port.log" 2>&1 &
     PIDS+=("$!")
 done
-for port in "${PORTS[@]}"; do
-    ok=0
-    for _ in $(seq 1 240); do
-        if "$PY" -c "import requests,sys; sys.exit(requests.get('http://127.0.0.1:$port/', timeout=2).status_code != 200)" 2>/dev/null; then ok=1; break; fi
-        sleep 0.5
-    done
-    if [[ $ok != 1 ]]; then
-        echo "environment server on port $port did not pass its health check (GET /) within 120 s; last log lines:" >&2
-        tail -n 30 "$LOG_DIR/server_$port.log" >&2
-        exit 1
-    fi
-done
+if ! "$PY" -m agentgym.spawn wait --ports "${PORTS[@]}" --timeout_s 120; then
+    for port in "${PORTS[@]}"; do echo "--- last lines of $LOG_DIR/server_$port.log:" >&2; tail -n 30 "$LOG_DIR/server_$port.log" >&2; done
+    exit 1
+fi
 echo "[train] ${NUM_SERVERS} $ENV_NAME server(s) healthy on ports ${PORTS[*]}"
 
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"

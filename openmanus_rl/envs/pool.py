@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter
 
-import requests
+from agentgym.spawn import healthy
 
 from .client import EnvClient
 from .errors import EnvClientError, EnvUnavailableError, NoEnvServerError
@@ -38,17 +38,15 @@ from .specs import EnvSpec
 log = logging.getLogger(__name__)
 
 
-def check_servers(base_url: str, ports: list[int], timeout_s: float = 5.0) -> None:
-    """Raise `ConnectionError` naming the first server that does not answer ``GET /`` (the health check)."""
+def check_servers(base_url: str, ports: list[int]) -> None:
+    """Raise `ConnectionError` naming the first server that fails its health check (``GET /`` answers ``"ok"``)."""
     for port in ports:
         url = f"{base_url}:{port}/"
-        try:
-            requests.get(url, timeout=timeout_s).raise_for_status()
-        except requests.RequestException as exc:
+        if not healthy(url):
             raise ConnectionError(
-                f"environment server {url} is not answering GET / ({type(exc).__name__}); "
+                f"environment server {url} is not answering GET / with \"ok\"; "
                 f"start it with `agentgym serve <env> --port {port}` (train_ppo.sh does this for you)"
-            ) from None
+            )
 
 
 class EnvPool:
