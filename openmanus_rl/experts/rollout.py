@@ -98,7 +98,6 @@ class ExpertGenerator:
         self.expert_kwargs = dict(expert_kwargs or {})
         self._waiting: dict[int, tuple[int, Expert]] = {}  # next turn's seed -> (first seed, expert)
         self.episodes: dict[int, list[ExpertTurn]] = {}
-        self.calls = 0
 
     def reset(self) -> None:
         """Forget every trajectory (a new rollout may reuse seeds)."""
@@ -122,7 +121,6 @@ class ExpertGenerator:
         return ids
 
     def generate_sequences(self, request: DataProto) -> DataProto:
-        self.calls += 1
         nt = request.non_tensor_batch
         max_tokens = int(request.meta_info.get("max_tokens", 1 << 30))
         out_ids: list[list[int]] = []
