@@ -13,7 +13,7 @@ ALL = ["alfworld", "babyai", "maze", "sciworld", "sqlgym", "textcraft", "webshop
 
 
 def test_every_env_package_is_found_by_name():
-    assert sorted(ENV_SPECS) == ALL
+    assert set(ALL) <= set(ENV_SPECS)  # other tests register toy envs of their own in this process
     assert all(get_env_spec(name).name == name for name in ALL)
     with pytest.raises(ValueError, match=r"unknown env 'chess'; registered envs: \['alfworld', 'babyai'"):
         get_env_spec("chess")
@@ -29,7 +29,7 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
 
 
 def test_specs_import_without_servers_or_heavy_extras():
-    code = ("import sys, agentgym.registry as r; assert len(r.ENV_SPECS) == 8; "
+    code = (f"import sys, agentgym.registry as r; assert sorted(r.ENV_SPECS) == {ALL!r}; "
             "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', 'openmanus_rl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
