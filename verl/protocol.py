@@ -109,6 +109,13 @@ class DataProto:
                 raise TypeError(f"tensor '{key}' must be a torch.Tensor, got {type(value).__name__}")
         return cls(batch=tensors or {}, non_tensor_batch=non_tensors or {}, meta_info=meta_info or {})
 
+    @classmethod
+    def from_single_dict(cls, data: dict[str, Any], meta_info: dict[str, Any] | None = None) -> "DataProto":
+        """Split one dict into tensors (torch.Tensor values) and non-tensors (arrays / lists)."""
+        tensors = {k: v for k, v in data.items() if isinstance(v, torch.Tensor)}
+        non_tensors = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
+        return cls.from_dict(tensors, non_tensors, meta_info)
+
     def check_consistency(self) -> None:
         """Raise ValueError unless every tensor and array has the same dim 0."""
         first_key, first_len = None, None

@@ -100,6 +100,10 @@ class Shop:
     products_hash: str  # of the product file alone (keys the search index)
     goal_source: GoalSource
 
+    @functools.cached_property
+    def by_asin(self) -> dict[str, Product]:
+        return {p.asin: p for p in self.products}
+
     def goal(self, session_id: int) -> Goal:
         return self.goals[session_id]
 
