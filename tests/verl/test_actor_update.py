@@ -16,7 +16,7 @@ PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the unfiltered, untem
 def make_actor(path: str, **overrides) -> PPOActor:
     torch.manual_seed(0)
     module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    cfg = ActorConfig(**{"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 4, "mixed_precision": "float32", "shuffle": False, "grad_clip": 1e9, "optim": OptimConfig(lr=1e-3, weight_decay=0.0), **overrides})
+    cfg = ActorConfig(**{"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 4, "use_dynamic_bsz": False, "mixed_precision": "float32", "shuffle": False, "grad_clip": 1e9, "optim": OptimConfig(lr=1e-3, weight_decay=0.0), **overrides})
     opt = build_optimizer(module, cfg.optim)
     return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", cfg.mixed_precision)
 
@@ -82,20 +82,21 @@ def test_padding_columns_do_not_change_log_probs(tiny_model_path):
     assert b[:, 2:].abs().sum() == 0
 
 
-def test_only_learned_columns_reach_the_lm_head(tiny_model_path):
-    # column 1 is an observation in both rows: never scored (0); column 2 is learned by row 1 only, so
-    # row 0 gets its true log-prob there too; every scored value equals a plain full-vocabulary forward
+def test_log_probs_at_learned_positions_only(tiny_model_path):
+    # column 1 is an observation in both rows, column 2 in row 0 only: 0 there whatever the batching;
+    # every learned position equals a plain full-vocabulary forward
     actor = make_actor(tiny_model_path)
     prompts, responses = [[1, 2, 3], [4, 5]], [[11, 12, 13, 14], [15, 16, 17]]
-    d = packed_proto(prompts, responses, response_masks=[[1, 0, 0, 1], [1, 0, 1]], pad_id=2)
-    got = actor.compute_log_prob(d, PLAIN, True, 4, None)
-    scored = torch.tensor([[1, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.bool)
+    masks = [[1, 0, 0, 1], [1, 0, 1]]
+    d = packed_proto(prompts, responses, response_masks=masks, pad_id=2)
+    together = actor.compute_log_prob(d, PLAIN, True, 4, None)
+    alone = actor.compute_log_prob(d, PLAIN, True, 1, None)  # one row per micro-batch: other columns reach the head
+    scored = d.batch["response_mask"].bool()
     with torch.no_grad():
         for i, (p, r) in enumerate(zip(prompts, responses)):
-            logits = actor.module(input_ids=torch.tensor([p + r])).logits[0].float()
-            logp = torch.log_softmax(logits, dim=-1)
+            logp = torch.log_softmax(actor.module(input_ids=torch.tensor([p + r])).logits[0].float(), dim=-1)
             for t, token in enumerate(r):
                 want = logp[len(p) - 1 + t, token] if scored[i, t] else torch.tensor(0.0)
-                torch.testing.assert_close(got["log_probs"][i, t], want, atol=1e-5, rtol=0)
-    assert got["entropys"][:, 1].abs().sum() == 0
-    assert (got["entropys"][scored] > 0).all()
+                torch.testing.assert_close(together["log_probs"][i, t], want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(alone["log_probs"], together["log_probs"], atol=1e-5, rtol=0)
+    assert together["entropys"][~scored].abs().sum() == 0 and (together["entropys"][scored] > 0).all()

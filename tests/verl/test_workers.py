@@ -94,7 +94,8 @@ def test_pool_larger_than_cluster_fails_at_once(ray_local):
 def actor_config(path, **actor):
     return {
         "model": {"path": path},
-        "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "mixed_precision": "float32", "shuffle": False,
+        "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "use_dynamic_bsz": False,  # row micro-batches: both layouts group the same rows
+                  "mixed_precision": "float32", "shuffle": False,
                   "optim": {"lr": 1e-2, "weight_decay": 0.0}, **actor},
         "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 512},
         "num_threads": 1,

@@ -31,8 +31,8 @@ class PPOActor(TrainableModule):
         """Log-probs (and entropy) under the distribution the engine sampled from:
         logits / temperature, then the same top-k / top-p filter (``sampling`` holds the three).
 
-        Both are ``(B, T)`` and 0 at response columns that no row of ``mb`` learns
-        from (observations, padding): only learned columns reach the LM head.
+        Both are ``(B, T)`` and 0 wherever ``response_mask`` is 0 (observations,
+        padding); only columns some row of ``mb`` learns from reach the LM head.
         """
         responses = mb.batch["responses"]
         mask = mb.batch["response_mask"] if "response_mask" in mb.batch else torch.ones_like(responses)
@@ -42,10 +42,11 @@ class PPOActor(TrainableModule):
             )
         labels = responses[:, cols]
         logits = filter_logits(logits.float() / sampling["temperature"], sampling["top_k"], sampling["top_p"], keep=labels)
-        log_prob = scatter_columns(logprobs_from_logits(logits, labels), cols, responses.shape[1])
+        keep = mask.to(logits.dtype)  # 0 wherever the row does not learn, however the rows were batched
+        log_prob = scatter_columns(logprobs_from_logits(logits, labels), cols, responses.shape[1]) * keep
         entropy = None
         if with_entropy:
-            entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits), cols, responses.shape[1])
+            entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits), cols, responses.shape[1]) * keep
         return log_prob, entropy, (logits, cols)
 
     def compute_log_prob(
@@ -87,7 +88,7 @@ class PPOActor(TrainableModule):
             )
             if entropy is None:
                 with torch.no_grad():
-                    entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits.detach()), cols, mask.shape[1])
+                    entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits.detach()), cols, mask.shape[1]) * mask
             entropy_loss = core_algos.agg_loss(entropy, mask, cfg.loss_agg_mode, cfg.loss_scale_factor)
             loss = pg_loss - cfg.entropy_coeff * entropy_loss
             metrics = {
