@@ -16,6 +16,7 @@ eval and demonstration scripts, the benchmarks and the tests.
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import socket
 import subprocess
@@ -64,12 +65,14 @@ class ServerProcess:
 
     ``args`` are extra launcher options; ``command`` replaces ``python -m agentgym.launcher serve <env>``
     (``--port`` is appended either way); ``environ`` is the child's environment (default: ours);
-    ``log_path`` keeps its log there (default: a temporary file).
+    ``log_path`` keeps its log there (default: a temporary file); ``die_with_parent`` (Linux) has the
+    kernel SIGKILL the server when the thread that started it dies, so a killed trainer leaves no server behind.
     """
 
     def __init__(self, env: str, port: int | None = None, args: Sequence[str] = (), command: Sequence[str] | None = None,
-                 environ: Mapping[str, str] | None = None, log_path: Path | None = None, timeout_s: float = 120.0) -> None:
-        self.env, self.timeout_s = env, timeout_s
+                 environ: Mapping[str, str] | None = None, log_path: Path | None = None, timeout_s: float = 120.0,
+                 die_with_parent: bool = False) -> None:
+        self.env, self.timeout_s, self.die_with_parent = env, timeout_s, die_with_parent
         self.port = port or free_port()
         base = list(command or [sys.executable, "-m", "agentgym.launcher", "serve", env, "--log-level", "warning"])
         self.command = base + ["--port", str(self.port), *args]
@@ -83,11 +86,24 @@ class ServerProcess:
         assert self.proc is not None, "not started"
         return self.proc.pid
 
+    def launch(self) -> "ServerProcess":
+        """Start the process without waiting for it to answer."""
+        preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ, preexec_fn=preexec)
+        self.url.port, self.url.pid, self.url.log = self.port, self.proc.pid, self.log
+        return self
+
+    def exit_code(self) -> int | None:
+        """The process's exit code (negative: killed by that signal), or None while it runs."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_tail(self, lines: int = 30) -> str:
+        return _tail(self.log, lines)
+
     def start(self) -> "ServerProcess":
         """Start the process and wait for ``GET /`` to answer ``"ok"``; `RuntimeError` with the log's tail if it does not."""
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ)
-        self.url.port, self.url.pid, self.url.log = self.port, self.proc.pid, self.log
+        self.launch()
         deadline = time.monotonic() + self.timeout_s
         while True:
             if self.proc.poll() is not None:
@@ -126,6 +142,12 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask for SIGKILL when the parent thread exits (``prctl(PR_SET_PDEATHSIG)``)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Shared body of train_ppo.sh and train_grpo.sh: set up, prepare model and data,
-# start the environment servers, wait for their health check, train, and stop
-# the servers on any exit. Usage: scripts/run_training.sh <ppo|grpo> [options] [hydra overrides]
+# Shared body of train_ppo.sh and train_grpo.sh: set up, prepare model and data, check the
+# whole config, build (or reuse) the warm start, then train. The trainer starts the env
+# servers itself (agent.manage_servers), restarts any that dies or hangs, and stops them
+# when it exits. Usage: scripts/run_training.sh <ppo|grpo> [options] [hydra overrides]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -83,44 +84,22 @@ if [[ ! -f "$DATA_DIR/$ENV_NAME/train.parquet" || ! -f "$DATA_DIR/$ENV_NAME/dev.
 fi
 
 EXP="${ENV_NAME}_${ALGO}${SUFFIX}"
-LOG_DIR="outputs/$EXP/env_logs"
-mkdir -p "$LOG_DIR"
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
-
 PORTS=()
-for ((i = 0; i < NUM_SERVERS; i++)); do
-    port=$((BASE_PORT + i))
-    PORTS+=("$port")
-    "$BIN/agentgym" serve "$ENV_NAME" --host 127.0.0.1 --port "$port" >"$LOG_DIR/server_$port.log" 2>&1 &
-    PIDS+=("$!")
-done
-if ! "$PY" -m agentgym.spawn wait --ports "${PORTS[@]}" --timeout_s 120; then
-    for port in "${PORTS[@]}"; do echo "--- last lines of $LOG_DIR/server_$port.log:" >&2; tail -n 30 "$LOG_DIR/server_$port.log" >&2; done
-    exit 1
-fi
-echo "[train] ${NUM_SERVERS} $ENV_NAME server(s) healthy on ports ${PORTS[*]}"
-
+for ((i = 0; i < NUM_SERVERS; i++)); do PORTS+=("$((BASE_PORT + i))"); done
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
+RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" data.val_files="$DATA_DIR/$ENV_NAME/dev.parquet"
+         agent.env_name="$ENV_NAME" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
+         ${OVERRIDES[@]+"${OVERRIDES[@]}"})
+# every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
+"$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
+
 RL_MODEL="$MODEL"
 if [[ "$WARM_START" == 1 ]]; then
     # demonstrations + SFT once per (model, env, format, demos, SFT config); progress on stderr, the folder on stdout
-    RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
-                --server_url "http://127.0.0.1:${PORTS[0]}")"
+    RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS")"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
 fi
-"$PY" -m verl.trainer.main_ppo \
-    "${ALGO_ARGS[@]}" \
-    actor_rollout_ref.model.path="$RL_MODEL" \
-    data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" \
-    data.val_files="$DATA_DIR/$ENV_NAME/dev.parquet" \
-    agent.env_name="$ENV_NAME" \
-    "agent.env_ports=$PORT_LIST" \
-    trainer.experiment_name="$EXP" \
-    ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+echo "[train] the trainer starts $NUM_SERVERS $ENV_NAME server(s) on port(s) ${PORTS[*]} (logs in outputs/$EXP/env_logs)"
+exec "$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}"

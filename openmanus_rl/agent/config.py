@@ -53,6 +53,9 @@ class AgentConfig:
     env_retries: int = 2  # retries of a connection error / 5xx
     env_retry_backoff_s: float = 0.2
     env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
+    manage_servers: bool = False  # the trainer starts the env servers on env_ports and restarts any that dies or hangs
+    server_max_restarts: int = 3  # failed restarts in a row before a server is given up (the run then stops)
+    server_hang_s: float = 30.0  # a server silent on its health check this long is hung: killed and restarted
     reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
     seed: int = 1
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
@@ -100,6 +103,9 @@ class AgentConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.server_max_restarts, int) or self.server_max_restarts < 0 or self.server_hang_s <= 0:
+            raise ValueError(f"server_max_restarts must be an int >= 0 and server_hang_s > 0, "
+                             f"got {self.server_max_restarts!r} and {self.server_hang_s!r}")
         if self.request_timeout_s <= 0 or self.env_retries < 0 or self.env_retry_backoff_s < 0 or self.env_cooldown_s < 0:
             raise ValueError("request_timeout_s must be > 0 and env_retries, env_retry_backoff_s, env_cooldown_s >= 0")
         if not isinstance(self.reward_components, dict):

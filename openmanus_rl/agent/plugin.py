@@ -2,17 +2,22 @@
 
 The engine hands over the whole config; the agent reads its ``agent`` section
 (`AgentConfig`) and checks that the sampling keys it shares with the rollout
-engine agree, and that its env servers answer before any worker starts.
+engine agree, and that its env servers answer before any worker starts. With
+``agent.manage_servers`` it starts those servers itself, supervised
+(`ServerSupervisor`: restarted when they die or hang), logging under
+``<output_dir>/env_logs``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo.rollout import RolloutPlugin
 from verl.workers.config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
+from ..envs.supervisor import ServerSupervisor
 from .config import AgentConfig
 from .openmanus_agent import OpenManusAgent
 
@@ -42,5 +47,19 @@ def _preflight(cfg: Any) -> None:
         raise ConfigError(str(exc)) from None
 
 
-PLUGIN = RolloutPlugin(build=_build, validate=_validate, preflight=_preflight,
+def _start(cfg: Any, output_dir: Path) -> ServerSupervisor | None:
+    agent = AgentConfig(**cfg.agent)
+    if not agent.manage_servers:
+        return None
+    if not agent.env_server_base.startswith("http://127.0.0.1"):
+        raise ConfigError(f"agent.manage_servers starts servers on this machine, but agent.env_server_base is {agent.env_server_base}")
+    supervisor = ServerSupervisor(agent.env_name, agent.env_ports, output_dir / "env_logs",
+                                  max_restarts=agent.server_max_restarts, hang_s=agent.server_hang_s)
+    try:
+        return supervisor.start()
+    except RuntimeError as exc:
+        raise ConfigError(f"could not start the {agent.env_name} servers: {exc}") from None
+
+
+PLUGIN = RolloutPlugin(build=_build, validate=_validate, preflight=_preflight, start=_start,
                        response_budget=lambda cfg: AgentConfig(**cfg.agent).response_budget)

@@ -26,6 +26,7 @@ from verl.single_controller.base import Dispatch, Worker, register
 from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
 from verl.workers.actor import PPOActor
+from verl.utils.memory import current_rss_gb
 from verl.utils.precision import announce, resolve_dtype
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
@@ -194,6 +195,7 @@ class ActorRolloutRefWorker(Worker):
         if self.rollout is not None:
             metrics["timing_s/weight_sync"] = self.sync_rollout_weights()
         metrics["perf/max_memory_rss_gb/actor_rollout_ref"] = _peak_rss_gb()
+        metrics["memory/rss_gb/actor_rollout_ref"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})
 
     def sync_rollout_weights(self) -> float:
@@ -288,6 +290,7 @@ class CriticWorker(Worker):
         metrics["critic/returns/mean"] = float(masked_mean(data.batch["returns"], mask))
         metrics["timing_s/update_critic"] = time.perf_counter() - start
         metrics["perf/max_memory_rss_gb/critic"] = _peak_rss_gb()
+        metrics["memory/rss_gb/critic"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})
 
     @register(Dispatch.ONE_TO_ALL)

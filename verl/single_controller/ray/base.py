@@ -216,6 +216,10 @@ class RayWorkerGroup:
         refs = [getattr(actor, method).remote(*a, **k) for actor, a, k in zip(self._actors, per_args, per_kwargs)]
         return WorkerGroupFuture(self, method, mode, refs, pad)
 
+    def pids(self) -> list[int]:
+        """The process id of each rank's actor (for logs, and for fault drills that kill one)."""
+        return ray.get([actor.__ray_call__.remote(_pid) for actor in self._actors])
+
     def shutdown(self) -> None:
         """Stop every rank (calling its ``shutdown`` method first when it has one)."""
         for actor in self._actors:
@@ -235,6 +239,10 @@ def _claim_master(worker: Any) -> tuple[str, int]:
     if hasattr(worker, "master_addr"):
         worker.master_addr, worker.master_port = addr, port
     return addr, port
+
+
+def _pid(worker: Any) -> int:
+    return os.getpid()
 
 
 def _shutdown_hook(worker: Any) -> None:

@@ -8,6 +8,7 @@ problem is raised as one `ConfigError` naming the key.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ class TrainerConfig:
     output_dir: str = "outputs/webshop_ppo"
     default_local_dir: str = "outputs/webshop_ppo/checkpoints"
     save_trajectories: bool = True
+    max_failed_fraction: float = 0.5  # above it a step is retried once, then the run stops (checkpointed)
     stop_after_step: int | None = None
 
 
@@ -177,6 +179,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         if getattr(t, name) < 1:
             raise ConfigError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
+    if not 0.0 <= t.max_failed_fraction <= 1.0:
+        raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:
@@ -251,6 +255,19 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
                 raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")
+        for key, path in (("trainer.output_dir", t.output_dir), ("trainer.default_local_dir", t.default_local_dir)):
+            _check_writable_dir(key, path)
+
+
+def _check_writable_dir(key: str, path: str) -> None:
+    """``path`` is a directory this user can create (or write into), checked without creating anything."""
+    existing = Path(path).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{key}={path!r} cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={path!r} is not writable: {existing} does not allow this user to write")
 
 
 def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dict[str, dict[str, str]]:

@@ -13,6 +13,15 @@ One step (``fit``)::
     critic.update_critic(batch); actor.update_actor(batch) # the actor update ends with the weight sync
 
 plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_freq`` steps.
+
+Faults (what a step does when the world breaks):
+* more than ``trainer.max_failed_fraction`` of a step's trajectories failed (env or reward errors):
+  the step is rolled out again once, same tasks and seeds; if it fails again the run stops;
+* the rollout's services (e.g. supervised env servers) cannot serve again: the run stops;
+* a worker died: the run stops.
+A stop is `RunStopped`, raised after the last completed step is checkpointed (when the workers
+are alive to save it), with a message that names the cause and the checkpoint to resume from.
+Nothing is skipped without a word.
 """
 
 from __future__ import annotations
@@ -30,25 +39,36 @@ import numpy as np
 import torch
 
 from verl.protocol import DataProto
-from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, WorkerError
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.reward import RewardManager
-from verl.trainer.ppo.rollout import load_rollout_plugin
+from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
 from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
+from verl.utils.memory import current_rss_gb
 from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
 LATEST = "latest_checkpointed_iteration.txt"
+SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
+
+
+class RunStopped(RuntimeError):
+    """The run cannot go on; the message names the cause and the checkpoint to resume from."""
+
+
+class TooManyFailures(RuntimeError):
+    """A step's rollout failed for more than ``trainer.max_failed_fraction`` of its trajectories."""
 
 
 class RayPPOTrainer:
-    def __init__(self, config: PPOConfig, tokenizer):
+    def __init__(self, config: PPOConfig, tokenizer, services: RolloutServices | None = None):
         self.config = config
         self.tokenizer = tokenizer
+        self.services = services
         alg = config.algorithm
         self.reward_manager = RewardManager(tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s)
         self.global_step = 0
@@ -84,6 +104,8 @@ class RayPPOTrainer:
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
+        groups = [g for g in (self.actor_rollout_wg, self.critic_wg) if g is not None]
+        print("[trainer] workers: " + "; ".join(f"{g.cls_name} pids {g.pids()}" for g in groups), flush=True)
         self.rollout, self.val_rollout = self._build_rollouts()
 
     def _build_rollouts(self):
@@ -202,6 +224,18 @@ class RayPPOTrainer:
                         "filter/shortfall_groups": float(shortfall)})
         return concat_padded(chosen, self.rollout.pad_id)
 
+    def _check_failures(self, batch: DataProto) -> None:
+        """`TooManyFailures` when the failed share of the batch's trajectories is above ``trainer.max_failed_fraction``."""
+        nt = batch.non_tensor_batch
+        failed = np.array(nt.get("failed", [False] * len(batch)), dtype=bool)
+        share = float(failed.mean()) if len(failed) else 0.0
+        if share <= self.config.trainer.max_failed_fraction:
+            return
+        errors = [str(e) for e in np.asarray(nt.get("error", [""] * len(batch)), dtype=object)[failed] if str(e)]
+        common = max(set(errors), key=errors.count) if errors else "no error recorded"
+        raise TooManyFailures(f"{int(failed.sum())} of {len(failed)} trajectories failed (trainer.max_failed_fraction="
+                              f"{self.config.trainer.max_failed_fraction}); most common error: {common[:500]}")
+
     def _pad_to_mini_batches(self, batch: DataProto) -> DataProto:
         """Step-wise rows (one per turn) vary in number: pad to a multiple of the mini-batch sizes and ranks
         with copies of row 0 that have no model token and are marked failed, so they count in no group,
@@ -232,6 +266,7 @@ class RayPPOTrainer:
             batch = self._rollout(tasks, metrics)
             if cfg.algorithm.filter_groups.enable:
                 batch = self._keep_informative_groups(batch, metrics)
+        self._check_failures(batch)
         batch = self._pad_to_mini_batches(batch)
         r = cfg.actor_rollout_ref.rollout
         batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)  # recompute under the sampling distribution
@@ -360,18 +395,21 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, float]:
-        """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics."""
+        """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics (`RunStopped` on a fault)."""
         t = self.config.trainer
         tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None)
         self._load_checkpoint()
         last: dict[str, float] = {}
         try:
             if t.val_before_train and self.global_step == 0 and t.test_freq > 0:
+                self._wait_for_services(0, None)
                 tracker.log(self._validate(), step=0)
             progress = progress_bar(t.total_training_steps, self.global_step)
             while self.global_step < t.total_training_steps:
+                before = self.train_loader.state_dict()  # what a checkpoint of the last completed step must hold
+                self._wait_for_services(self.global_step, before)
                 self.global_step += 1
-                metrics = self.train_step(self.train_loader.next_batch())
+                metrics = self._guarded_step(self.train_loader.next_batch(), before)
                 metrics["train/epoch"] = float(self.train_loader.epoch)
                 is_last = self.global_step == t.total_training_steps
                 if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
@@ -388,11 +426,58 @@ class RayPPOTrainer:
                     break
         finally:
             tracker.close()
-        if tracker.jsonl_path.is_file():
-            from verl.utils.plot import plot_metrics
+            if tracker.jsonl_path.is_file():
+                from verl.utils.plot import plot_metrics
 
-            plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
+                plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
         return last
+
+    def _guarded_step(self, tasks: DataProto, loader_before: dict) -> dict[str, float]:
+        """`train_step`, rolled out once more when too many trajectories failed; a second failure or a
+        dead worker stops the run (see the module docstring). ``loader_before``: the dataloader before this step."""
+        step = self.global_step
+        try:
+            try:
+                metrics = self.train_step(tasks)
+                metrics["trainer/step_retries"] = 0.0
+            except TooManyFailures as exc:
+                print(f"[trainer] step {step}: {exc}; rolling the step out again (once)", flush=True)
+                self._wait_for_services(step - 1, loader_before)
+                metrics = self.train_step(tasks)
+                metrics["trainer/step_retries"] = 1.0
+        except TooManyFailures as exc:
+            self._stop(f"step {step} failed twice: {exc}", step - 1, loader_before)
+        except WorkerError as exc:  # the workers cannot save: the latest checkpoint on disk is where to resume
+            self._stop(f"a worker died in step {step}: {exc}", step - 1, None)
+        metrics["memory/rss_gb/driver"] = current_rss_gb()
+        if self.services is not None:
+            metrics.update(self.services.metrics())
+        return metrics
+
+    def _wait_for_services(self, completed: int, loader_state: dict | None) -> None:
+        """Block until the rollout's services can serve; stop the run if they never will."""
+        if self.services is None:
+            return
+        problem = self.services.wait_ready(SERVICES_WAIT_S)
+        if problem is not None:
+            self._stop(problem, completed, loader_state)
+
+    def _latest_step(self) -> int | None:
+        marker = self.ckpt_dir / LATEST
+        return int(marker.read_text().strip()) if marker.is_file() else None
+
+    def _stop(self, cause: str, completed: int, loader_state: dict | None) -> None:
+        """Checkpoint step ``completed`` (with the dataloader as it was after it) unless ``loader_state`` is None
+        or it is saved already, then raise `RunStopped` naming the cause and the checkpoint to resume from."""
+        if loader_state is not None and completed > 0 and self._latest_step() != completed:
+            self.global_step = completed
+            self.train_loader.load_state_dict(loader_state)
+            self._save_checkpoint()
+        latest = self._latest_step()
+        where = (f"the latest checkpoint is {self.ckpt_dir / f'global_step_{latest}'}; re-run the same command to resume from it"
+                 if latest is not None else "no checkpoint was written; re-running starts from the beginning")
+        print(f"[trainer] stopping: {cause}", flush=True)
+        raise RunStopped(f"{cause}\n{where}")
 
 
 def _groups(batch: DataProto) -> list[DataProto]:

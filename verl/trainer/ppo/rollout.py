@@ -17,7 +17,8 @@ for logging. The reward path (`verl.trainer.ppo.reward`) then scores each row.
 
 A `RolloutPlugin` builds the training rollout (``n`` samples per task) and the
 validation one (one each), checks its own config section before any work starts,
-and checks the outside world (env servers, say) before any worker starts.
+may start what it needs outside the workers (`RolloutServices`: env servers it
+supervises, say), and checks the outside world before any worker starts.
 ``data.rollout`` names a plugin: a built-in (``single_turn``), one an installed
 package registers under the ``verl.rollouts`` entry-point group (this project's
 multi-turn agent registers ``agent``), or ``package.module:ATTRIBUTE``.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from verl.protocol import DataProto
@@ -44,7 +46,25 @@ class Rollout(Protocol):
                      output_dir: str | None = None) -> DataProto: ...
 
 
+class RolloutServices(Protocol):
+    """What a rollout runs outside the workers for the whole run (e.g. supervised env servers); the trainer owns it.
+
+    ``wait_ready(timeout_s)`` blocks until the services can serve: None, or why they never will again
+    (the trainer then checkpoints and stops with that message). ``metrics()`` joins each step's metrics.
+    """
+
+    def wait_ready(self, timeout_s: float) -> str | None: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
+
+
 def _nothing(cfg: Any) -> None:
+    return None
+
+
+def _no_services(cfg: Any, output_dir: Path) -> None:
     return None
 
 
@@ -53,15 +73,17 @@ class RolloutPlugin:
     """``build(cfg, tokenizer, generator, n)`` -> a rollout; ``generator`` is the ActorRolloutRef worker group.
 
     ``validate(cfg)`` raises `ConfigError` (or ``ValueError``/``TypeError``) on a bad config,
-    before any work; ``preflight(cfg)`` raises `ConfigError` when something outside is not
-    ready, before any worker starts; ``response_budget(cfg)`` is the most response tokens a
-    row can hold (Dr. GRPO's constant).
+    before any work; ``start(cfg, output_dir)`` starts the plugin's `RolloutServices` (or
+    returns None) after every check and before any worker; ``preflight(cfg)`` raises
+    `ConfigError` when something outside is not ready, before any worker starts;
+    ``response_budget(cfg)`` is the most response tokens a row can hold (Dr. GRPO's constant).
     """
 
     build: Callable[[Any, Any, Any, int], Rollout]
     response_budget: Callable[[Any], int]
     validate: Callable[[Any], None] = _nothing
     preflight: Callable[[Any], None] = _nothing
+    start: Callable[[Any, Path], RolloutServices | None] = _no_services
 
 
 def _load_target(name: str, target: str) -> Any:

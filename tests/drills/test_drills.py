@@ -1,0 +1,356 @@
+"""Fault drills: each injects a fault into a real run (tiny model, real WebShop servers, real Ray and vLLM) and
+checks what the run does. Run this tier alone with ``pytest -m drills``.
+
+What survives what (the README's table is built from these):
+* an env server SIGKILLed or hung mid-run: restarted by the trainer, the step rolled out again, the run goes on;
+* an env server that cannot come back: the run checkpoints its last completed step and stops, naming the server;
+* a reward module that raises or hangs: its rows fail with the error recorded; too many: retried once, then a stop;
+* the driver SIGKILLed mid-step, or while writing a checkpoint: re-running resumes and gives the same step;
+* a Ray worker killed: the run stops within seconds naming the worker and step; re-running resumes;
+* a bad input: one message before Ray, servers or anything under the output dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agentgym.spawn import free_port
+
+pytestmark = pytest.mark.drills
+slow = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory, shop):
+    out = tmp_path_factory.mktemp("data")
+    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out), "--train_size", "16",
+                    "--test_size", "2"], cwd=REPO, check=True, capture_output=True)
+    return out / "webshop"
+
+
+def webshop_args(model: str, tasks: Path, out: Path, port: int | list[int], *extra: str) -> list[str]:
+    """GRPO on WebShop with the tiny model; the trainer starts and supervises the server(s) on ``port``."""
+    ports = ",".join(map(str, port if isinstance(port, list) else [port]))
+    return [
+        f"actor_rollout_ref.model.path={model}", f"data.train_files={tasks}/train.parquet", f"data.val_files={tasks}/test.parquet",
+        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
+        f"agent.env_ports=[{ports}]", "agent.manage_servers=true", "agent.max_turns=2", "agent.max_response_length=16",
+        "agent.max_obs_length=96", "agent.max_prompt_length=1024", "agent.max_trajectory_length=1536", "agent.request_timeout_s=5",
+        "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.logger=[console,jsonl]", f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
+    ]
+
+
+class Run:
+    """``python -m verl.trainer.main_ppo args`` in the background, its stdout and stderr in one log file."""
+
+    def __init__(self, args: list[str], log: Path, pythonpath: str = ""):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join([pythonpath, os.environ.get("PYTHONPATH", "")])
+        self.log = log
+        with open(log, "w") as sink:
+            self.proc = subprocess.Popen([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, stdout=sink,
+                                         stderr=subprocess.STDOUT, env=env)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, check: Callable[[str], object], what: str, timeout_s: float = 600, poll_s: float = 0.02):
+        """Poll until ``check(log text)`` is truthy; fail (with the log's tail) if the run exits or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = check(self.text())
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                pytest.fail(f"the run exited ({self.proc.returncode}) before {what}:\n{self.text()[-4000:]}")
+            time.sleep(poll_s)
+        self.proc.kill()
+        pytest.fail(f"timed out waiting for {what}:\n{self.text()[-4000:]}")
+
+    def finish(self, timeout_s: float = 900) -> int:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"the run did not finish within {timeout_s} s:\n{self.text()[-4000:]}")
+
+    def sigkill(self) -> None:
+        """SIGKILL the driver alone, as a user's ``kill -9`` would; then reap what it leaves behind."""
+        try:
+            family = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        _, alive = psutil.wait_procs(family, timeout=30)
+        for proc in alive:  # Ray's own processes notice their driver's death in their own time
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def steps_logged(out: Path) -> list[int]:
+    return [row["step"] for row in metrics(out)]
+
+
+def latest(out: Path) -> str | None:
+    marker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
+    return marker.read_text().strip() if marker.is_file() else None
+
+
+def server_pid(run: Run, port: int) -> int:
+    found = run.wait_for(lambda text: re.search(rf"webshop server on port {port} started \(pid (\d+)\)", text), "the server start")
+    return int(found.group(1))
+
+
+def complete_checkpoint(path: Path) -> bool:
+    return all((path / part).is_file() for part in ("trainer_state.pt", "actor/actor.pt", "actor/huggingface/model.safetensors"))
+
+
+# ---------------------------------------------------------------------------------------------------- env servers
+@slow
+def test_a_killed_env_server_is_restarted_and_the_run_goes_on(tiny_model_path, tasks, tmp_path):
+    """Two servers: one is SIGKILLed after step 1; the other carries on, the dead one comes back."""
+    ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
+    run = Run(webshop_args(tiny_model_path, tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
+              tmp_path / "run.log")
+    victim = server_pid(run, ports[0])
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    os.kill(victim, signal.SIGKILL)
+    back = run.wait_for(lambda text: re.search(rf"webshop server on port {ports[0]} is back \(pid \d+, restart 1\)", text),
+                        "the restart")
+    back_during = [s for s in range(1, steps + 1) if s not in steps_logged(out)]
+    assert back and back_during, "the run ended before the restart: make it longer"
+    assert run.finish() == 0, run.text()[-4000:]
+    text = run.text()
+    assert f"webshop server on port {ports[0]} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
+    assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
+    served = [json.loads(line) for step in range(2, steps + 1)
+              for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
+    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
+    assert rows[-1]["env_server/down"] == 0.0
+    assert rows[-1]["rollout/trajectories"] == 4.0
+
+
+@slow
+def test_a_hung_env_server_is_killed_and_restarted(tiny_model_path, tasks, tmp_path):
+    port, out = free_port(), tmp_path / "run"
+    run = Run(webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0",
+                           "agent.server_hang_s=4", "agent.request_timeout_s=2", "agent.env_retries=0"), tmp_path / "run.log")
+    pid = server_pid(run, port)
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    os.kill(pid, signal.SIGSTOP)  # the kernel still accepts its connections; nothing answers
+    assert run.finish() == 0, run.text()[-4000:]
+    text = run.text()
+    assert re.search(rf"webshop server on port {port} did not answer its health check for \d+ s \(hung\); killed it; restarting", text)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
+
+
+@slow
+def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, tasks, tmp_path):
+    port, out = free_port(), tmp_path / "run"
+    run = Run(webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0",
+                           "agent.server_max_restarts=2", "agent.request_timeout_s=2", "agent.env_retries=0"), tmp_path / "run.log")
+    pid = server_pid(run, port)
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
+    blocker.bind(("127.0.0.1", port))  # something else now holds the port: every restart fails to bind
+    blocker.listen(64)
+    try:
+        assert run.finish() == 3, run.text()[-4000:]
+    finally:
+        blocker.close()
+    text = run.text()
+    assert f"webshop server on port {port} exited with code -9; restarting in 1.0 s (attempt 1 of 2)" in text
+    assert re.search(rf"run stopped: webshop server on port {port} is down and could not be restarted "
+                     rf"\(restart attempt 2 failed: exited with code \d+\)", text)
+    done = steps_logged(out)[-1]  # steps may finish before the kill lands; the first one after it stops the run
+    assert 1 <= done < 4
+    assert f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it" in text
+    assert latest(out) == str(done) and complete_checkpoint(out / "checkpoints" / f"global_step_{done}")
+
+
+# ---------------------------------------------------------------------------------------------------- rewards
+def faulty_reward_args(model: str, data: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        f"actor_rollout_ref.model.path={model}", "data.rollout=faulty_reward:PLUGIN", f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet", "algorithm.reward_score_fn=drill_faulty", "algorithm.reward_timeout_s=2",
+        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.name=hf", "trainer.total_training_steps=1", "trainer.val_before_train=false",
+        "trainer.test_freq=0", "trainer.save_freq=0", "trainer.logger=[console,jsonl]", f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def countdown(tmp_path_factory):
+    data = tmp_path_factory.mktemp("countdown")  # any verl-format parquet: the drill's rollout ignores the prompts
+    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "4", "--n_dev", "2",
+                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    return data
+
+
+@slow
+def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny_model_path, countdown, tmp_path):
+    out = tmp_path / "run"
+    run = Run(faulty_reward_args(tiny_model_path, countdown, out), tmp_path / "run.log", pythonpath=str(Path(__file__).parent))
+    assert run.finish() == 0, run.text()[-4000:]
+    (step,) = metrics(out)
+    assert step["reward/errors"] == 2.0 and step["trainer/step_retries"] == 0.0  # 2 of 4 failed: at the limit, not above
+    assert step["actor/grad_norm"] > 0  # the healthy group still trains
+
+
+@slow
+def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_path, countdown, tmp_path):
+    out = tmp_path / "run"
+    run = Run(faulty_reward_args(tiny_model_path, countdown, out, "trainer.max_failed_fraction=0.25"), tmp_path / "run.log",
+              pythonpath=str(Path(__file__).parent))
+    assert run.finish() == 3, run.text()[-4000:]
+    text = run.text()
+    assert ("[trainer] step 1: 2 of 4 trajectories failed (trainer.max_failed_fraction=0.25); most common error: "
+            in text) and "rolling the step out again (once)" in text
+    assert "run stopped: step 1 failed twice: 2 of 4 trajectories failed" in text
+    assert ("reward 'drill_faulty' failed: ValueError: drill: this reward module has a bug" in text
+            or "reward 'drill_faulty' failed: timed out after 2 s" in text)
+    assert "no checkpoint was written; re-running starts from the beginning" in text
+    assert steps_logged(out) == []
+
+
+# ---------------------------------------------------------------------------------------------------- the driver
+@slow
+@pytest.mark.timeout(1800)  # three runs
+def test_a_driver_killed_mid_step_resumes_to_the_same_step(tiny_model_path, tasks, tmp_path):
+    common = ("trainer.total_training_steps=2", "trainer.save_freq=1")
+    straight_out = tmp_path / "straight"
+    straight = Run(webshop_args(tiny_model_path, tasks, straight_out, free_port(), *common), tmp_path / "straight.log")
+    assert straight.finish() == 0, straight.text()[-4000:]
+
+    out, port = tmp_path / "killed", free_port()
+    killed = Run(webshop_args(tiny_model_path, tasks, out, port, *common), tmp_path / "killed.log")
+    pid = server_pid(killed, port)
+    killed.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint", poll_s=0.005)
+    killed.sigkill()  # step 2 has begun: its rollout is under way
+    assert steps_logged(out) == [1]
+    psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, "the env server outlived its trainer"
+
+    resumed = Run(webshop_args(tiny_model_path, tasks, out, port, *common), tmp_path / "resumed.log")
+    assert resumed.finish() == 0, resumed.text()[-4000:]
+    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in resumed.text()
+    again, first = metrics(out)[-1], metrics(straight_out)[-1]
+    assert again["step"] == first["step"] == 2
+    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean"):
+        assert again[key] == first[key], key
+    for key in ("actor/pg_loss", "actor/entropy"):
+        assert again[key] == pytest.approx(first[key], rel=1e-3, abs=1e-5), key
+    weights = [load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors") for o in (out, straight_out)]
+    assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+@slow
+@pytest.mark.timeout(1800)
+def test_a_driver_killed_while_writing_a_checkpoint_resumes_from_the_previous_one(tiny_model_path, tasks, tmp_path):
+    out, port = tmp_path / "run", free_port()
+    args = webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=2", "trainer.save_freq=1")
+    run = Run(args, tmp_path / "run.log")
+    partial = out / "checkpoints" / ".tmp_global_step_2"
+    run.wait_for(lambda _: partial.exists(), "the step-2 checkpoint being written", poll_s=0.002)
+    run.sigkill()
+    assert partial.exists(), "the kill landed after the checkpoint was complete"
+    assert latest(out) == "1" and complete_checkpoint(out / "checkpoints" / "global_step_1")
+    assert not (out / "checkpoints" / "global_step_2").exists()
+
+    resumed = Run(args, tmp_path / "resumed.log")
+    assert resumed.finish() == 0, resumed.text()[-4000:]
+    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in resumed.text()
+    assert latest(out) == "2" and complete_checkpoint(out / "checkpoints" / "global_step_2") and not partial.exists()
+
+
+# ---------------------------------------------------------------------------------------------------- workers
+@slow
+@pytest.mark.timeout(1800)
+def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_path, tasks, tmp_path):
+    out, port = tmp_path / "run", free_port()
+    args = webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=3", "trainer.save_freq=1")
+    run = Run(args, tmp_path / "run.log")
+    found = run.wait_for(lambda text: re.search(r"workers: ActorRolloutRefWorker pids \[(\d+)\]", text), "the worker pids")
+    run.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint")
+    os.kill(int(found.group(1)), signal.SIGKILL)
+    killed_at = time.monotonic()
+    assert run.finish(timeout_s=120) == 3, run.text()[-4000:]
+    stopped_in = time.monotonic() - killed_at
+    text = run.text()
+    died = re.search(r"run stopped: a worker died in step (\d+): ActorRolloutRefWorker rank 0 of 1 died during \w+", text)
+    assert died, text[-3000:]
+    done = int(died.group(1)) - 1  # the step the kill landed in may be 2 or, on a fast box, 3
+    assert done in (1, 2) and latest(out) == str(done)
+    assert f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it" in text
+    assert stopped_in < 60, f"the run took {stopped_in:.0f} s to stop"
+
+    resumed = Run(args, tmp_path / "resumed.log")
+    assert resumed.finish() == 0, resumed.text()[-4000:]
+    assert f"resumed from {out / 'checkpoints' / f'global_step_{done}'} at step {done}" in resumed.text()
+    assert steps_logged(out)[-1] == 3 and latest(out) == "3"
+
+
+# ---------------------------------------------------------------------------------------------------- bad inputs
+def _bad_start(tiny_model_path: str, tasks_dir: Path, out: Path, port: int) -> subprocess.CompletedProcess:
+    args = webshop_args(tiny_model_path, tasks_dir, out, port)
+    return subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_a_missing_data_file_fails_before_any_work(tiny_model_path, tmp_path):
+    out, port = tmp_path / "out", free_port()
+    proc = _bad_start(tiny_model_path, tmp_path / "nowhere", out, port)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"config error: data.train_files='{tmp_path / 'nowhere'}/train.parquet' does not exist; run scripts/prepare_data.py"
+    assert not out.exists() and "ray" not in proc.stdout.lower()
+    with pytest.raises(OSError):  # no server was started on the port
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_an_unwritable_output_dir_fails_before_any_work(tiny_model_path, tasks, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    out, port = blocker / "run", free_port()
+    proc = _bad_start(tiny_model_path, tasks, out, port)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"config error: trainer.output_dir='{out}' cannot be created: {blocker} is not a directory"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
