@@ -15,7 +15,8 @@ Contract
   family B names it ``id`` and ``/create`` answers ``{"id": n}``.
   ``/close`` answers ``true``.  The env module adds its own routes.
 * Errors answer JSON ``{"error": "<message>"}``: unknown id 404, an episode that is
-  finished or not started 409, a body or query that fails validation 422, the env cap 503,
+  finished or not started 409, a request body over ``max_body_bytes`` (1 MiB by
+  default) 413 before any route runs, a body or query that fails validation 422, the env cap 503,
   anything unexpected 500 (logged with its traceback, which never reaches the
   client).
 """
@@ -205,9 +206,54 @@ def install_error_handlers(app: FastAPI) -> None:
         return _error(500, f"internal server error ({type(exc).__name__}); see the server log")
 
 
-def create_app(title: str, registry: EnvRegistry[Any], family: Family) -> FastAPI:
-    """The FastAPI app with health, create, close and list_envs routes."""
+class BodySizeLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 ``{"error": ...}`` and no route runs.
+
+    A declared ``Content-Length`` is checked before anything is read; a body sent
+    without one (chunked) is counted as it arrives and refused as soon as it
+    passes the limit, so at most ``max_bytes`` of it is ever held.
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {max_bytes}")
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await _reject(send, f"request body of {int(declared)} bytes exceeds the limit of {self.max_bytes} bytes")
+        held, size = [], 0
+        while True:
+            message = await receive()
+            held.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                return await _reject(send, f"request body exceeds the limit of {self.max_bytes} bytes")
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> dict:
+            return held.pop(0) if held else await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _reject(send: Callable, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(title: str, registry: EnvRegistry[Any], family: Family, max_body_bytes: int = 1 << 20) -> FastAPI:
+    """The FastAPI app with health, create, close and list_envs routes; bodies over ``max_body_bytes`` get 413."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
     app.state.registry = registry
     id_field = family.id_field

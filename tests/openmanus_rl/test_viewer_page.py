@@ -74,3 +74,30 @@ def test_viewer_renders_every_episode_turn_by_turn(tmp_path):
     for text in ("failed", "action: (none: invalid)", "error: EnvTimeoutError: no answer within 1s"):
         assert text in failed, text
     assert (result["failed"], result["search"]) == (1, 1)
+
+
+HOSTILE = ["</script><script>alert(1)</script>", "<img src=x onerror=alert(1)>"]
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_hostile_text_in_a_trajectory_stays_text(tmp_path):
+    """Observation, model, error and prompt text that try to break out of the page come back as text, never as markup."""
+    obs, reply = HOSTILE
+    records = [record(9, "failed", [{"role": "observation", "text": obs, "tokens": 3, "truncated": False, "in_sequence": True},
+                                    {"role": "assistant", "text": reply, "action": reply, "reward": 0.0, "done": False,
+                                     "tokens": 6, "finish_reason": "stop", "end_of_turn_appended": False},
+                                    {"role": "error", "text": obs}],
+                      [{"kind": "model", "text": reply, "tokens": 6, "mask": 1}], error=obs)]
+    records[0]["prompt_text"] = obs
+    html = render_html(records, title=obs)
+    assert html.count("<script") == 2  # the page's data block and its own script; nothing from the records
+    for text in HOSTILE:
+        assert text not in html
+    data = html.split('type="application/json">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)[0]["prompt_text"] == obs  # escaped in the page, intact as data
+    script = html.rsplit("<script>", 1)[1].split("</script>", 1)[0]
+    page = tmp_path / "page.js"
+    page.write_text("const DATA = " + json.dumps(data) + ";\n" + DOM + script + DRIVE)
+    result = json.loads(subprocess.run([NODE, str(page)], capture_output=True, text=True, check=True, timeout=30).stdout)
+    (episode,) = result["episodes"]
+    assert obs in episode and reply in episode and f"error: {obs}" in episode  # rendered as text content
