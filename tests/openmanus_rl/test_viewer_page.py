@@ -78,6 +78,14 @@ def test_viewer_renders_every_episode_turn_by_turn(tmp_path):
 
 HOSTILE = ["</script><script>alert(1)</script>", "<img src=x onerror=alert(1)>"]
 
+WALK = r"""
+els['q'].value = ''; render();
+for (const d of els['list'].children) { d.open = true; d.listeners['toggle'](); }
+const nodes = [];
+(function walk(e) { nodes.push([e.tag, e._text]); e.children.forEach(walk); })(els['list']);
+console.log(JSON.stringify(nodes));
+"""
+
 
 @pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
 def test_hostile_text_in_a_trajectory_stays_text(tmp_path):
@@ -91,13 +99,20 @@ def test_hostile_text_in_a_trajectory_stays_text(tmp_path):
     records[0]["prompt_text"] = obs
     html = render_html(records, title=obs)
     assert html.count("<script") == 2  # the page's data block and its own script; nothing from the records
+    assert html.count("<script>") == 1  # the only bare opening tag is the page's own script
     for text in HOSTILE:
         assert text not in html
     data = html.split('type="application/json">', 1)[1].split("</script>", 1)[0]
     assert json.loads(data)[0]["prompt_text"] == obs  # escaped in the page, intact as data
     script = html.rsplit("<script>", 1)[1].split("</script>", 1)[0]
     page = tmp_path / "page.js"
-    page.write_text("const DATA = " + json.dumps(data) + ";\n" + DOM + script + DRIVE)
-    result = json.loads(subprocess.run([NODE, str(page)], capture_output=True, text=True, check=True, timeout=30).stdout)
+    page.write_text("const DATA = " + json.dumps(data) + ";\n" + DOM + script + DRIVE + WALK)
+    out = subprocess.run([NODE, str(page)], capture_output=True, text=True, check=True, timeout=30).stdout.splitlines()
+    result, nodes = json.loads(out[0]), json.loads(out[1])
     (episode,) = result["episodes"]
     assert obs in episode and reply in episode and f"error: {obs}" in episode  # rendered as text content
+    # Each hostile string is the whole text of a node of its own (prompt, observation, error, model text, token
+    # segment), set through textContent; the page only ever builds its own kinds of element.
+    texts = [text for _, text in nodes]
+    assert texts.count(obs) >= 3 and texts.count(reply) >= 2
+    assert {tag for tag, _ in nodes} <= {"div", "span", "details", "summary", "#text"}
