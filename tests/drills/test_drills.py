@@ -34,6 +34,7 @@ pytestmark = pytest.mark.drills
 slow = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+PLUGIN_PATH = os.pathsep.join(str(REPO / "tests" / d) for d in ("drills", "verl"))  # faulty_reward builds on fixed_rollout
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,16 @@ def server_pid(run: Run, port: int) -> int:
     return int(found.group(1))
 
 
+def start_past_step_1(model: str, tasks: Path, tmp_path: Path, port: int, *extra: str) -> tuple[Run, Path, int]:
+    """A 4-step run without checkpoints on one supervised server; returns once step 1 is logged (run, output dir, server pid)."""
+    out = tmp_path / "run"
+    run = Run(webshop_args(model, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
+              tmp_path / "run.log")
+    pid = server_pid(run, port)
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    return run, out, pid
+
+
 def complete_checkpoint(path: Path) -> bool:
     return all((path / part).is_file() for part in ("trainer_state.pt", "actor/actor.pt", "actor/huggingface/model.safetensors"))
 
@@ -166,11 +177,9 @@ def test_a_killed_env_server_is_restarted_and_the_run_goes_on(tiny_model_path, t
 
 @slow
 def test_a_hung_env_server_is_killed_and_restarted(tiny_model_path, tasks, tmp_path):
-    port, out = free_port(), tmp_path / "run"
-    run = Run(webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0",
-                           "agent.server_hang_s=4", "agent.request_timeout_s=2", "agent.env_retries=0"), tmp_path / "run.log")
-    pid = server_pid(run, port)
-    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    port = free_port()
+    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_hang_s=4", "agent.request_timeout_s=2",
+                                      "agent.env_retries=0")
     os.kill(pid, signal.SIGSTOP)  # the kernel still accepts its connections; nothing answers
     assert run.finish() == 0, run.text()[-4000:]
     text = run.text()
@@ -183,11 +192,9 @@ def test_a_hung_env_server_is_killed_and_restarted(tiny_model_path, tasks, tmp_p
 
 @slow
 def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, tasks, tmp_path):
-    port, out = free_port(), tmp_path / "run"
-    run = Run(webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0",
-                           "agent.server_max_restarts=2", "agent.request_timeout_s=2", "agent.env_retries=0"), tmp_path / "run.log")
-    pid = server_pid(run, port)
-    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    port = free_port()
+    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_max_restarts=2",
+                                      "agent.request_timeout_s=2", "agent.env_retries=0")
     blocker = socket.socket()
     blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     os.kill(pid, signal.SIGKILL)
@@ -231,7 +238,7 @@ def countdown(tmp_path_factory):
 @slow
 def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny_model_path, countdown, tmp_path):
     out = tmp_path / "run"
-    run = Run(faulty_reward_args(tiny_model_path, countdown, out), tmp_path / "run.log", pythonpath=str(Path(__file__).parent))
+    run = Run(faulty_reward_args(tiny_model_path, countdown, out), tmp_path / "run.log", pythonpath=PLUGIN_PATH)
     assert run.finish() == 0, run.text()[-4000:]
     (step,) = metrics(out)
     assert step["reward/errors"] == 2.0 and step["trainer/step_retries"] == 0.0  # 2 of 4 failed: at the limit, not above
@@ -242,7 +249,7 @@ def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny
 def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_path, countdown, tmp_path):
     out = tmp_path / "run"
     run = Run(faulty_reward_args(tiny_model_path, countdown, out, "trainer.max_failed_fraction=0.25"), tmp_path / "run.log",
-              pythonpath=str(Path(__file__).parent))
+              pythonpath=PLUGIN_PATH)
     assert run.finish() == 3, run.text()[-4000:]
     text = run.text()
     assert ("[trainer] step 1: 2 of 4 trajectories failed (trainer.max_failed_fraction=0.25); most common error: "
