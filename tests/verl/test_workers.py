@@ -81,6 +81,27 @@ def test_worker_exception_names_rank_and_message(ray_local):
         close_group(wg, pool)
 
 
+def test_a_worker_killed_by_rays_memory_monitor_is_named(ray_local, monkeypatch):
+    """Fault injection (Ray's OOM kill cannot be provoked on demand; the real kill path is the worker drill in
+    tests/drills): an OutOfMemoryError from ray.get becomes a WorkerError naming the class, rank and call."""
+    import ray
+    from ray.exceptions import OutOfMemoryError
+
+    wg, pool = group(EchoWorker, 2)
+    try:
+        def oom(ref, *args, **kwargs):
+            raise OutOfMemoryError("1 worker(s) were killed due to the node running low on memory.\nmore detail")
+
+        monkeypatch.setattr(ray, "get", oom)
+        with pytest.raises(WorkerError) as caught:
+            wg.who()
+        assert str(caught.value) == ("EchoWorker rank 0 of 2 died during who: OutOfMemoryError: "
+                                     "1 worker(s) were killed due to the node running low on memory.")
+    finally:
+        monkeypatch.undo()
+        close_group(wg, pool)
+
+
 def test_pool_larger_than_cluster_fails_at_once(ray_local):
     with pytest.raises(ResourceError, match=r"needs 128 CPU \(2 workers x 64 CPU each\) but Ray has [\d.]+ CPU available \(4 in the cluster\)"):
         RayResourcePool([2], cpus_per_worker=64).get_placement_groups()

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -137,6 +137,12 @@ class WorkerGroupFuture:
             except RayActorError as exc:
                 raise WorkerError(
                     f"{self.group.cls_name} rank {rank} of {self.group.world_size} died during {self.method}: {exc}"
+                ) from None
+            except RayError as exc:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise WorkerError(
+                    f"{self.group.cls_name} rank {rank} of {self.group.world_size} died during {self.method}: "
+                    f"{type(exc).__name__}: {first}"
                 ) from None
         return collect(self.mode, results, self.pad)
 
