@@ -5,8 +5,6 @@
 
     server = ServerProcess("webshop").start()     # the same, with control: kill / pause / resume / stop
 
-    python -m agentgym.spawn wait --ports 36001 36002 [--timeout_s 120]   # for shell scripts that start servers
-
 A server runs through the launcher (``python -m agentgym.launcher serve <env>``,
 or any ``command`` that takes ``--port``), logs to a file, and must answer
 ``GET /`` with ``"ok"`` within ``timeout_s``; otherwise (or if it exits)
@@ -158,29 +156,3 @@ def serve_subprocess(env: str, port: int | None = None, timeout_s: float = 120.0
         yield server.url
     finally:
         server.stop()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``wait``: exit 0 once every listed server is healthy, 1 (naming the first that is not) after ``--timeout_s``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m agentgym.spawn")
-    commands = parser.add_subparsers(dest="command", required=True)
-    wait = commands.add_parser("wait", help="wait until servers pass their health check")
-    wait.add_argument("--base", default="http://127.0.0.1")
-    wait.add_argument("--ports", type=int, nargs="+", required=True)
-    wait.add_argument("--timeout_s", type=float, default=120.0)
-    args = parser.parse_args(argv)
-    deadline = time.monotonic() + args.timeout_s
-    for port in args.ports:
-        while not healthy(f"{args.base}:{port}"):
-            if time.monotonic() > deadline:
-                print(f"environment server on port {port} did not pass its health check (GET /) within {args.timeout_s:.0f} s",
-                      file=sys.stderr)
-                return 1
-            time.sleep(0.2)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -88,6 +88,9 @@ class AgentConfig:
             raise ValueError(f"env_ports lists a port twice: {self.env_ports!r}")
         if not self.env_server_base.startswith(("http://", "https://")):
             raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
+        if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
+            raise ValueError(f"manage_servers starts the servers on this machine (http://127.0.0.1), "
+                             f"but env_server_base is {self.env_server_base!r}")
         for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

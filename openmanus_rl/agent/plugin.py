@@ -51,8 +51,6 @@ def _start(cfg: Any, output_dir: Path) -> ServerSupervisor | None:
     agent = AgentConfig(**cfg.agent)
     if not agent.manage_servers:
         return None
-    if not agent.env_server_base.startswith("http://127.0.0.1"):
-        raise ConfigError(f"agent.manage_servers starts servers on this machine, but agent.env_server_base is {agent.env_server_base}")
     supervisor = ServerSupervisor(agent.env_name, agent.env_ports, output_dir / "env_logs",
                                   max_restarts=agent.server_max_restarts, hang_s=agent.server_hang_s)
     try:

@@ -126,10 +126,6 @@ class ServerSupervisor:
         return {"env_server/restarts": float(restarts), "env_server/down": float(down),
                 "memory/env_servers_rss_gb": sum(current_rss_gb(p) for p in pids)}
 
-    def pids(self) -> dict[int, int]:
-        """port -> pid of each server's current process."""
-        return {s.process.port: s.process.pid for s in self._servers}
-
     # ------------------------------------------------------------------ the monitor
     def _monitor(self) -> None:
         while not self._stop.wait(self.poll_s):

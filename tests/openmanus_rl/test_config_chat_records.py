@@ -37,6 +37,8 @@ def test_config_defaults_fit_the_small_box():
     ({"env_ports": [0]}, "env_ports must be"),
     ({"env_ports": [36001, 36001]}, "lists a port twice"),
     ({"env_server_base": "127.0.0.1"}, "must start with http"),
+    ({"manage_servers": True, "env_server_base": "http://10.0.0.5"}, "manage_servers starts the servers on this machine"),
+    ({"server_max_restarts": -1}, "server_max_restarts must be an int >= 0"),
     ({"n": 0}, "n must be an int >= 1"),
     ({"max_turns": 2.5}, "max_turns must be an int"),
     ({"max_trajectory_length": 600}, "at least 1121"),  # 1024 prompt + 96 turn + 1 end-of-turn token

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -134,11 +134,7 @@ class WorkerGroupFuture:
                 raise WorkerError(
                     f"{self.group.cls_name}.{self.method} failed on rank {rank} of {self.group.world_size}:\n{exc}"
                 ) from None
-            except RayActorError as exc:
-                raise WorkerError(
-                    f"{self.group.cls_name} rank {rank} of {self.group.world_size} died during {self.method}: {exc}"
-                ) from None
-            except RayError as exc:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+            except RayError as exc:  # the actor died: killed, crashed, or stopped by Ray's memory monitor
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise WorkerError(
                     f"{self.group.cls_name} rank {rank} of {self.group.world_size} died during {self.method}: "
