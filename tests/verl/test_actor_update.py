@@ -9,6 +9,8 @@ from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, OptimConfig
 
+from grad_capture import update_capturing_grads
+
 
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the unfiltered, untempered distribution
 
@@ -34,8 +36,7 @@ def batch():
 def grads_of_one_update(actor: PPOActor, data) -> dict[str, torch.Tensor]:
     lp = actor.compute_log_prob(data, sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None)["log_probs"]
     data.batch["old_log_probs"] = lp
-    metrics = actor.update_policy(data, PLAIN)  # one mini-batch: .grad holds its accumulated gradient
-    return {name: p.grad.clone() for name, p in actor.module.named_parameters()}, metrics
+    return update_capturing_grads(actor, data, PLAIN)
 
 
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
@@ -100,3 +101,28 @@ def test_log_probs_at_learned_positions_only(tiny_model_path):
                 torch.testing.assert_close(together["log_probs"][i, t], want, atol=1e-5, rtol=0)
     torch.testing.assert_close(alone["log_probs"], together["log_probs"], atol=1e-5, rtol=0)
     assert together["entropys"][~scored].abs().sum() == 0 and (together["entropys"][scored] > 0).all()
+
+
+@pytest.mark.parametrize("entropy_coeff", [0.0, 0.01])
+def test_lm_head_in_chunks_gives_the_same_numbers_and_gradients(tiny_model_path, entropy_coeff):
+    # 9 learned tokens through the head 2 at a time (5 chunks, the last one short) vs all at once
+    whole = make_actor(tiny_model_path, logit_chunk_tokens=512, entropy_coeff=entropy_coeff)
+    chunked = make_actor(tiny_model_path, logit_chunk_tokens=2, entropy_coeff=entropy_coeff)
+    a = whole.compute_log_prob(batch(), PLAIN, True, 4, None)
+    b = chunked.compute_log_prob(batch(), PLAIN, True, 4, None)
+    torch.testing.assert_close(b["log_probs"], a["log_probs"], atol=1e-6, rtol=0)
+    torch.testing.assert_close(b["entropys"], a["entropys"], atol=1e-6, rtol=0)
+    g_whole, m_whole = grads_of_one_update(whole, batch())
+    g_chunked, m_chunked = grads_of_one_update(chunked, batch())
+    for k in g_whole:
+        torch.testing.assert_close(g_chunked[k], g_whole[k], atol=1e-6, rtol=1e-5)
+    assert m_chunked["actor/entropy"] == pytest.approx(m_whole["actor/entropy"], abs=1e-6)
+    assert m_chunked["actor/pg_loss"] == pytest.approx(m_whole["actor/pg_loss"], abs=1e-7)
+
+
+def test_a_batch_with_nothing_to_learn_scores_zero(tiny_model_path):
+    # every row failed (mask all 0): one stand-in token keeps the forward alive, and every output is 0
+    actor = make_actor(tiny_model_path)
+    d = packed_proto([[1, 2], [3]], [[11, 12], [13]], response_masks=[[0, 0], [0]], pad_id=2)
+    out = actor.compute_log_prob(d, PLAIN, True, 4, None)
+    assert out["log_probs"].abs().sum() == 0 and out["entropys"].abs().sum() == 0

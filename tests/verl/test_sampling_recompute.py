@@ -20,6 +20,8 @@ from verl.utils.torch_functional import FILTERED_LOGIT, filter_logits, logprobs_
 from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, OptimConfig
 
+from grad_capture import update_capturing_grads
+
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the unfiltered, untempered distribution
 LN2 = math.log(2.0)
 
@@ -207,24 +209,23 @@ def test_tis_update_reports_the_capped_weight_mean(tiny_model_path):
     d.batch["rollout_log_probs"] = old + shift
     w = torch.tensor([[cap, cap, 1, 1], [1, 1, 1, 1], [1, cap, 1, 1], [1, 0.5, 1, 1]])
     m = d.batch["response_mask"].float()
-    metrics = actor.update_policy(d, PLAIN)  # one mini-batch of 4 rows in two micro-batches of 2
+    tis_grads, metrics = update_capturing_grads(actor, d, PLAIN)  # one mini-batch of 4 rows in two micro-batches of 2
     # masked mean over the 9 response tokens: (1.5 + 1.5 + 1 + 1) + 1 + (1 + 1) + (1 + 0.5) = 9.5
     assert metrics["actor/tis_weight_mean"] == pytest.approx(9.5 / 9, abs=1e-5)
     assert float(core_algos.masked_mean(w, m)) == pytest.approx(9.5 / 9)
     # ratio 1: pg_loss = -mean_m(w * A) = -(1.5 + 1.5 + 1 + 1 - 1 + 0.5 + 0.5 + 2 - 0.5 * 2) / 9 = -6 / 9
     assert metrics["actor/pg_loss"] == pytest.approx(-6.0 / 9.0, abs=1e-5)
-    tis_grads = {n: p.grad.clone() for n, p in actor.module.named_parameters()}
 
     # at ratio 1 no clip is active, so the weighted loss has the gradient of the plain loss with A * w
     plain = make_actor(tiny_model_path)
     d2 = tis_batch()
     d2.batch["old_log_probs"] = old
     d2.batch["advantages"] = d2.batch["advantages"] * w
-    m2 = plain.update_policy(d2, PLAIN)
+    plain_grads, m2 = update_capturing_grads(plain, d2, PLAIN)
     assert "actor/tis_weight_mean" not in m2
     assert m2["actor/pg_loss"] == pytest.approx(-6.0 / 9.0, abs=1e-5)
-    for n, p in plain.module.named_parameters():
-        torch.testing.assert_close(tis_grads[n], p.grad, atol=1e-6, rtol=1e-4)
+    for n, g in plain_grads.items():
+        torch.testing.assert_close(tis_grads[n], g, atol=1e-6, rtol=1e-4)
 
 
 def test_tis_needs_rollout_log_probs(tiny_model_path):

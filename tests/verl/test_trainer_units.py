@@ -68,6 +68,7 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["algorithm.kl_penalty=kl2"], r"algorithm.kl_penalty must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'kl2'"),
         (["actor_rollout_ref.actor.kl_loss_type=lowvar"], r"actor.kl_loss_type must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'lowvar'"),
         (["critic.loss_agg_mode=auto"], r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'\], got 'auto'"),
+        (["actor_rollout_ref.rollout.kv_cache_gb=0"], r"actor_rollout_ref.rollout.kv_cache_gb must be > 0 GiB \(got 0.0\)"),
         (["agent.max_turns=two"], r"agent.max_turns: expected int, got str \('two'\)"),
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
     ],

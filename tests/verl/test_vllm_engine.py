@@ -5,15 +5,20 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_path):
+def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_path, monkeypatch):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")  # inherited whole-GiB setting: must not win over kv_cache_gb
+    import os
+
     import bm25s  # noqa: F401  (loads numba and llvmlite, as a WebShop search does)
 
     from verl.workers.config import RolloutConfig
     from verl.workers.rollout.base import SamplingParams
     from verl.workers.rollout.vllm_rollout import VLLMRollout
 
-    engine = VLLMRollout(tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=1, max_model_len=2048), num_threads=1)
+    engine = VLLMRollout(tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=0.375, max_model_len=2048), num_threads=1)
     try:
+        assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 402653184  # 0.375 GiB, not rounded
+        assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
         # 6 x 1000 prompt tokens exceed one 4096-token prefill chunk; every request has its own seed
         prompts = [[100 + (i * 7 + j) % 40000 for j in range(1000)] for i in range(6)]
         params = [SamplingParams(temperature=1.0, max_tokens=4, seed=i) for i in range(6)]

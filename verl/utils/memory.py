@@ -1,7 +1,16 @@
-"""Resident memory of processes, now (not the lifetime peak): for step metrics and the soak script."""
+"""Resident memory of processes, now (not the lifetime peak), and handing freed heap back to the OS.
+
+A training step allocates and frees gigabytes of activations and logits. glibc
+keeps freed chunks in its arenas, so a worker's resident set ratchets up from
+step to step (measured: an actor worker at 7.6 GiB after one update holds
+5.0 GiB of live data). `release_free_heap` returns those pages after every
+worker call, so current RSS tracks what the worker really holds.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 
 import psutil
@@ -15,3 +24,20 @@ def current_rss_gb(pid: int | None = None) -> float:
         return psutil.Process(pid or os.getpid()).memory_info().rss / GB
     except psutil.Error:
         return 0.0
+
+
+def _load_malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_free_heap() -> None:
+    """``malloc_trim(0)``: give the heap's free pages back to the OS (a no-op where libc lacks it)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

@@ -8,8 +8,9 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.utils.torch_functional import autocast, filter_logits, forward_logits_at, logprobs_from_logits, scatter_columns
+from verl.utils.torch_functional import autocast
 from verl.workers.config import ActorConfig
+from verl.workers.token_logprobs import learned_token_logprobs
 from verl.workers.trainable import TrainableModule
 
 
@@ -25,29 +26,15 @@ class PPOActor(TrainableModule):
         super().__init__(module, optimizer, scheduler, device, mixed_precision, config.grad_clip)
         self.config = config
 
-    def _logits_to_outputs(
-        self, mb: DataProto, sampling: dict, with_entropy: bool
-    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
-        """Log-probs (and entropy) under the distribution the engine sampled from:
-        logits / temperature, then the same top-k / top-p filter (``sampling`` holds the three).
-
-        Both are ``(B, T)`` and 0 wherever ``response_mask`` is 0 (observations,
-        padding); only columns some row of ``mb`` learns from reach the LM head.
-        """
-        responses = mb.batch["responses"]
-        mask = mb.batch["response_mask"] if "response_mask" in mb.batch else torch.ones_like(responses)
+    def _token_stats(
+        self, mb: DataProto, sampling: dict, with_entropy: bool, entropy_grad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (and entropy) ``(B, T)`` under the distribution the engine sampled from
+        (``sampling``: temperature, top-k, top-p); 0 wherever ``response_mask`` is 0."""
+        batch = dict(mb.batch)
+        batch.setdefault("response_mask", torch.ones_like(batch["responses"]))
         with autocast(self.device, self.mixed_precision):
-            logits, cols = forward_logits_at(
-                self.module, mb.batch["input_ids"], mb.batch["attention_mask"], mb.batch["position_ids"], mask
-            )
-        labels = responses[:, cols]
-        logits = filter_logits(logits.float() / sampling["temperature"], sampling["top_k"], sampling["top_p"], keep=labels)
-        keep = mask.to(logits.dtype)  # 0 wherever the row does not learn, however the rows were batched
-        log_prob = scatter_columns(logprobs_from_logits(logits, labels), cols, responses.shape[1]) * keep
-        entropy = None
-        if with_entropy:
-            entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits), cols, responses.shape[1]) * keep
-        return log_prob, entropy, (logits, cols)
+            return learned_token_logprobs(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens)
 
     def compute_log_prob(
         self, data: DataProto, sampling: dict, with_entropy: bool, micro_batch_rows: int, max_tokens: int | None
@@ -56,7 +43,7 @@ class PPOActor(TrainableModule):
         self.module.eval()
 
         def fn(mb: DataProto) -> dict[str, torch.Tensor]:
-            log_prob, entropy, _ = self._logits_to_outputs(mb.to(self.device), sampling, with_entropy)
+            log_prob, entropy = self._token_stats(mb.to(self.device), sampling, with_entropy)
             return {"log_probs": log_prob, **({"entropys": entropy} if with_entropy else {})}
 
         return self.map_micro_batches(data, fn, micro_batch_rows, max_tokens)
@@ -68,8 +55,7 @@ class PPOActor(TrainableModule):
 
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
             mask = mb.batch["response_mask"].float()
-            want_entropy_grad = cfg.entropy_coeff != 0
-            log_prob, entropy, (logits, cols) = self._logits_to_outputs(mb, sampling, with_entropy=want_entropy_grad)
+            log_prob, entropy = self._token_stats(mb, sampling, with_entropy=True, entropy_grad=cfg.entropy_coeff != 0)
             weights = None
             if cfg.tis_cap is not None:
                 weights = core_algos.truncated_is_weights(mb.batch["old_log_probs"], mb.batch["rollout_log_probs"], cfg.tis_cap)
@@ -86,9 +72,6 @@ class PPOActor(TrainableModule):
                 loss_scale_factor=cfg.loss_scale_factor,
                 token_weights=weights,
             )
-            if entropy is None:
-                with torch.no_grad():
-                    entropy = scatter_columns(core_algos.compute_entropy_from_logits(logits.detach()), cols, mask.shape[1]) * mask
             entropy_loss = core_algos.agg_loss(entropy, mask, cfg.loss_agg_mode, cfg.loss_scale_factor)
             loss = pg_loss - cfg.entropy_coeff * entropy_loss
             metrics = {

@@ -158,6 +158,7 @@ class ActorConfig(UpdateBatchingConfig):
     mixed_precision: str = "auto"  # autocast dtype over fp32 master weights
     log_prob_micro_batch_size_per_gpu: int = 4
     log_prob_max_token_len_per_gpu: int = 6144
+    logit_chunk_tokens: int = 512  # learned tokens per pass through the LM head (bounds the logits' memory)
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def validate(self, where: str) -> None:
@@ -166,7 +167,7 @@ class ActorConfig(UpdateBatchingConfig):
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ConfigError(f"{where}.tis_cap must be > 0 (or null: off), got {self.tis_cap}")
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
-        for name in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "log_prob_micro_batch_size_per_gpu"):
+        for name in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "log_prob_micro_batch_size_per_gpu", "logit_chunk_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -200,7 +201,7 @@ class RolloutConfig:
     max_model_len: int = 4096
     enforce_eager: bool = True
     enable_prefix_caching: bool = True
-    kv_cache_gb: float = 1.0
+    kv_cache_gb: float = 1.0  # the CPU engine's KV cache, exactly (fractions allowed)
     gpu_memory_utilization: float = 0.4
     cpu_threads_bind: str = "auto"
     in_process: bool = True
@@ -209,6 +210,8 @@ class RolloutConfig:
     def validate(self, where: str) -> None:
         _choice(self.name, ("vllm", "hf"), f"{where}.name")
         _choice(self.dtype, DTYPES, f"{where}.dtype")
+        if not self.kv_cache_gb > 0:
+            raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")
 
 
 @dataclass

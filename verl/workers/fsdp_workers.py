@@ -26,7 +26,7 @@ from verl.single_controller.base import Dispatch, Worker, register
 from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
 from verl.workers.actor import PPOActor
-from verl.utils.memory import current_rss_gb
+from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
@@ -136,6 +136,7 @@ class ActorRolloutRefWorker(Worker):
         prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
         start = time.perf_counter()
         outs = engine.generate(prompts, params)
+        release_free_heap()
         return DataProto.from_dict(
             non_tensors={
                 "response_ids": [o.token_ids for o in outs],
@@ -170,6 +171,7 @@ class ActorRolloutRefWorker(Worker):
         """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
         cfg = self.config.actor
         out = self._log_probs(self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True)
+        release_free_heap()
         return DataProto.from_dict({"old_log_probs": out["log_probs"], "entropys": out["entropys"]})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
@@ -177,6 +179,7 @@ class ActorRolloutRefWorker(Worker):
         """``ref_log_prob`` ``(B, T)`` under the frozen reference policy."""
         cfg = self.config.ref
         out = self._log_probs(self._need("ref"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
+        release_free_heap()
         return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
 
     # ------------------------------------------------------------------ update
@@ -194,6 +197,7 @@ class ActorRolloutRefWorker(Worker):
         metrics["timing_s/update_actor"] = time.perf_counter() - start
         if self.rollout is not None:
             metrics["timing_s/weight_sync"] = self.sync_rollout_weights()
+        release_free_heap()
         metrics["perf/max_memory_rss_gb/actor_rollout_ref"] = _peak_rss_gb()
         metrics["memory/rss_gb/actor_rollout_ref"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})
@@ -277,7 +281,9 @@ class CriticWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_values(self, data: DataProto) -> DataProto:
         """``values`` ``(B, T)``: V of the state before each response token."""
-        return DataProto.from_dict({"values": self._need_critic().compute_values(data)})
+        values = self._need_critic().compute_values(data)
+        release_free_heap()
+        return DataProto.from_dict({"values": values})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_critic(self, data: DataProto) -> DataProto:
@@ -289,6 +295,7 @@ class CriticWorker(Worker):
         metrics["critic/values/mean"] = float(masked_mean(data.batch["values"], mask))
         metrics["critic/returns/mean"] = float(masked_mean(data.batch["returns"], mask))
         metrics["timing_s/update_critic"] = time.perf_counter() - start
+        release_free_heap()
         metrics["perf/max_memory_rss_gb/critic"] = _peak_rss_gb()
         metrics["memory/rss_gb/critic"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})

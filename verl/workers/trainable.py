@@ -166,6 +166,7 @@ class TrainableModule:
                 for key, value in mini_metrics.items():
                     sums[key] = sums.get(key, 0.0) + value
                 steps += 1
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: free them until the next update
         if self.scheduler is not None:
             self.scheduler.step()
         out = {k: v / max(steps, 1) for k, v in sums.items()}

