@@ -10,6 +10,13 @@ Prints:
     loop, grad clip, scheduler) against a bare PyTorch loop (forward, the same
     token-mean policy loss, backward, AdamW) on the same model and tokens; the
     ratio is the engine's overhead (1.0 = none);
+  * the same two on a real multi-turn batch (``--records``: a rollout JSONL the
+    trainer wrote, re-tokenised from its text): rows of different lengths with
+    observation tokens between the model's turns. The bare loop pads every
+    micro-batch of ``--micro_rows`` rows to the batch width and projects every
+    position onto the vocabulary; ``update_actor`` groups rows by length under
+    its token budget and sends only the learned tokens through the LM head;
+  * current and peak RSS of the worker (GiB) after the updates;
   * seconds to push the policy's weights into the live vLLM engine;
   * the two precisions side by side on this machine: vLLM rollout and bare
     training tokens/s in fp32 and bf16, so a user sees what ``--dtype auto``
@@ -21,6 +28,7 @@ The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -80,6 +88,31 @@ def training_batch(rows, length, vocab, seed=0):
     return d
 
 
+def recorded_batch(path: str, tokenizer, pad_id: int):
+    """The trajectories of a rollout JSONL (failed ones skipped) as a training batch: prompt and
+    segments re-tokenised from their text; ``response_mask`` 1 on the model's turns only."""
+    from verl.utils.batch import packed_proto
+
+    prompts, responses, masks = [], [], []
+    with open(path) as f:
+        for record in map(json.loads, f):
+            if record["failed"]:
+                continue
+            prompts.append(tokenizer(record["prompt_text"], add_special_tokens=False).input_ids)
+            ids, mask = [], []
+            for seg in record["segments"]:
+                seg_ids = tokenizer(seg["text"], add_special_tokens=False).input_ids
+                ids += seg_ids
+                mask += [seg["mask"]] * len(seg_ids)
+            responses.append(ids)
+            masks.append(mask)
+    d = packed_proto(prompts, responses, response_masks=masks, pad_id=pad_id)
+    g = torch.Generator().manual_seed(0)
+    d.batch["advantages"] = torch.randn(d.batch["responses"].shape, generator=g) * d.batch["response_mask"]
+    d.meta_info["temperature"] = 1.0
+    return d
+
+
 def bare_loop(model_path, data, steps, micro_rows, dtype):
     """Forward + token-mean PPO loss + backward + AdamW, nothing else."""
     from transformers import AutoModelForCausalLM
@@ -110,6 +143,22 @@ def bare_loop(model_path, data, steps, micro_rows, dtype):
     return times
 
 
+def update_vs_bare(worker, model: str, data, steps: int, micro_rows: int, dtype: str) -> tuple[float, float, list[float]]:
+    """Real tokens/s of ``update_actor`` (weight sync excluded) and of the bare loop on ``data`` (best of
+    ``steps`` after a warm-up each), and the weight-sync seconds of each update."""
+    data.union(worker.compute_log_prob(data).select(batch_keys=["old_log_probs"]))
+    tokens = float(data.batch["attention_mask"].sum())
+    worker.update_actor(data)  # warm-up (includes one weight sync)
+    upd, sync = [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        m = worker.update_actor(data).meta_info["metrics"]
+        upd.append(time.perf_counter() - start - m["timing_s/weight_sync"])
+        sync.append(m["timing_s/weight_sync"])
+    bare = bare_loop(model, data, steps + 1, micro_rows, dtype)[1:]
+    return tokens / min(upd), tokens / min(bare), sync
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="HF folder (default: the prepared SmolLM2-135M-Instruct)")
@@ -124,11 +173,13 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                         help="auto (the trainer's default): bf16 where the CPU runs it natively, else fp32")
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
+    parser.add_argument("--records", default=None, help="a rollout JSONL (<output_dir>/rollouts/step_*.jsonl) for the multi-turn case")
     args = parser.parse_args()
 
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
     from model_prep import prepare_default_model
+    from verl.utils.memory import current_rss_gb
     from verl.utils.precision import describe_cpu, resolve_dtype
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
     from verl.workers.rollout.hf_rollout import HFRollout
@@ -155,24 +206,23 @@ def main() -> None:
     del hf
 
     data = training_batch(args.train_rows, args.train_len, vocab)
-    data.union(worker.compute_log_prob(data).select(batch_keys=["old_log_probs"]))
-    tokens = float(data.batch["attention_mask"].sum())
-    worker.update_actor(data)  # warm-up (includes one weight sync)
-    upd, sync = [], []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        m = worker.update_actor(data).meta_info["metrics"]
-        upd.append(time.perf_counter() - start - m["timing_s/weight_sync"])
-        sync.append(m["timing_s/weight_sync"])
+    upd_tps, bare_tps, sync = update_vs_bare(worker, model, data, args.steps, args.micro_rows, dtype)
+    recorded = None
+    if args.records:
+        rec = recorded_batch(args.records, worker.rollout.llm.get_tokenizer(), pad_id=0)
+        rec = rec[list(range(len(rec) // args.train_rows * args.train_rows))]  # whole mini-batches
+        real = rec.batch["attention_mask"]
+        learned = rec.batch["response_mask"].sum() / real.sum()
+        recorded = (len(rec), int(real.sum(dim=1).min()), int(real.sum(dim=1).max()), float(learned),
+                    *update_vs_bare(worker, model, rec, args.steps, args.micro_rows, dtype)[:2])
+    rss_now, rss_peak = current_rss_gb(), worker.memory_stats()["peak_rss_gb"]
     worker.shutdown()
-    bare = bare_loop(model, data, args.steps + 1, args.micro_rows, dtype)[1:]
-    upd_tps, bare_tps = tokens / min(upd), tokens / min(bare)
 
     by_dtype = {dtype: (vllm_tps, bare_tps)}
     if not args.no_precision_compare:
         other = "float32" if dtype == "bfloat16" else "bfloat16"
         other_rollout = vllm_rate_in(other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads)
-        other_bare = tokens / min(bare_loop(model, data, args.steps + 1, args.micro_rows, other)[1:])
+        other_bare = float(data.batch["attention_mask"].sum()) / min(bare_loop(model, data, args.steps + 1, args.micro_rows, other)[1:])
         by_dtype[other] = (other_rollout, other_bare)
 
     print(f"\n{describe_cpu()}")
@@ -184,6 +234,13 @@ def main() -> None:
     print(f"{'update_actor training tokens/s':<46}{upd_tps:>12.1f}")
     print(f"{'bare PyTorch fwd+bwd+AdamW tokens/s':<46}{bare_tps:>12.1f}")
     print(f"{'  ratio update_actor / bare (1.0 = no overhead)':<46}{upd_tps / bare_tps:>12.2f}")
+    if recorded:
+        n, shortest, longest, learned, rec_upd, rec_bare = recorded
+        print(f"recorded batch {args.records}: {n} trajectories, {shortest}-{longest} tokens, {learned:.0%} of tokens learned")
+        print(f"{'  update_actor tokens/s':<46}{rec_upd:>12.1f}")
+        print(f"{'  bare loop tokens/s (padded, full LM head)':<46}{rec_bare:>12.1f}")
+        print(f"{'  ratio update_actor / bare':<46}{rec_upd / rec_bare:>12.2f}")
+    print(f"{'worker RSS after the updates: current / peak GiB':<46}{rss_now:>6.2f} /{rss_peak:>5.2f}")
     print(f"{'weight sync into vLLM, seconds (best)':<46}{min(sync):>12.3f}")
     if len(by_dtype) == 2:
         fp32, bf16 = by_dtype["float32"], by_dtype["bfloat16"]
