@@ -3,6 +3,8 @@
 #
 #   scripts/setup.sh            # CPU box (default when no NVIDIA GPU is visible)
 #   OPENMANUS_DEVICE=gpu scripts/setup.sh
+#   OPENMANUS_EXTRAS=bench scripts/setup.sh   # also optional extras of pyproject.toml, comma-separated
+#                                             # (bench: TRL for scripts/bench_vs_trl.py; wandb)
 #
 # Creates .venv at the repository root unless a virtualenv is already active,
 # installs torch first (so nothing else can pull a different build), then the
@@ -23,6 +25,8 @@ if [[ "$DEVICE" == auto ]]; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then DEVICE=gpu; else DEVICE=cpu; fi
 fi
 [[ "$DEVICE" == cpu || "$DEVICE" == gpu ]] || die "OPENMANUS_DEVICE must be cpu, gpu or auto (got '$DEVICE')"
+OPTIONAL="${OPENMANUS_EXTRAS:-}"
+[[ "$OPTIONAL" =~ ^([a-z0-9_-]+(,[a-z0-9_-]+)*)?$ ]] || die "OPENMANUS_EXTRAS must be comma-separated extra names (got '$OPTIONAL')"
 
 if [[ -n "${VIRTUAL_ENV:-}" ]]; then
     VENV="$VIRTUAL_ENV"
@@ -43,11 +47,13 @@ PIP=("$PYBIN" -m pip --disable-pip-version-check)
 
 # The stamp records what the last successful install was made from.
 STAMP="$VENV/.openmanus-setup"
-WANT="$DEVICE $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+WANT="$DEVICE [$OPTIONAL] $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+EXTRA_MODS=()  # modules an optional extra must make importable
+case ",$OPTIONAL," in *,bench,*) EXTRA_MODS+=(trl) ;; esac
 check_imports() {
-    "$PYBIN" - <<'PY'
+    "$PYBIN" - ${EXTRA_MODS[@]+"${EXTRA_MODS[@]}"} <<'PY'
 import importlib, sys
-mods = ["torch", "transformers", "ray", "fastapi", "pyarrow", "hydra", "openmanus_rl", "verl", "agentgym", "pytest"]
+mods = ["torch", "transformers", "ray", "fastapi", "pyarrow", "hydra", "openmanus_rl", "verl", "agentgym", "pytest", *sys.argv[1:]]
 bad = []
 for m in mods:
     try:
@@ -85,6 +91,7 @@ else
     TORCH_SPEC="torch"
     EXTRAS="gpu,test"
 fi
+EXTRAS="$EXTRAS${OPTIONAL:+,$OPTIONAL}"
 
 say "installing $TORCH_SPEC first"
 "${PIP[@]}" install -q "$TORCH_SPEC"

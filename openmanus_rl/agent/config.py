@@ -16,12 +16,21 @@ turn is generated from the first prompt plus the exact tokens of the last
 training row (that context as the prompt, the turn as the response).  The
 budget then bounds each context: a turn starts only if its context plus a
 full model turn fit in ``max_trajectory_length``.
+
+Rollout mode (``rollout_mode``): ``async`` (each trajectory goes on to its
+next turn as soon as its own reply and observation are back; needs a
+generator with ``submit_generation`` / ``poll_generation``, like the rollout
+worker) or ``sync`` (every turn is one batched generation call for all
+running trajectories).  Both give the same per-trajectory token layout,
+records and seeds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+ROLLOUT_MODES = ("async", "sync")
 
 
 def _plain(value: Any) -> Any:
@@ -60,6 +69,7 @@ class AgentConfig:
     seed: int = 1
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
     history_window: int = 0  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
+    rollout_mode: str = "async"  # "async": no turn barrier between trajectories; "sync": one batched call per turn
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)
@@ -102,6 +112,8 @@ class AgentConfig:
                 f"plus its end-of-turn token: at least {self.max_prompt_length + self.max_response_length + 1}")
         if not isinstance(self.history_window, int) or isinstance(self.history_window, bool) or self.history_window < 0:
             raise ValueError(f"history_window must be an int >= 0 (0: trajectory mode), got {self.history_window!r}")
+        if self.rollout_mode not in ROLLOUT_MODES:
+            raise ValueError(f"rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:

@@ -2,13 +2,26 @@
 
 ``run_llm_loop(gen_batch)``: every row names a task (``extra_info["index"]``)
 and is rolled out ``n`` times (one GRPO group, same task, distinct seeds, one
-``uid``).  Each turn, all unfinished trajectories are generated in one batched
-``generator.generate_sequences`` call (token ids in; sampled ids, log-probs
-and finish reasons out), and the env calls (create/reset, step) go out in
-parallel on a thread pool (only HTTP runs there; all tokenisation stays on
-the calling thread).  A trajectory leaves the batch when its env says
-done, at ``max_turns``, when the token budget is spent (see `AgentConfig`),
-or when its env fails (the episode is marked failed and never scored).
+``uid``).  Env calls (create/reset, step) run on a thread pool (only HTTP
+runs there; all tokenisation stays on the calling thread).  A trajectory
+ends when its env says done, at ``max_turns``, when the token budget is
+spent (see `AgentConfig`), or when its env fails (the episode is marked
+failed and never scored).
+
+Two rollout modes (``agent.rollout_mode``), same trajectories:
+
+* ``async`` (with a generator that streams: ``submit_generation`` /
+  ``poll_generation`` / ``cancel_generation``, as the rollout worker does):
+  each trajectory's prompt is submitted as soon as it is ready, the engine
+  batches whatever is running (continuous batching), each finished reply is
+  parsed at once and its env step dispatched while generation goes on, and
+  the observation's turn is submitted on the next loop.  No trajectory waits
+  for another's turn.  ``timing_s/generation`` is the time spent in the
+  engine, ``timing_s/env`` the time spent waiting for env calls with nothing
+  to generate.
+* ``sync`` (and any generator with only ``generate_sequences``): each turn,
+  all unfinished trajectories are generated in one batched
+  ``generate_sequences`` call, then their env steps run in parallel.
 
 Seeds: trajectory ``(row, copy)`` of step ``global_step`` gets
 `trajectory_seed` ``(config.seed, global_step, row, copy)``; turn ``t`` of it
@@ -22,7 +35,7 @@ import json
 import logging
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Mapping
 
 from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
@@ -31,6 +44,7 @@ from openmanus_rl.rewards import RewardComposer
 from verl.protocol import DataProto
 from verl.utils.seeding import SEED_MOD, trajectory_seed
 from verl.utils.timing import PhaseTimer
+from verl.utils.tracking import progress_bar
 
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
@@ -42,6 +56,8 @@ log = logging.getLogger(__name__)
 
 MIN_FIRST_OBSERVATION_TOKENS = 32
 TURN_SEED_STRIDE = 1_000_003
+POLL_WAIT_S = 1.0  # longest engine wait per poll when no env call is out (a finished reply ends it sooner)
+STREAMING = ("submit_generation", "poll_generation", "cancel_generation")
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -60,10 +76,35 @@ def task_id_of(extra_info: Any, row: int) -> int:
     return index
 
 
+class RolloutProgress:
+    """The rollout's progress bar (trajectories finished / total; turns, generated tokens/s), shown
+    only where the training step bar is (stderr is a terminal); `update` reads the trajectories."""
+
+    def __init__(self, trajectories: list[Trajectory], desc: str) -> None:
+        self.trajectories = trajectories
+        self.bar = progress_bar(len(trajectories), desc=desc, unit="traj", leave=False)
+        self.start = time.perf_counter()
+
+    def update(self) -> None:
+        if self.bar is None:
+            return
+        finished = sum(not t.running for t in self.trajectories)
+        tokens = sum(t.model_tokens for t in self.trajectories)
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        self.bar.set_postfix(turns=sum(t.num_turns for t in self.trajectories), tok_s=f"{tokens / elapsed:.1f}",
+                             refresh=False)
+        self.bar.update(finished - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 class OpenManusAgent:
     """Rolls out tasks of ``config.env_name`` with ``generator`` (anything with
     ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker
-    group, or an in-process worker) and returns training-ready `DataProto`s.
+    group, or an in-process worker; the async mode also needs its streaming
+    methods) and returns training-ready `DataProto`s.
     Call `close` (or use it as a context manager) to close the env clients."""
 
     def __init__(self, tokenizer: Any, generator: Any, config: AgentConfig | Mapping[str, Any]) -> None:
@@ -87,6 +128,7 @@ class OpenManusAgent:
         self.pool = EnvPool(self.spec, cfg.env_server_base, cfg.env_ports, policy, cfg.env_cooldown_s)
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
         self._start_errors_reported = 0
+        self._rollouts = 0  # numbers each streamed rollout's request ids
 
     # ------------------------------------------------------------------ public
     def run_llm_loop(self, gen_batch: DataProto, output_dir: str | None = None, global_step: int = 0,
@@ -95,7 +137,14 @@ class OpenManusAgent:
         ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
         start = time.perf_counter()
         trajectories = self._trajectories(gen_batch, global_step)
-        timer = self._run(trajectories, do_sample)
+        progress = RolloutProgress(trajectories, f"rollout step {global_step}")
+        try:
+            if self.streams:
+                timer = self._run_async(trajectories, do_sample, progress)
+            else:
+                timer = self._run(trajectories, do_sample, progress=progress)
+        finally:
+            progress.close()
         return self._finish(trajectories, timer, start, output_dir, global_step, gen_batch.non_tensor_batch)
 
     def _run_single_rollout(self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single",
@@ -104,6 +153,11 @@ class OpenManusAgent:
         start = time.perf_counter()
         trajectory = Trajectory(0, 0, uid, task_id, data_source or self.spec.name, seed)
         return self._finish([trajectory], self._run([trajectory], do_sample, parallel=False), start, None, 0)
+
+    @property
+    def streams(self) -> bool:
+        """Whether rollouts run asynchronously: ``rollout_mode`` async and a generator that streams."""
+        return self.config.rollout_mode == "async" and all(callable(getattr(self.generator, m, None)) for m in STREAMING)
 
     def close(self) -> None:
         """Close every env client (``POST /close``) and the thread pool."""
@@ -150,7 +204,9 @@ class OpenManusAgent:
         raise RuntimeError(f"cannot fit the first observation into max_prompt_length={cfg.max_prompt_length}")
 
     # ------------------------------------------------------------------ the loop
-    def _run(self, trajectories: list[Trajectory], do_sample: bool, parallel: bool = True) -> PhaseTimer:
+    def _run(self, trajectories: list[Trajectory], do_sample: bool, parallel: bool = True,
+             progress: RolloutProgress | None = None) -> PhaseTimer:
+        """The turn-synchronous loop: one batched generation call per turn."""
         timer = PhaseTimer()
 
         def each(fn: Callable[[Any], None], items: list[Any]) -> None:
@@ -174,26 +230,102 @@ class OpenManusAgent:
                 if not active:
                     break
                 with timer("generation"):
-                    outputs = self._generate(active, turn, do_sample)
-                steps = []
-                for t, output in zip(active, outputs):
-                    parsed = self._take_model_turn(t, *output)
-                    if parsed.valid:
-                        steps.append((t, parsed.action))
-                    else:
-                        t.invalid_actions += 1
-                        self._observe(t, self.template.invalid_feedback(self.spec), feedback=True)
+                    outputs = self._generate(active, do_sample)
+                actions = [(t, self._take_reply(t, output)) for t, output in zip(active, outputs)]
+                steps = [(t, action) for t, action in actions if action is not None]
                 with timer("env"):
                     each(self._step, steps)
+                if progress is not None:
+                    progress.update()
             for t in trajectories:
                 if t.running:
                     t.status = "turn_limit"
         finally:
-            for t in trajectories:
-                if t.client is not None:
-                    self.pool.release(t.client)
-                    t.client = None
+            self._release_clients(trajectories)
         return timer
+
+    def _release_clients(self, trajectories: list[Trajectory]) -> None:
+        for t in trajectories:
+            if t.client is not None:
+                self.pool.release(t.client)
+                t.client = None
+
+    def _run_async(self, trajectories: list[Trajectory], do_sample: bool, progress: RolloutProgress) -> PhaseTimer:
+        """The asynchronous loop: trajectories (by index) move between three places, ``env`` (an env
+        call out on the thread pool), ``ready`` (next prompt to build and submit on this thread) and
+        ``in_flight`` (a request in the engine), until every one has finished."""
+        timer = PhaseTimer()
+        self._rollouts += 1
+        env: dict[Future, int] = {self._executor.submit(self._start, t): i for i, t in enumerate(trajectories)}
+        ready: list[int] = []
+        in_flight: dict[str, int] = {}
+        try:
+            while env or ready or in_flight:
+                self._submit(trajectories, sorted(ready), in_flight, do_sample)
+                ready.clear()
+                if in_flight:
+                    with timer("generation"):
+                        replies = self._poll(0.0 if env else POLL_WAIT_S)
+                    for request_id, output in replies:
+                        i = in_flight.pop(request_id)
+                        action = self._take_reply(trajectories[i], output)
+                        if action is None:
+                            ready.append(i)
+                        else:
+                            env[self._executor.submit(self._step, (trajectories[i], action))] = i
+                elif env:
+                    with timer("env"):
+                        wait(env, return_when=FIRST_COMPLETED)
+                for future in [f for f in env if f.done()]:
+                    i = env.pop(future)
+                    future.result()  # an env call's own failures are handled in it; anything else is a bug
+                    if trajectories[i].running:
+                        ready.append(i)
+                progress.update()
+        finally:
+            if in_flight:
+                self.generator.cancel_generation()
+            wait(env)  # no env call may outlive the rollout: its client is released next
+            self._release_clients(trajectories)
+        return timer
+
+    def _submit(self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int], do_sample: bool) -> None:
+        """Start the next turn of each ready trajectory that still takes one (see `_next_turn`)."""
+        batch = [i for i in ready if self._next_turn(trajectories[i])]
+        if not batch:
+            return
+        active = [trajectories[i] for i in batch]
+        ids = [f"{self._rollouts}:{i}:{trajectories[i].num_turns}" for i in batch]
+        request = self._request(active, do_sample)
+        request.non_tensor_batch["request_id"] = objects(ids)
+        request.non_tensor_batch["route"] = objects(batch)  # one trajectory, one rank: its prefix cache is there
+        self.generator.submit_generation(request)
+        in_flight.update(zip(ids, batch))
+
+    def _next_turn(self, t: Trajectory) -> bool:
+        """Main thread: the trajectory's next prompt (first prompt, or its pending observation appended);
+        False when it ends here instead (turn limit, token budget)."""
+        if t.num_turns == 0:
+            self._build_prompt(t)
+        elif t.num_turns >= self.config.max_turns:
+            t.status = "turn_limit"
+        else:
+            self._append_observation(t)
+        return t.running
+
+    def _poll(self, max_wait_s: float) -> list[tuple[str, tuple[list[int], list[float], str]]]:
+        reply = self.generator.poll_generation(max_wait_s).non_tensor_batch
+        rows = zip(reply["request_id"], reply["response_ids"], reply["response_log_probs"], reply["finish_reason"])
+        return [(str(rid), self._reply_row(ids, lps, reason)) for rid, ids, lps, reason in rows]
+
+    def _take_reply(self, t: Trajectory, output: tuple[list[int], list[float], str]) -> str | None:
+        """Record a model turn; returns the action to step, or None after an invalid one (its feedback is queued)."""
+        parsed = self._take_model_turn(t, *output)
+        if parsed.valid:
+            return parsed.action
+        t.invalid_actions += 1
+        self._observe(t, self.template.invalid_feedback(self.spec), feedback=True)
+        return None
 
     def _start(self, t: Trajectory) -> None:
         """Env thread: create/reset; the first observation waits in ``pending_observation``."""
@@ -213,31 +345,35 @@ class OpenManusAgent:
         t.turns.append({"role": "observation", "text": observation, "tokens": tokens, "truncated": cut,
                         "in_sequence": True})
 
-    def _generate(self, active: list[Trajectory], turn: int, do_sample: bool) -> list[tuple[list[int], list[float], str]]:
+    def _request(self, active: list[Trajectory], do_sample: bool) -> DataProto:
+        """The generation request for each trajectory's next turn (its turn index picks the seed)."""
         cfg = self.config
         for t in active:
             t.windows.append(t.window_start(cfg.history_window))
-        request = DataProto.from_dict(
+        return DataProto.from_dict(
             non_tensors={"prompt_ids": objects([t.context(cfg.history_window) for t in active]),
-                         "seed": objects([turn_seed(t.seed, turn) for t in active])},
+                         "seed": objects([turn_seed(t.seed, t.num_turns) for t in active])},
             meta_info={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
                        "max_tokens": cfg.max_response_length, "stop_token_ids": [self.chat.eot_id],
                        "do_sample": do_sample},
         )
-        reply = self.generator.generate_sequences(request).non_tensor_batch
+
+    def _reply_row(self, ids: Any, log_probs: Any, reason: Any) -> tuple[list[int], list[float], str]:
+        """One generated row, cut after its first end-of-turn token (nothing after it, no padding)."""
+        row_ids, row_lps = [int(x) for x in ids], [float(x) for x in log_probs]
+        if len(row_ids) > self.config.max_response_length:
+            raise RuntimeError(f"generator returned {len(row_ids)} tokens, above max_tokens={self.config.max_response_length}")
+        if self.chat.eot_id in row_ids:
+            end = row_ids.index(self.chat.eot_id) + 1
+            row_ids, row_lps = row_ids[:end], row_lps[:end]
+        return row_ids, row_lps, str(reason)
+
+    def _generate(self, active: list[Trajectory], do_sample: bool) -> list[tuple[list[int], list[float], str]]:
+        reply = self.generator.generate_sequences(self._request(active, do_sample)).non_tensor_batch
         ids, log_probs, reasons = reply["response_ids"], reply["response_log_probs"], reply["finish_reason"]
         if not len(ids) == len(log_probs) == len(reasons) == len(active):
             raise RuntimeError(f"generator answered {len(ids)} rows for {len(active)} prompts")
-        out = []
-        for i in range(len(active)):
-            row_ids, row_lps = [int(x) for x in ids[i]], [float(x) for x in log_probs[i]]
-            if len(row_ids) > cfg.max_response_length:
-                raise RuntimeError(f"generator returned {len(row_ids)} tokens, above max_tokens={cfg.max_response_length}")
-            if self.chat.eot_id in row_ids:  # a turn ends at its first end-of-turn token: nothing after it (no padding)
-                end = row_ids.index(self.chat.eot_id) + 1
-                row_ids, row_lps = row_ids[:end], row_lps[:end]
-            out.append((row_ids, row_lps, str(reasons[i])))
-        return out
+        return [self._reply_row(ids[i], log_probs[i], reasons[i]) for i in range(len(active))]
 
     def _take_model_turn(self, t: Trajectory, ids: list[int], log_probs: list[float], reason: str) -> ParsedAction:
         appended = t.add_model_turn(ids, log_probs, self.chat.eot_id)

@@ -54,3 +54,38 @@ def task_batch(task_ids: list[int], data_source: str = "webshop", **extra: list[
         "extra_info": [{"index": i, "split": "test"} for i in task_ids],
         **extra,
     })
+
+
+class StreamingScriptedGenerator(ScriptedGenerator):
+    """A `ScriptedGenerator` that also streams (``submit_generation`` / ``poll_generation`` /
+    ``cancel_generation``): each poll answers every request submitted since the last one.
+    ``submitted`` records ``(request_id, prompt ids, seed)`` in submission order."""
+
+    def __init__(self, policy: Callable[[list[int], int], Reply], log_prob: float = -0.25) -> None:
+        super().__init__(policy, log_prob)
+        self.queue: list[tuple[str, list[int], int]] = []
+        self.submitted: list[tuple[str, list[int], int]] = []
+        self.meta_info: dict[str, Any] = {}
+        self.cancelled = 0
+
+    def submit_generation(self, data: DataProto) -> DataProto:
+        nt = data.non_tensor_batch
+        rows = [(str(r), list(p), int(s)) for r, p, s in zip(nt["request_id"], nt["prompt_ids"], nt["seed"])]
+        self.queue += rows
+        self.submitted += rows
+        self.meta_info = dict(data.meta_info)
+        return DataProto()
+
+    def poll_generation(self, max_wait_s: float = 0.0) -> DataProto:
+        rows, self.queue = self.queue, []
+        replies = [self.policy(prompt, seed) for _, prompt, seed in rows]
+        return DataProto.from_dict(non_tensors={
+            "request_id": [r for r, _, _ in rows],
+            "response_ids": [ids for ids, _ in replies],
+            "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
+            "finish_reason": [reason for _, reason in replies],
+        })
+
+    def cancel_generation(self) -> None:
+        self.cancelled += 1
+        self.queue = []

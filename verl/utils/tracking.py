@@ -88,10 +88,11 @@ class Tracking:
             self._wandb.finish()
 
 
-def progress_bar(total: int, done: int = 0, desc: str = "steps"):
-    """A tqdm bar over ``total`` units when stderr is a terminal; None otherwise (logs stay clean)."""
+def progress_bar(total: int, done: int = 0, desc: str = "steps", unit: str = "step", leave: bool = True):
+    """A tqdm bar over ``total`` units when stderr is a terminal; None otherwise (logs stay clean).
+    ``leave=False`` clears the bar when it closes (a bar nested under the step bar)."""
     if not sys.stderr.isatty():
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=done, desc=desc, unit="step")
+    return tqdm(total=total, initial=done, desc=desc, unit=unit, leave=leave)

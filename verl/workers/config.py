@@ -201,7 +201,7 @@ class RolloutConfig:
     max_model_len: int = 4096
     enforce_eager: bool = True
     enable_prefix_caching: bool = True
-    kv_cache_gb: float = 1.0  # the CPU engine's KV cache, exactly (fractions allowed)
+    kv_cache_gb: float = 0.5  # the CPU engine's KV cache, exactly (fractions allowed)
     gpu_memory_utilization: float = 0.4
     cpu_threads_bind: str = "auto"
     in_process: bool = True

@@ -118,21 +118,7 @@ class ActorRolloutRefWorker(Worker):
         Returns ``response_ids``, ``response_log_probs`` and ``finish_reason`` per row.
         """
         engine: RolloutEngine = self._need("rollout")
-        r, meta = self.config.rollout, data.meta_info
-        greedy = meta.get("do_sample", True) is False
-        seeds = data.non_tensor_batch.get("seed")
-        params = [
-            SamplingParams(
-                temperature=0.0 if greedy else float(meta.get("temperature", r.temperature)),
-                top_p=float(meta.get("top_p", r.top_p)),
-                top_k=int(meta.get("top_k", r.top_k)),
-                max_tokens=int(meta.get("max_tokens", r.response_length)),
-                stop=list(meta.get("stop", [])),
-                stop_token_ids=list(meta.get("stop_token_ids", [])),
-                seed=None if seeds is None else int(seeds[i]),
-            )
-            for i in range(len(data))
-        ]
+        params = self._sampling_params(data)
         prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
         start = time.perf_counter()
         outs = engine.generate(prompts, params)
@@ -145,6 +131,66 @@ class ActorRolloutRefWorker(Worker):
             },
             meta_info={"timing_s/generate": time.perf_counter() - start},
         )
+
+    def _sampling_params(self, data: DataProto) -> list[SamplingParams]:
+        """Each row's settings: ``meta_info`` over the rollout config's defaults, the row's ``seed`` if any."""
+        r, meta = self.config.rollout, data.meta_info
+        greedy = meta.get("do_sample", True) is False
+        seeds = data.non_tensor_batch.get("seed")
+        return [
+            SamplingParams(
+                temperature=0.0 if greedy else float(meta.get("temperature", r.temperature)),
+                top_p=float(meta.get("top_p", r.top_p)),
+                top_k=int(meta.get("top_k", r.top_k)),
+                max_tokens=int(meta.get("max_tokens", r.response_length)),
+                stop=list(meta.get("stop", [])),
+                stop_token_ids=list(meta.get("stop_token_ids", [])),
+                seed=None if seeds is None else int(seeds[i]),
+            )
+            for i in range(len(data))
+        ]
+
+    @register(Dispatch.ROUTE_PROTO)
+    def submit_generation(self, data: DataProto) -> DataProto:
+        """Queue one request per row without waiting for it: ``request_id`` (a str, unique among
+        unfinished requests), ``prompt_ids``, ``route`` (an int: the group sends a row to rank
+        ``route % world_size``, so one trajectory keeps one rank and its prefix cache), optional
+        ``seed``; sampling settings as in `generate_sequences`.  Collect outputs with `poll_generation`."""
+        engine: RolloutEngine = self._need("rollout")
+        if len(data):
+            ids = [str(i) for i in data.non_tensor_batch["request_id"]]
+            prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
+            engine.submit(list(zip(ids, prompts, self._sampling_params(data))))
+        return DataProto()
+
+    @register(Dispatch.ALL_TO_ALL_CONCAT)
+    def poll_generation(self, max_wait_s: float = 0.0) -> DataProto:
+        """Generate until one of this rank's submitted requests finishes or ``max_wait_s`` passes
+        (at once when none is unfinished); returns the finished rows: ``request_id``,
+        ``response_ids``, ``response_log_probs``, ``finish_reason`` (possibly no rows);
+        ``meta_info["unfinished"]`` counts the requests still running on rank 0."""
+        engine: RolloutEngine = self._need("rollout")
+        done = engine.poll(max_wait_s)
+        return DataProto.from_dict(
+            non_tensors={
+                "request_id": [i for i, _ in done],
+                "response_ids": [o.token_ids for _, o in done],
+                "response_log_probs": [o.log_probs for _, o in done],
+                "finish_reason": [o.finish_reason for _, o in done],
+            },
+            meta_info={"unfinished": engine.unfinished()},
+        )
+
+    @register(Dispatch.ONE_TO_ALL)
+    def cancel_generation(self) -> None:
+        """Abort every unfinished submitted request (after a failed rollout)."""
+        self._need("rollout").abort_all()
+
+    @register(Dispatch.ONE_TO_ALL)
+    def prefix_cache_stats(self) -> dict[str, int] | None:
+        """The engine's prefix-cache counts since it started (``requests``, ``queries``, ``hits``
+        prompt tokens), or None where the engine does not count them."""
+        return self._need("rollout").prefix_cache_stats()
 
     # ------------------------------------------------------------------ log-probs
     def _sampling(self, meta: dict) -> dict:

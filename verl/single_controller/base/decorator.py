@@ -11,12 +11,20 @@ arguments are split over the ranks and how the ranks' results come back:
   ``world_size`` and chunked (rank r gets chunk r; other arguments are
   broadcast); the ranks' `DataProto` results are concatenated and the padding
   removed. The result's ``meta_info`` is rank 0's.
+* ``ROUTE_PROTO``: every `DataProto` argument's row goes to rank
+  ``route % world_size`` (its ``route`` non-tensor column, so rows with the same
+  route always meet the same rank; a rank may get no rows); other arguments are
+  broadcast; the ranks' `DataProto` results are concatenated.
+* ``ALL_TO_ALL_CONCAT``: every rank gets the same arguments; the ranks'
+  `DataProto` results are concatenated (rank order).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Any, Callable
+
+import numpy as np
 
 from verl.protocol import DataProto
 
@@ -28,6 +36,8 @@ class Dispatch(Enum):
     ALL_TO_ALL = "all_to_all"
     RANK_ZERO = "rank_zero"
     DP_COMPUTE_PROTO = "dp_compute_proto"
+    ROUTE_PROTO = "route_proto"
+    ALL_TO_ALL_CONCAT = "all_to_all_concat"
 
 
 def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = True) -> Callable:
@@ -44,7 +54,7 @@ def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = Tru
 
 def split_args(mode: Dispatch, world_size: int, args: tuple, kwargs: dict) -> tuple[list[tuple], list[dict], int]:
     """Per-rank ``(args, kwargs)`` lists for ``mode``, plus the padding added (DP_COMPUTE_PROTO)."""
-    if mode in (Dispatch.ONE_TO_ALL, Dispatch.RANK_ZERO):
+    if mode in (Dispatch.ONE_TO_ALL, Dispatch.RANK_ZERO, Dispatch.ALL_TO_ALL_CONCAT):
         n = 1 if mode is Dispatch.RANK_ZERO else world_size
         return [args] * n, [kwargs] * n, 0
     if mode is Dispatch.ALL_TO_ALL:
@@ -54,6 +64,17 @@ def split_args(mode: Dispatch, world_size: int, args: tuple, kwargs: dict) -> tu
         per_args = [tuple(a[r] for a in args) for r in range(world_size)]
         per_kwargs = [{k: v[r] for k, v in kwargs.items()} for r in range(world_size)]
         return per_args, per_kwargs, 0
+    if mode is Dispatch.ROUTE_PROTO:
+        def routed(a: Any) -> list[Any]:
+            if not isinstance(a, DataProto):
+                return [a] * world_size
+            ranks = np.asarray([int(r) % world_size for r in a.non_tensor_batch["route"]], dtype=np.int64)
+            return [a[np.flatnonzero(ranks == rank)] for rank in range(world_size)]
+
+        arg_parts = [routed(a) for a in args]
+        kwarg_parts = {k: routed(v) for k, v in kwargs.items()}
+        return ([tuple(p[r] for p in arg_parts) for r in range(world_size)],
+                [{k: p[r] for k, p in kwarg_parts.items()} for r in range(world_size)], 0)
     if mode is Dispatch.DP_COMPUTE_PROTO:
         lengths = {len(a) for a in list(args) + list(kwargs.values()) if isinstance(a, DataProto)}
         if len(lengths) > 1:
@@ -79,6 +100,10 @@ def collect(mode: Dispatch, results: list[Any], pad: int) -> Any:
     """Gather the ranks' results for ``mode``."""
     if mode is Dispatch.RANK_ZERO:
         return results[0]
+    if mode in (Dispatch.ROUTE_PROTO, Dispatch.ALL_TO_ALL_CONCAT):
+        if not all(isinstance(r, DataProto) for r in results):
+            raise TypeError(f"{mode.name} methods must return DataProto on every rank, got {[type(r).__name__ for r in results]}")
+        return DataProto.concat(results)
     if mode is Dispatch.DP_COMPUTE_PROTO:
         if all(isinstance(r, DataProto) for r in results):
             merged = DataProto.concat(results)

@@ -4,6 +4,13 @@ Engines keep the exact sampled ids (nothing is re-tokenised) and report the
 log-prob of each sampled token under the engine's own (untempered unless the
 engine says otherwise) distribution. The trainer recomputes old log-probs
 itself, so these are for diagnostics and for checking weight sync.
+
+Streaming (multi-turn agents that must not wait for the slowest reply of a
+turn): `RolloutEngine.submit` queues requests under caller-chosen ids,
+`RolloutEngine.poll` advances generation and returns the requests that
+finished.  An engine with continuous batching (vLLM) overrides both; the
+default here queues the requests and generates everything queued in one
+`generate` call per poll, so any engine can serve a streaming caller.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ class GenerationOutput:
 class RolloutEngine(ABC):
     """A generation engine holding its own copy of the policy weights."""
 
+    def __init__(self) -> None:
+        self._queued: dict[str, tuple[list[int], SamplingParams]] = {}
+
     @abstractmethod
     def generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[GenerationOutput]:
         """One output per prompt, in order."""
@@ -45,6 +55,37 @@ class RolloutEngine(ABC):
     @abstractmethod
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Replace the engine's weights with the policy's (Hugging Face parameter names)."""
+
+    def submit(self, requests: list[tuple[str, list[int], SamplingParams]]) -> None:
+        """Queue ``(request_id, prompt ids, params)`` requests; ids must be unique among unfinished requests."""
+        for request_id, prompt, params in requests:
+            if request_id in self._queued:
+                raise ValueError(f"request id {request_id!r} is already queued")
+            self._queued[request_id] = (list(prompt), params)
+
+    def poll(self, max_wait_s: float) -> list[tuple[str, GenerationOutput]]:
+        """Generate until at least one queued request finishes or ``max_wait_s`` passes (at least one
+        engine step when any request is unfinished); returns the finished ``(request_id, output)`` pairs.
+
+        This default generates every queued request in one `generate` call."""
+        ids = list(self._queued)
+        if not ids:
+            return []
+        prompts, params = zip(*(self._queued.pop(i) for i in ids))
+        return list(zip(ids, self.generate(list(prompts), list(params))))
+
+    def unfinished(self) -> int:
+        """How many submitted requests have not been returned by `poll` yet."""
+        return len(self._queued)
+
+    def abort_all(self) -> None:
+        """Drop every unfinished request (their outputs never come back)."""
+        self._queued.clear()
+
+    def prefix_cache_stats(self) -> dict[str, int] | None:
+        """Prompt tokens looked up in the prefix cache and found there (``queries``, ``hits``,
+        ``requests``) since the engine started; None where the engine does not count them."""
+        return None
 
     def shutdown(self) -> None:
         """Release the engine's resources."""

@@ -18,6 +18,7 @@ from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingP
 
 class HFRollout(RolloutEngine):
     def __init__(self, model_path: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 32):
+        super().__init__()
         self.device = device
         self.batch_size = batch_size
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -72,6 +73,7 @@ class VLLMRollout(RolloutEngine):
         self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1, dtype: str | None = None
     ):
         """``dtype`` is the resolved engine dtype; None resolves ``cfg.dtype`` here (``auto`` follows the hardware)."""
+        super().__init__()
         self.cfg = cfg
         self.dtype = dtype or resolve_dtype(cfg.dtype, device, "infer").dtype
         self.on_cpu = torch.device(device).type == "cpu"
@@ -106,38 +108,103 @@ class VLLMRollout(RolloutEngine):
             self.llm = LLM(**kwargs)
         if self.on_cpu:
             torch.set_num_threads(num_threads)
+        self._unfinished: set[str] = set()
+        self._cache_manager = self._count_prefix_cache()
+
+    def _count_prefix_cache(self):
+        """The in-process scheduler's KV cache manager, set to count prefix-cache lookups; None
+        when the engine runs in another process.  Only the manager counts: the scheduler's own
+        stats (which would reset the counts every step) stay off."""
+        from vllm.v1.metrics.stats import PrefixCacheStats
+
+        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
+        manager = getattr(getattr(core, "scheduler", None), "kv_cache_manager", None)
+        if manager is None or not hasattr(manager, "prefix_cache_stats"):
+            return None
+        manager.log_stats, manager.prefix_cache_stats = True, PrefixCacheStats()
+        return manager
+
+    def prefix_cache_stats(self) -> dict[str, int] | None:
+        if self._cache_manager is None:
+            return None
+        stats = self._cache_manager.prefix_cache_stats
+        return {"requests": int(stats.requests), "queries": int(stats.queries), "hits": int(stats.hits)}
+
+    def _check_prompts(self, prompts: list[list[int]]) -> None:
+        too_long = [i for i, p in enumerate(prompts) if len(p) >= self.cfg.max_model_len]
+        if too_long:
+            raise ValueError(f"prompts {too_long[:5]} are at least max_model_len={self.cfg.max_model_len} tokens long")
+
+    def _vllm_params(self, ids: list[int], p: SamplingParams):
+        from vllm import SamplingParams as VSamplingParams
+
+        return VSamplingParams(
+            n=1,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            top_k=p.top_k if p.top_k > 0 else -1,
+            max_tokens=min(p.max_tokens, self.cfg.max_model_len - len(ids)),
+            stop=list(p.stop) or None,
+            stop_token_ids=list(p.stop_token_ids) or None,
+            seed=p.seed,
+            logprobs=0,
+        )
+
+    @staticmethod
+    def _output(completion) -> GenerationOutput:
+        ids = list(completion.token_ids)
+        lps = [float(step[tok].logprob) for step, tok in zip(completion.logprobs or [], ids)]
+        return GenerationOutput(ids, lps, "length" if completion.finish_reason == "length" else "stop")
+
+    def submit(self, requests: list[tuple[str, list[int], SamplingParams]]) -> None:
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        self._check_prompts([prompt for _, prompt, _ in requests])
+        engine = self.llm.llm_engine
+        for request_id, prompt, params in requests:
+            if request_id in self._unfinished:
+                raise ValueError(f"request id {request_id!r} is already running")
+            vparams = self._vllm_params(prompt, params)
+            vparams.output_kind = RequestOutputKind.FINAL_ONLY
+            engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(prompt)), vparams)
+            self._unfinished.add(request_id)
+
+    def poll(self, max_wait_s: float) -> list[tuple[str, GenerationOutput]]:
+        engine = self.llm.llm_engine
+        deadline = time.monotonic() + max_wait_s
+        done: list[tuple[str, GenerationOutput]] = []
+        while self._unfinished:
+            if not engine.has_unfinished_requests():
+                raise RuntimeError(f"the engine holds none of the {len(self._unfinished)} submitted requests "
+                                   "(was generate() or abort called in between?)")
+            for out in engine.step():
+                if out.finished and out.request_id in self._unfinished:
+                    self._unfinished.discard(out.request_id)
+                    done.append((out.request_id, self._output(out.outputs[0])))
+            if done or time.monotonic() >= deadline:
+                break
+        return done
+
+    def unfinished(self) -> int:
+        return len(self._unfinished)
+
+    def abort_all(self) -> None:
+        if self._unfinished:
+            self.llm.llm_engine.abort_request(sorted(self._unfinished))
+            self._unfinished.clear()
 
     def generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[GenerationOutput]:
-        from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
         if len(prompts) != len(params):
             raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params")
-        too_long = [i for i, p in enumerate(prompts) if len(p) >= self.cfg.max_model_len]
-        if too_long:
-            raise ValueError(f"prompts {too_long[:5]} are at least max_model_len={self.cfg.max_model_len} tokens long")
-        vparams = [
-            VSamplingParams(
-                n=1,
-                temperature=p.temperature,
-                top_p=p.top_p,
-                top_k=p.top_k if p.top_k > 0 else -1,
-                max_tokens=min(p.max_tokens, self.cfg.max_model_len - len(ids)),
-                stop=list(p.stop) or None,
-                stop_token_ids=list(p.stop_token_ids) or None,
-                seed=p.seed,
-                logprobs=0,
-            )
-            for ids, p in zip(prompts, params)
-        ]
+        if self._unfinished:
+            raise RuntimeError(f"generate() while {len(self._unfinished)} submitted requests are unfinished: poll them first")
+        self._check_prompts(prompts)
+        vparams = [self._vllm_params(ids, p) for ids, p in zip(prompts, params)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], vparams, use_tqdm=False)
-        results = []
-        for out in outs:
-            c = out.outputs[0]
-            ids = list(c.token_ids)
-            lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
-            results.append(GenerationOutput(ids, lps, "length" if c.finish_reason == "length" else "stop"))
-        return results
+        return [self._output(out.outputs[0]) for out in outs]
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         dtype = getattr(torch, self.dtype)
