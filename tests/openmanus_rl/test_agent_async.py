@@ -1,0 +1,181 @@
+"""The asynchronous rollout mode: no turn barrier, the same trajectories as the turn-synchronous mode.
+
+Real WebShop servers throughout; a scripted streaming generator where the test
+needs valid actions (a random tiny model rarely writes one), the real in-process
+vLLM engine (tiny fp32 model) and the HF fallback engine otherwise.
+"""
+
+import time
+
+import pytest
+import torch
+
+from agent_helpers import StreamingScriptedGenerator, task_batch, text_policy
+from openmanus_rl.agent import AgentConfig, OpenManusAgent, trajectory_seed, turn_seed
+
+CONFIG = {"n": 2, "max_turns": 3, "max_response_length": 24, "max_obs_length": 64, "max_prompt_length": 512,
+          "max_trajectory_length": 768}
+SLOW_S = 2.0
+
+
+def test_rollout_mode_is_checked():
+    with pytest.raises(ValueError, match=r"rollout_mode must be one of \['async', 'sync'\], got 'batched'"):
+        AgentConfig(rollout_mode="batched").validate()
+    assert AgentConfig().rollout_mode == "async"
+
+
+def searcher(tokenizer):
+    return StreamingScriptedGenerator(text_policy(tokenizer, lambda prompt: "Thought: look\nAction: search[cotton shirt]"))
+
+
+def slowed(agent, method, task_id, seen):
+    """Make ``agent.<method>`` (an env call) take SLOW_S longer for ``task_id``'s trajectories; when the first
+    such call returns, record every other trajectory's (num_turns, status) in ``seen``."""
+    inner = getattr(agent, method)
+
+    def call(item):
+        t = item[0] if isinstance(item, tuple) else item
+        inner(item)
+        if t.task_id == task_id and not seen:
+            time.sleep(SLOW_S)
+            seen.append(sorted((o.task_id, o.copy, o.num_turns, o.status) for o in agent.running if o.task_id != task_id))
+
+    setattr(agent, method, call)
+
+
+class Watched(OpenManusAgent):
+    """Keeps the trajectories of the rollout under way in ``running`` (to look at them from a slowed env call)."""
+
+    def _trajectories(self, gen_batch, global_step):
+        self.running = super()._trajectories(gen_batch, global_step)
+        return self.running
+
+
+def rollout(tokenizer, generator, config, tasks, slow=None, **kwargs):
+    """Roll ``tasks`` out; with ``slow=(method, task_id)``, also what the others had done when that call returned."""
+    seen = []
+    with Watched(tokenizer, generator, config) as agent:
+        if slow:
+            slowed(agent, *slow, seen)
+        out = agent.run_llm_loop(task_batch(tasks), global_step=3, **kwargs)
+    return out, seen
+
+
+def assert_same_trajectories(a, b, log_prob_atol=0.0):
+    for key in ("prompts", "responses", "response_mask", "attention_mask"):
+        assert torch.equal(a.batch[key], b.batch[key]), key
+    assert torch.allclose(a.batch["rollout_log_probs"], b.batch["rollout_log_probs"], rtol=0, atol=log_prob_atol)
+    for key in ("task_id", "num_turns", "status", "reward_total", "failed"):
+        assert list(a.non_tensor_batch[key]) == list(b.non_tensor_batch[key]), key
+    assert [[turn["text"] for turn in r] for r in a.non_tensor_batch["trajectory"]] == \
+           [[turn["text"] for turn in r] for r in b.non_tensor_batch["trajectory"]]
+
+
+@pytest.mark.slow
+def test_a_slow_env_step_holds_back_only_its_own_trajectory(tokenizer, webshop_server):
+    config = {**CONFIG, "n": 1, "env_ports": [webshop_server.port]}
+    out, seen = rollout(tokenizer, searcher(tokenizer), config, [0, 1, 2], slow=("_step", 0))
+    # while task 0's first step was out, the others played all their turns (every action is a valid search)
+    assert seen == [[(1, 0, 3, "turn_limit"), (2, 0, 3, "turn_limit")]]
+    assert list(out.non_tensor_batch["num_turns"]) == [3, 3, 3]
+
+    sync_out, seen = rollout(tokenizer, searcher(tokenizer), {**config, "rollout_mode": "sync"}, [0, 1, 2],
+                             slow=("_step", 0))
+    assert seen == [[(1, 0, 1, "running"), (2, 0, 1, "running")]]  # the turn barrier: everyone waited at turn 1
+    assert_same_trajectories(out, sync_out)
+
+
+@pytest.mark.slow
+def test_streamed_requests_carry_ids_routes_seeds_and_exact_prompts(tokenizer, webshop_server):
+    generator = searcher(tokenizer)
+    out, _ = rollout(tokenizer, generator, {**CONFIG, "env_ports": [webshop_server.port]}, [5, 6])
+    by_id = {rid: (prompt, seed) for rid, prompt, seed in generator.submitted}
+    assert sorted(by_id) == sorted(f"1:{i}:{turn}" for i in range(4) for turn in range(3))
+    assert generator.meta_info == {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 24,
+                                   "stop_token_ids": [2], "do_sample": True}
+    b = out.batch
+    P = b["prompts"].shape[1]
+    for i in range(4):  # row i = trajectory i = (task row i // 2, copy i % 2)
+        seed = trajectory_seed(1, 3, i // 2, i % 2)
+        prompt = b["prompts"][i][b["attention_mask"][i, :P] == 1].tolist()
+        response = b["responses"][i].tolist()
+        ends = [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 1 and b["response_mask"][i, s] == 0]
+        starts = [0] + [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 0 and b["response_mask"][i, s] == 1]
+        assert len(starts) == 3
+        for turn, s in enumerate(starts):  # each turn's prompt is the trajectory so far, token for token
+            assert by_id[f"1:{i}:{turn}"] == (prompt + response[:s], turn_seed(seed, turn))
+
+
+@pytest.mark.slow
+def test_a_failed_rollout_cancels_its_requests(tokenizer, webshop_server):
+    calls = []
+
+    def policy(prompt, seed):
+        calls.append(seed)
+        if len(calls) == 3:
+            raise RuntimeError("engine fault")
+        return [2], "stop"
+
+    generator = StreamingScriptedGenerator(policy)
+    with OpenManusAgent(tokenizer, generator, {**CONFIG, "env_ports": [webshop_server.port]}) as agent:
+        with pytest.raises(RuntimeError, match="engine fault"):
+            agent.run_llm_loop(task_batch([0, 1]))
+        assert generator.cancelled == 1
+        assert sum(agent.pool.leased().values()) == 0  # every env client went back to the pool
+
+
+# ---------------------------------------------------------------------------- real engines
+
+
+def rollout_worker(model_path, name):
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    worker = ActorRolloutRefWorker({"model": {"path": model_path}, "num_threads": 1,
+                                    "rollout": {"name": name, "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
+                                   role="rollout")
+    worker.init_model()
+    return worker
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(tiny_model_path):
+    worker = rollout_worker(tiny_model_path, "vllm")
+    yield worker
+    worker.shutdown()
+
+
+@pytest.mark.slow
+def test_vllm_async_and_sync_give_the_same_trajectories(tokenizer, vllm_engine, webshop_server):
+    config = {**CONFIG, "env_ports": [webshop_server.port]}
+    before = vllm_engine.prefix_cache_stats()
+    out, _ = rollout(tokenizer, vllm_engine, config, [0, 1, 2])
+    after = vllm_engine.prefix_cache_stats()
+    sync_out, _ = rollout(tokenizer, vllm_engine, {**config, "rollout_mode": "sync"}, [0, 1, 2])
+    assert_same_trajectories(out, sync_out)
+    assert not any(out.non_tensor_batch["failed"]) and set(out.non_tensor_batch["num_turns"]) == {3}
+    # later turns find their trajectory's earlier tokens in the prefix cache
+    assert after["requests"] - before["requests"] == 18
+    assert after["hits"] > before["hits"]
+
+
+@pytest.mark.slow
+def test_vllm_slow_env_start_holds_back_only_its_own_trajectory(tokenizer, vllm_engine, webshop_server):
+    config = {**CONFIG, "n": 1, "env_ports": [webshop_server.port]}
+    out, seen = rollout(tokenizer, vllm_engine, config, [0, 1, 2], slow=("_start", 0))
+    assert seen == [[(1, 0, 3, "turn_limit"), (2, 0, 3, "turn_limit")]]
+    _, seen = rollout(tokenizer, vllm_engine, {**config, "rollout_mode": "sync"}, [0, 1, 2], slow=("_start", 0))
+    assert seen == [[(1, 0, 0, "running"), (2, 0, 0, "running")]]
+    assert list(out.non_tensor_batch["num_turns"]) == [3, 3, 3]
+
+
+@pytest.mark.slow
+def test_hf_engine_serves_the_async_mode(tokenizer, tiny_model_path, webshop_server):
+    worker = rollout_worker(tiny_model_path, "hf")
+    config = {**CONFIG, "n": 1, "max_turns": 2, "env_ports": [webshop_server.port]}
+    with OpenManusAgent(tokenizer, worker, config) as agent:
+        assert agent.streams
+    out, _ = rollout(tokenizer, worker, config, [0, 1], do_sample=False)
+    sync_out, _ = rollout(tokenizer, worker, {**config, "rollout_mode": "sync"}, [0, 1], do_sample=False)
+    assert list(out.non_tensor_batch["num_turns"]) == [2, 2] and not any(out.non_tensor_batch["failed"])
+    # HF pads a batch to its longest prompt: other batch-mates move the log-probs in the last float bits
+    assert_same_trajectories(out, sync_out, log_prob_atol=1e-4)
