@@ -1,25 +1,30 @@
 #!/usr/bin/env python
-"""Benchmark multi-turn WebShop rollouts: the batched agent against the one-at-a-time baseline.
+"""Benchmark multi-turn WebShop rollouts: async and turn-synchronous agent modes against the one-at-a-time baseline.
 
     .venv/bin/python scripts/bench_rollout.py                  # SmolLM2-135M-Instruct, 32 trajectories
-    .venv/bin/python scripts/bench_rollout.py --tiny --trajectories 8 --max-turns 2   # a quick smoke run
+    .venv/bin/python scripts/bench_rollout.py --tiny --trajectories 8 --max-turns 2 --repeats 1   # a quick smoke run
     .venv/bin/python scripts/bench_rollout.py --no-baseline --json bench.json --output-dir /tmp/bench_records
 
-Both runs roll out the same WebShop test tasks (session ids 0..N-1) with the
+Every run rolls out the same WebShop test tasks (session ids 0..N-1) with the
 same per-trajectory seeds, through the same in-process vLLM rollout worker
-(``ActorRolloutRefWorker(role="rollout")``) and the same `OpenManusAgent`:
+(``ActorRolloutRefWorker(role="rollout")``) and `OpenManusAgent`:
 
-* batched: ``run_llm_loop``: every turn, all running trajectories in one
-  generation call; env calls on a thread pool; several WebShop servers;
+* async (``agent.rollout_mode=async``): each trajectory's next turn is
+  submitted as soon as its reply and observation are back; the engine batches
+  whatever is running (continuous batching); env calls overlap generation;
+* sync (``rollout_mode=sync``): every turn, all running trajectories in one
+  generation call, then their env calls on a thread pool;
 * baseline: ``_run_single_rollout`` per task, one after the other: batch-size-1
   generation and sequential env calls (the upstream pattern).
 
-Reported per run: trajectories/s, generated tokens/s, and the share of wall
-time spent in generation, in env calls and in the agent's own work (prompt
-and sequence building, parsing, output tensors).  The speed-up is the ratio
-of the two runs' trajectories/s (and of tokens/s, since sampled lengths may
-differ slightly).  Servers and the engine share this machine's cores, so the
-figures are for this box only.
+Async and sync run ``--repeats`` times each, interleaved (so contention from
+other work hits both alike); their medians are compared.  Reported per run:
+trajectories/s, generated tokens/s, the share of wall time the agent spent
+in generation, waiting on env calls alone, and in its own work, the engine's
+prefix-cache hits over the prompt tokens it looked up (every turn's prompt
+extends the last one, so only the new observation should need a prefill),
+and the 1-minute load average at the start and end.  Servers and the engine
+share this machine's cores, so the figures are for this box only.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -62,10 +68,11 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     return worker
 
 
-def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float], load: tuple[float, float]) -> dict[str, Any]:
+def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float], load: tuple[float, float],
+            cache: dict[str, int]) -> dict[str, Any]:
     generation, env = metrics["timing_s/generation"], metrics["timing_s/env"]
     tokens = metrics["rollout/generated_tokens"]
-    return {
+    return {"prefix_cache": cache,
         "run": name, "trajectories": trajectories, "wall_s": wall, "load_average_1min_start_end": load,
         "trajectories_per_s": trajectories / wall, "generated_tokens": tokens, "generated_tokens_per_s": tokens / wall,
         "share_generation": generation / wall, "share_env": env / wall,
@@ -73,6 +80,46 @@ def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float]
         "turns_mean": metrics["env/turns/mean"], "success_rate": metrics["env/success_rate"],
         "invalid_action_rate": metrics["env/invalid_action_rate"], "failed": metrics["env/failed_trajectories"],
     }
+
+
+def cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int]:
+    """Prefix-cache lookups between two readings of the engine's counters (empty where it does not count)."""
+    if before is None or after is None:
+        return {}
+    return {k: after[k] - before[k] for k in after}
+
+
+def timed(worker: Any, run: Any) -> tuple[Any, float, tuple[float, float], dict[str, int]]:
+    """``run()``'s result, wall seconds, load average at start and end, and prefix-cache lookups during it."""
+    before, load = worker.prefix_cache_stats(), os.getloadavg()[0]
+    start = time.perf_counter()
+    out = run()
+    wall = time.perf_counter() - start
+    return out, wall, (load, os.getloadavg()[0]), cache_delta(before, worker.prefix_cache_stats())
+
+
+def median_row(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over repeated runs (loads: lowest start, highest end)."""
+    row: dict[str, Any] = {"run": name, "trajectories": runs[0]["trajectories"]}
+    for key in ("trajectories_per_s", "generated_tokens_per_s", "wall_s", "share_generation", "share_env",
+                "share_overhead", "turns_mean", "invalid_action_rate"):
+        row[key] = statistics.median(r[key] for r in runs)
+    row["load_average_1min_start_end"] = (min(r["load_average_1min_start_end"][0] for r in runs),
+                                          max(r["load_average_1min_start_end"][1] for r in runs))
+    row["prefix_cache"] = {k: sum(r["prefix_cache"].get(k, 0) for r in runs) for k in runs[0]["prefix_cache"]}
+    return row
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} "
+          f"{'turns':>6} {'invalid':>8} {'cache hit':>16} {'load':>11}")
+    for r in rows:
+        cache = r["prefix_cache"]
+        hits = f"{cache['hits']}/{cache['queries']}" if cache.get("queries") else "n/a"
+        print(f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
+              f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
+              f"{r['turns_mean']:>6.2f} {r['invalid_action_rate']:>8.2f} {hits:>16} "
+              "{:>5.2f}-{:<5.2f}".format(*r["load_average_1min_start_end"]))
 
 
 def merge(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -101,12 +148,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="engine threads")
     parser.add_argument("--dtype", default="auto", help="engine dtype; auto: bf16 where the CPU runs it natively, else fp32")
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each of async and sync (medians compared)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
-    parser.add_argument("--output-dir", default=None, help="write the batched run's trajectory records (JSONL + viewer) here")
+    parser.add_argument("--output-dir", default=None, help="write the first async run's trajectory records (JSONL + viewer) here")
     args = parser.parse_args()
-    if args.trajectories % args.n:
-        sys.exit("--trajectories must be a multiple of --n")
+    if args.trajectories % args.n or args.repeats < 1:
+        sys.exit("--trajectories must be a multiple of --n, and --repeats at least 1")
 
     from transformers import AutoTokenizer
 
@@ -135,44 +183,50 @@ def main() -> None:
                   "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
                   "max_prompt_length": args.max_prompt_length, "max_trajectory_length": args.max_trajectory_length,
                   "concurrency": args.concurrency, "temperature": args.temperature}
-        agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
-        print(f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason})", flush=True)
+        agents = {mode: stack.enter_context(OpenManusAgent(tokenizer, worker, {**config, "rollout_mode": mode}))
+                  for mode in ("async", "sync")}
+        print(f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason}); "
+              f"VLLM_CPU_OMP_THREADS_BIND={os.environ.get('VLLM_CPU_OMP_THREADS_BIND')}; "
+              f"cores this process may use {sorted(os.sched_getaffinity(0))}", flush=True)
         print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
-              f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers", flush=True)
-        agent.run_llm_loop(batch[:1], global_step=-1)  # warm-up: engine kernels, server caches
+              f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers; "
+              f"KV cache {args.kv_cache_gb} GiB", flush=True)
+        for agent in agents.values():
+            agent.run_llm_loop(batch[:1], global_step=-1)  # warm-up: engine kernels, server caches
 
-        load, start = os.getloadavg()[0], time.perf_counter()
-        out = agent.run_llm_loop(batch, output_dir=args.output_dir)
-        results = [summary("batched", time.perf_counter() - start, len(out), out.meta_info["metrics"],
-                           (load, os.getloadavg()[0]))]
+        runs: dict[str, list[dict[str, Any]]] = {"async": [], "sync": []}
+        for repeat in range(args.repeats):
+            for mode, agent in agents.items():
+                record = args.output_dir if repeat == 0 and mode == "async" else None
+                out, wall, load, cache = timed(worker, lambda: agent.run_llm_loop(batch, output_dir=record))
+                runs[mode].append(summary(f"{mode} #{repeat + 1}", wall, len(out), out.meta_info["metrics"], load, cache))
+                print(f"[bench] {mode} run {repeat + 1}: {len(out) / wall:.3f} trajectories/s", flush=True)
+        results = [r for pair in zip(runs["async"], runs["sync"]) for r in pair]
+        medians = [median_row(f"{mode} (median of {args.repeats})", runs[mode]) for mode in ("async", "sync")]
 
         if not args.no_baseline:
-            parts = []
-            load, start = os.getloadavg()[0], time.perf_counter()
-            for row, task in enumerate(tasks):
-                for copy in range(args.n):
-                    single = agent._run_single_rollout(task, seed=trajectory_seed(0, 0, row, copy))
-                    parts.append(single.meta_info["metrics"])
-            results.append(summary("baseline (one at a time, batch size 1)", time.perf_counter() - start,
-                                   len(parts), merge(parts), (load, os.getloadavg()[0])))
+            def one_at_a_time() -> list[dict[str, float]]:
+                return [agents["sync"]._run_single_rollout(task, seed=trajectory_seed(0, 0, row, copy)).meta_info["metrics"]
+                        for row, task in enumerate(tasks) for copy in range(args.n)]
 
-    header = (f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} "
-              f"{'turns':>6} {'invalid':>8} {'load':>11}")
-    print(header)
-    for r in results:
-        print(f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
-              f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
-              f"{r['turns_mean']:>6.2f} {r['invalid_action_rate']:>8.2f} "
-              "{:>5.2f}-{:<5.2f}".format(*r["load_average_1min_start_end"]))
+            parts, wall, load, cache = timed(worker, one_at_a_time)
+            medians.append(summary("baseline (one at a time, batch size 1)", wall, len(parts), merge(parts), load, cache))
+
+    print_table(results + medians)
     print(f"load: 1-minute load average at the start and end of each run on {os.cpu_count()} cores; "
           "other work on the cores slows a run, so compare runs with similar load")
-    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(), "runs": results}
-    if len(results) == 2:
-        batched, baseline = results
-        report["speedup_trajectories_per_s"] = batched["trajectories_per_s"] / baseline["trajectories_per_s"]
-        report["speedup_tokens_per_s"] = batched["generated_tokens_per_s"] / baseline["generated_tokens_per_s"]
-        print(f"speed-up (batched / baseline): {report['speedup_trajectories_per_s']:.2f}x trajectories/s, "
-              f"{report['speedup_tokens_per_s']:.2f}x generated tokens/s")
+    print("cache hit: prompt tokens found in the engine's prefix cache / prompt tokens looked up")
+    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(),
+                              "runs": results, "medians": medians}
+    rate = {r["run"].split(" ")[0]: r["trajectories_per_s"] for r in medians}
+    report["speedup_async_over_sync"] = rate["async"] / rate["sync"]
+    print(f"speed-up (medians, trajectories/s): async / sync {report['speedup_async_over_sync']:.2f}x", end="")
+    if "baseline" in rate:
+        report["speedup_async_over_baseline"] = rate["async"] / rate["baseline"]
+        report["speedup_sync_over_baseline"] = rate["sync"] / rate["baseline"]
+        print(f"; async / baseline {report['speedup_async_over_baseline']:.2f}x; "
+              f"sync / baseline {report['speedup_sync_over_baseline']:.2f}x", end="")
+    print()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

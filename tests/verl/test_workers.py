@@ -37,6 +37,14 @@ class EchoWorker(Worker):
             raise ValueError(f"deliberate failure on rank {self.rank}")
         return "ok"
 
+    @register(Dispatch.ROUTE_PROTO)
+    def routed(self, data: DataProto) -> DataProto:
+        return DataProto.from_dict(non_tensors={"route": data.non_tensor_batch["route"], "rank": [self.rank] * len(data)})
+
+    @register(Dispatch.ALL_TO_ALL_CONCAT)
+    def ranks(self, copies: int) -> DataProto:
+        return DataProto.from_dict(non_tensors={"rank": [self.rank] * copies})
+
     @register(Dispatch.ONE_TO_ALL, blocking=False)
     def later(self):
         return self.world_size
@@ -67,6 +75,11 @@ def test_dispatch_modes_split_and_gather(ray_local):
         assert future.get() == [2, 2]
         with pytest.raises(ValueError, match="ALL_TO_ALL argument 0 must be a list of 2 items"):
             wg.own(["only one"])
+        routed = wg.routed(DataProto.from_dict(non_tensors={"route": [4, 1, 2, 7, 6]}))  # rank = route % 2
+        assert list(routed.non_tensor_batch["route"]) == [4, 2, 6, 1, 7]
+        assert list(routed.non_tensor_batch["rank"]) == [0, 0, 0, 1, 1]
+        assert len(wg.routed(DataProto.from_dict(non_tensors={"route": [3]}))) == 1  # rank 0 gets no rows
+        assert list(wg.ranks(2).non_tensor_batch["rank"]) == [0, 0, 1, 1]
     finally:
         close_group(wg, pool)
 
