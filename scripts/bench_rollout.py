@@ -82,6 +82,12 @@ def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float]
     }
 
 
+def block_size(worker: Any) -> int | str:
+    """The engine's KV block size: prefix-cache hits come in whole blocks."""
+    engine = getattr(getattr(worker.rollout, "llm", None), "llm_engine", None)
+    return getattr(getattr(getattr(engine, "vllm_config", None), "cache_config", None), "block_size", "?")
+
+
 def cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int]:
     """Prefix-cache lookups between two readings of the engine's counters (empty where it does not count)."""
     if before is None or after is None:
@@ -190,7 +196,7 @@ def main() -> None:
               f"cores this process may use {sorted(os.sched_getaffinity(0))}", flush=True)
         print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
               f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers; "
-              f"KV cache {args.kv_cache_gb} GiB", flush=True)
+              f"KV cache {args.kv_cache_gb} GiB in blocks of {block_size(worker)} tokens (the prefix cache's unit)", flush=True)
         for agent in agents.values():
             agent.run_llm_loop(batch[:1], global_step=-1)  # warm-up: engine kernels, server caches
 
