@@ -75,7 +75,7 @@ if bad:
 PY
 }
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_imports 2>/dev/null; then
-    say "already set up ($DEVICE) in $VENV"
+    say "already set up ($DEVICE${OPTIONAL:+, extras $OPTIONAL}) in $VENV"
     exit 0
 fi
 
