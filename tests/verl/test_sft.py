@@ -115,13 +115,13 @@ def test_nll_on_learned_positions_only_equals_the_full_computation(tiny_model_pa
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
     d = pack_samples([[11, 12, 21, 22, 31, 32, 41], [11, 21, 5]], [[0, 0, 1, 1, 0, 0, 1], [0, 1, 1]], pad_id=0)
-    nll, mask = token_nll(model, d, "cpu", "float32")
-    # kept positions 0, 1, 2, 5: learned in row 0 at 1, 2, 5 and in row 1 at 0, 1
-    assert mask.tolist() == [[0, 1, 1, 1], [1, 1, 0, 0]]
+    nll, tokens = token_nll(model, d, "cpu", "float32")
+    chunked, _ = token_nll(model, d, "cpu", "float32", chunk_tokens=2)  # 5 learned tokens, 2 at a time
+    # learned: row 0 predicts at positions 1, 2, 5; row 1 at 0, 1
+    assert tokens.tolist() == [3.0, 2.0]
     full = model(input_ids=d.batch["input_ids"], attention_mask=d.batch["attention_mask"], position_ids=d.batch["position_ids"]).logits
     logp = full.log_softmax(-1)
     for row, positions in ((0, [1, 2, 5]), (1, [0, 1])):
-        for j, t in enumerate([0, 1, 2, 5]):
-            if t in positions:
-                expected = -logp[row, t, int(d.batch["input_ids"][row, t + 1])]
-                assert nll[row, j].item() == pytest.approx(expected.item(), abs=1e-5)
+        expected = -sum(logp[row, t, int(d.batch["input_ids"][row, t + 1])] for t in positions)
+        assert nll[row].item() == pytest.approx(expected.item(), abs=1e-5)
+        assert chunked[row].item() == pytest.approx(expected.item(), abs=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from verl.protocol import DataProto
-from verl.utils.batch import pack_sequences
+from verl.utils.batch import pack_sequences, packed_proto
 from verl.utils.dataset import TaskDataLoader, read_tasks
 from verl.workers.config import ConfigError
 
@@ -274,3 +274,16 @@ def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_no
     assert list(nt["failed"]) == [False, False, True, True] and list(nt["uid"]) == ["a", "b", "padding-0", "padding-1"]
     assert list(nt["status"]) == ["done", "done", "padding", "padding"]
     assert trainer._pad_to_mini_batches(padded) is padded
+
+
+def test_worker_calls_carry_only_the_keys_they_read():
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    d = packed_proto([[1, 2]], [[3, 4]], pad_id=0)
+    d.batch["values"] = torch.zeros(1, 2)
+    d.batch["token_level_scores"] = torch.zeros(1, 2)
+    d.non_tensor_batch["turns"] = np.array([[{"role": "assistant", "text": "a long record"}]], dtype=object)
+    d.meta_info.update(temperature=0.7, top_p=1.0, top_k=-1, metrics={"rollout/x": 1.0})
+    sent = RayPPOTrainer._for_worker(d, "values")
+    assert sorted(sent.batch) == ["attention_mask", "input_ids", "position_ids", "response_mask", "responses", "values"]
+    assert sent.non_tensor_batch == {} and sent.meta_info == {"temperature": 0.7, "top_p": 1.0, "top_k": -1}

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
@@ -37,6 +36,7 @@ from verl.utils import fsdp_utils
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
 from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig
+from verl.workers.token_logprobs import head_stats_at
 from verl.workers.trainable import TrainableModule
 
 MASK_KEY = "target_mask"  # target_mask[:, t] = loss_mask[:, t + 1]: the token predicted at position t is learned
@@ -128,23 +128,32 @@ def pack_samples(ids: list[list[int]], masks: list[list[int]], pad_id: int) -> D
                                 "position_ids": position_ids_from_mask(attention), MASK_KEY: target})
 
 
-def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token NLL of the next token and its mask, ``(B, K)`` over the K positions learned in any row.
+PLAIN = {"temperature": 1.0, "top_k": -1, "top_p": 1.0}  # the model's own distribution
 
-    Only those positions go through the LM head (``logits_to_keep``): in agent episodes the model's
-    turns are a small part of each sequence, so most of the vocabulary projection is skipped.
+
+def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row ``(B,)``: the summed NLL of the learned next tokens, and how many there are.
+
+    Only learned positions go through the LM head, in chunks (`head_stats_at`): in agent
+    episodes the model's turns are a small part of each sequence.
     """
     width = int(mb.batch["attention_mask"].sum(dim=-1).max())
     b = {k: v[:, :width].to(device) for k, v in mb.batch.items()}
-    keep = torch.nonzero(b[MASK_KEY].any(dim=0)).squeeze(-1)
-    if keep.numel() == 0:  # nothing to learn here: one position keeps the graph
-        keep = torch.zeros(1, dtype=torch.long, device=keep.device)
+    target = b[MASK_KEY].bool()
+    keep = torch.nonzero(target.any(dim=0)).squeeze(-1)
+    picked = target[:, keep]
+    if not picked.any():  # nothing to learn here: one position keeps the graph, with weight 0
+        keep = torch.zeros(1, dtype=torch.long, device=target.device)
+        picked = torch.zeros(target.shape[0], 1, dtype=torch.bool, device=target.device)
+        picked[0, 0] = True
+    labels = torch.roll(b["input_ids"], shifts=-1, dims=1)[:, keep][picked]  # position t predicts token t + 1
+    inputs = {k: b[k] for k in ("input_ids", "attention_mask", "position_ids")}
     with autocast(device, dtype):
-        logits = module(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"],
-                        use_cache=False, logits_to_keep=keep).logits
-    labels = torch.roll(b["input_ids"], shifts=-1, dims=1)[:, keep]  # position t predicts token t + 1
-    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none").view(labels.shape)
-    return nll, b[MASK_KEY][:, keep].float()
+        stats = head_stats_at(module, inputs, keep, picked, labels, PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
+    weight = target[:, keep][picked].float()
+    rows = picked.nonzero(as_tuple=True)[0]
+    zeros = torch.zeros(target.shape[0], device=stats.device)
+    return zeros.index_add(0, rows, -stats[:, 0] * weight), zeros.index_add(0, rows, weight)
 
 
 class SFTTrainer(Worker):
@@ -172,8 +181,8 @@ class SFTTrainer(Worker):
         return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype, cfg.train.grad_clip)
 
     def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
-        nll, mask = token_nll(self.model.module, mb, self.model.device, self.dtype)
-        loss = (nll * mask).sum() / mask.sum().clamp_min(1.0)
+        nll, tokens = token_nll(self.model.module, mb, self.model.device, self.dtype)
+        loss = nll.sum() / tokens.sum().clamp_min(1.0)
         return loss, {"sft/train_loss": loss.item()}
 
     @torch.no_grad()
@@ -183,8 +192,8 @@ class SFTTrainer(Worker):
         t = self.config.train
 
         def fn(mb: DataProto) -> dict[str, torch.Tensor]:
-            nll, mask = token_nll(model.module, mb, model.device, self.dtype)
-            return {"nll": (nll * mask).sum(dim=-1, keepdim=True).cpu(), "tokens": mask.sum(dim=-1, keepdim=True).cpu()}
+            nll, tokens = token_nll(model.module, mb, model.device, self.dtype)
+            return {"nll": nll[:, None].cpu(), "tokens": tokens[:, None].cpu()}
 
         out = model.map_micro_batches(data, fn, t.micro_batch_size, t.max_token_len if t.use_dynamic_bsz else None)
         return float(out["nll"].sum() / out["tokens"].sum().clamp_min(1.0))

@@ -217,7 +217,6 @@ class ActorRolloutRefWorker(Worker):
         """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
         cfg = self.config.actor
         out = self._log_probs(self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True)
-        release_free_heap()
         return DataProto.from_dict({"old_log_probs": out["log_probs"], "entropys": out["entropys"]})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
@@ -225,7 +224,6 @@ class ActorRolloutRefWorker(Worker):
         """``ref_log_prob`` ``(B, T)`` under the frozen reference policy."""
         cfg = self.config.ref
         out = self._log_probs(self._need("ref"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
-        release_free_heap()
         return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
 
     # ------------------------------------------------------------------ update
@@ -243,7 +241,6 @@ class ActorRolloutRefWorker(Worker):
         metrics["timing_s/update_actor"] = time.perf_counter() - start
         if self.rollout is not None:
             metrics["timing_s/weight_sync"] = self.sync_rollout_weights()
-        release_free_heap()
         metrics["perf/max_memory_rss_gb/actor_rollout_ref"] = _peak_rss_gb()
         metrics["memory/rss_gb/actor_rollout_ref"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})
@@ -253,6 +250,8 @@ class ActorRolloutRefWorker(Worker):
         start = time.perf_counter()
         state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
         self._need("rollout").update_weights(state.items())
+        del state
+        release_free_heap()
         return time.perf_counter() - start
 
     # ------------------------------------------------------------------ checkpoints
@@ -327,9 +326,7 @@ class CriticWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_values(self, data: DataProto) -> DataProto:
         """``values`` ``(B, T)``: V of the state before each response token."""
-        values = self._need_critic().compute_values(data)
-        release_free_heap()
-        return DataProto.from_dict({"values": values})
+        return DataProto.from_dict({"values": self._need_critic().compute_values(data)})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_critic(self, data: DataProto) -> DataProto:
@@ -341,7 +338,6 @@ class CriticWorker(Worker):
         metrics["critic/values/mean"] = float(masked_mean(data.batch["values"], mask))
         metrics["critic/returns/mean"] = float(masked_mean(data.batch["returns"], mask))
         metrics["timing_s/update_critic"] = time.perf_counter() - start
-        release_free_heap()
         metrics["perf/max_memory_rss_gb/critic"] = _peak_rss_gb()
         metrics["memory/rss_gb/critic"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})

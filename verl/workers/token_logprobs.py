@@ -61,6 +61,41 @@ def _head_replaced(module: torch.nn.Module, forward):
         del head.forward  # back to the class's forward
 
 
+def head_stats_at(
+    module: torch.nn.Module,
+    inputs: dict[str, torch.Tensor],
+    positions: torch.Tensor,
+    picked: torch.Tensor,
+    labels: torch.Tensor,
+    sampling: dict,
+    with_entropy: bool,
+    entropy_grad: bool = False,
+    chunk_tokens: int = 512,
+) -> torch.Tensor:
+    """``(N, 2)`` fp32: log p(label) and entropy at the N picked (row, position) pairs.
+
+    ``inputs``: ``input_ids``, ``attention_mask``, ``position_ids`` ``(B, L)``;
+    ``positions`` ``(K,)``: sequence positions whose output is wanted in some row;
+    ``picked`` ``(B, K)`` bool: the pairs to score, N of them, row-major;
+    ``labels`` ``(N,)``: the token each picked pair predicts.
+    """
+
+    def chunked_head(head, hidden: torch.Tensor) -> torch.Tensor:  # hidden (B, K, H) -> (N, 2)
+        flat = hidden[picked]
+        parts = []
+        for s in range(0, flat.shape[0], chunk_tokens):
+            fn = partial(
+                _chunk_stats, head=head, labels=labels[s : s + chunk_tokens], sampling=sampling,
+                with_entropy=with_entropy, entropy_grad=entropy_grad,
+            )
+            h = flat[s : s + chunk_tokens]
+            parts.append(checkpoint(fn, h, use_reentrant=False) if torch.is_grad_enabled() else fn(h))
+        return torch.cat(parts)
+
+    with _head_replaced(module, chunked_head):
+        return module(**inputs, use_cache=False, logits_to_keep=positions).logits
+
+
 def learned_token_logprobs(
     module: torch.nn.Module,
     batch: dict[str, torch.Tensor],
@@ -87,30 +122,11 @@ def learned_token_logprobs(
         cols = torch.zeros(1, dtype=torch.long, device=mask.device)
         picked = torch.zeros(B, 1, dtype=torch.bool, device=mask.device)
         picked[0, 0] = True
-    labels = responses[:, cols][picked]  # (N,)
-
-    def chunked_head(head, hidden: torch.Tensor) -> torch.Tensor:  # hidden (B, K, H) -> (N, 2)
-        flat = hidden[picked]
-        parts = []
-        for s in range(0, flat.shape[0], chunk_tokens):
-            fn = partial(
-                _chunk_stats, head=head, labels=labels[s : s + chunk_tokens], sampling=sampling,
-                with_entropy=with_entropy, entropy_grad=entropy_grad,
-            )
-            h = flat[s : s + chunk_tokens]
-            parts.append(checkpoint(fn, h, use_reentrant=False) if torch.is_grad_enabled() else fn(h))
-        return torch.cat(parts)
-
     start = L - T - lead  # first response column inside the trimmed window
-    end = L - trail
-    with _head_replaced(module, chunked_head):
-        stats = module(
-            input_ids=batch["input_ids"][:, lead:end],
-            attention_mask=batch["attention_mask"][:, lead:end],
-            position_ids=batch["position_ids"][:, lead:end],
-            use_cache=False,
-            logits_to_keep=cols + (start - 1),
-        ).logits
+    window = {k: batch[k][:, lead : L - trail] for k in ("input_ids", "attention_mask", "position_ids")}
+    stats = head_stats_at(
+        module, window, cols + (start - 1), picked, responses[:, cols][picked], sampling, with_entropy, entropy_grad, chunk_tokens
+    )
     rows, col_idx = picked.nonzero(as_tuple=True)
     keep = mask.to(stats.dtype)
 

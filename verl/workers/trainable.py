@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
+from verl.utils.memory import release_free_heap
 from verl.utils.torch_functional import plan_micro_batches
 from verl.workers.config import UpdateBatchingConfig
 
@@ -103,6 +104,7 @@ class TrainableModule:
                 if key not in outputs:
                     outputs[key] = torch.zeros((len(data), *value.shape[1:]), dtype=value.dtype)
                 outputs[key][torch.as_tensor(rows)] = value.detach().cpu()
+        release_free_heap()
         return outputs
 
     # ----------------------------------------------------------------- updates
@@ -167,6 +169,7 @@ class TrainableModule:
                     sums[key] = sums.get(key, 0.0) + value
                 steps += 1
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: free them until the next update
+        release_free_heap()  # and give the step's freed activations back to the OS (`verl.utils.memory`)
         if self.scheduler is not None:
             self.scheduler.step()
         out = {k: v / max(steps, 1) for k, v in sums.items()}

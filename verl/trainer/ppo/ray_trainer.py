@@ -53,6 +53,8 @@ from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
 LATEST = "latest_checkpointed_iteration.txt"
+MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")  # what every model pass reads
+SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
 SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
 
 
@@ -257,6 +259,21 @@ class RayPPOTrainer:
         return DataProto.concat([batch, filler])
 
     # ------------------------------------------------------------------ one step
+    @staticmethod
+    def _for_worker(batch: DataProto, *extra: str) -> DataProto:
+        """What a worker call reads, and nothing else: the model inputs, ``extra`` tensors and the sampling settings."""
+        meta = [k for k in SAMPLING_META if k in batch.meta_info]
+        return batch.select(batch_keys=[*MODEL_INPUTS, *extra], non_tensor_batch_keys=[], meta_info_keys=meta)
+
+    def _actor_update_keys(self) -> list[str]:
+        actor = self.config.actor_rollout_ref.actor
+        keys = ["old_log_probs", "advantages"]
+        if actor.use_kl_loss:
+            keys.append("ref_log_prob")
+        if actor.tis_cap is not None:
+            keys.append("rollout_log_probs")
+        return keys
+
     def train_step(self, tasks: DataProto) -> dict[str, float]:
         cfg = self.config
         metrics: dict[str, float] = {}
@@ -274,16 +291,16 @@ class RayPPOTrainer:
             self._balance(batch)
 
         with timer("old_log_prob"):
-            old = self.actor_rollout_wg.compute_log_prob(batch)
+            old = self.actor_rollout_wg.compute_log_prob(self._for_worker(batch))
         entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
         metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
         batch.union(old)
         if cfg.use_ref:
             with timer("ref"):
-                batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
+                batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._for_worker(batch)))
         if self.critic_wg is not None:
             with timer("values"):
-                batch.union(self.critic_wg.compute_values(batch))
+                batch.union(self.critic_wg.compute_values(self._for_worker(batch)))
 
         if cfg.algorithm.use_kl_in_reward:
             batch, kl_metrics = core_algos.apply_kl_penalty(batch, self.kl_ctrl, cfg.algorithm.kl_penalty)
@@ -296,10 +313,10 @@ class RayPPOTrainer:
 
         if self.critic_wg is not None:
             with timer("update_critic"):
-                metrics.update(self.critic_wg.update_critic(batch).meta_info["metrics"])
+                metrics.update(self.critic_wg.update_critic(self._for_worker(batch, "values", "returns")).meta_info["metrics"])
         if self.global_step > cfg.algorithm.critic_warmup:
             with timer("update_actor_total"):
-                metrics.update(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
+                metrics.update(self.actor_rollout_wg.update_actor(self._for_worker(batch, *self._actor_update_keys())).meta_info["metrics"])
         metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget))
         metrics["timing_s/step"] = time.perf_counter() - step_start
         metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))
