@@ -10,8 +10,8 @@ Prints:
     loop, grad clip, scheduler) against a bare PyTorch loop (forward, the same
     token-mean policy loss, backward, AdamW) on the same model and tokens; the
     ratio is the engine's overhead (1.0 = none);
-  * the same two on a real multi-turn batch (``--records``: a rollout JSONL the
-    trainer wrote, re-tokenised from its text): rows of different lengths with
+  * the same two on a real multi-turn batch (``--records``, by default one real
+    WebShop GRPO step in ``data/bench``, re-tokenised from its text): rows of different lengths with
     observation tokens between the model's turns. The bare loop pads every
     micro-batch of ``--micro_rows`` rows to the batch width and projects every
     position onto the vocabulary; ``update_actor`` groups rows by length under
@@ -173,7 +173,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                         help="auto (the trainer's default): bf16 where the CPU runs it natively, else fp32")
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
-    parser.add_argument("--records", default=None, help="a rollout JSONL (<output_dir>/rollouts/step_*.jsonl) for the multi-turn case")
+    parser.add_argument("--records", default="data/bench/webshop_grpo_step1.jsonl",
+                        help="a rollout JSONL (<output_dir>/trajectories/rollouts/step_*.jsonl) for the multi-turn case; '' skips it")
     args = parser.parse_args()
 
     os.environ.setdefault("WORLD_SIZE", "1")
