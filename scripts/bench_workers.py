@@ -28,6 +28,7 @@ The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -143,11 +144,10 @@ def bare_loop(model_path, data, steps, micro_rows, dtype):
     return times
 
 
-def update_vs_bare(worker, model: str, data, steps: int, micro_rows: int, dtype: str) -> tuple[float, float, list[float]]:
-    """Real tokens/s of ``update_actor`` (weight sync excluded) and of the bare loop on ``data`` (best of
-    ``steps`` after a warm-up each), and the weight-sync seconds of each update."""
+def update_rate(worker, data, steps: int) -> tuple[float, list[float]]:
+    """Real tokens/s of ``update_actor`` on ``data`` (weight sync excluded; best of ``steps`` after a
+    warm-up) and the weight-sync seconds of each update."""
     data.union(worker.compute_log_prob(data).select(batch_keys=["old_log_probs"]))
-    tokens = float(data.batch["attention_mask"].sum())
     worker.update_actor(data)  # warm-up (includes one weight sync)
     upd, sync = [], []
     for _ in range(steps):
@@ -155,8 +155,16 @@ def update_vs_bare(worker, model: str, data, steps: int, micro_rows: int, dtype:
         m = worker.update_actor(data).meta_info["metrics"]
         upd.append(time.perf_counter() - start - m["timing_s/weight_sync"])
         sync.append(m["timing_s/weight_sync"])
-    bare = bare_loop(model, data, steps + 1, micro_rows, dtype)[1:]
-    return tokens / min(upd), tokens / min(bare), sync
+    return real_tokens(data) / min(upd), sync
+
+
+def real_tokens(data) -> float:
+    return float(data.batch["attention_mask"].sum())
+
+
+def bare_rate(model: str, data, steps: int, micro_rows: int, dtype: str) -> float:
+    """Real tokens/s of the bare loop on ``data``: best of ``steps`` after a warm-up."""
+    return real_tokens(data) / min(bare_loop(model, data, steps + 1, micro_rows, dtype)[1:])
 
 
 def main() -> None:
@@ -180,7 +188,7 @@ def main() -> None:
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
     from model_prep import prepare_default_model
-    from verl.utils.memory import current_rss_gb
+    from verl.utils.memory import current_rss_gb, release_free_heap
     from verl.utils.precision import describe_cpu, resolve_dtype
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
     from verl.workers.rollout.hf_rollout import HFRollout
@@ -207,23 +215,29 @@ def main() -> None:
     del hf
 
     data = training_batch(args.train_rows, args.train_len, vocab)
-    upd_tps, bare_tps, sync = update_vs_bare(worker, model, data, args.steps, args.micro_rows, dtype)
-    recorded = None
+    upd_tps, sync = update_rate(worker, data, args.steps)
+    rec = None
     if args.records:
         rec = recorded_batch(args.records, worker.rollout.llm.get_tokenizer(), pad_id=0)
         rec = rec[list(range(len(rec) // args.train_rows * args.train_rows))]  # whole mini-batches
-        real = rec.batch["attention_mask"]
-        learned = rec.batch["response_mask"].sum() / real.sum()
-        recorded = (len(rec), int(real.sum(dim=1).min()), int(real.sum(dim=1).max()), float(learned),
-                    *update_vs_bare(worker, model, rec, args.steps, args.micro_rows, dtype)[:2])
+        rec_upd, _ = update_rate(worker, rec, args.steps)
     rss_now, rss_peak = current_rss_gb(), worker.memory_stats()["peak_rss_gb"]
     worker.shutdown()
+    del worker
+    gc.collect()
+    release_free_heap()  # the bare loops run in the memory the worker held
+    bare_tps = bare_rate(model, data, args.steps, args.micro_rows, dtype)
+    if rec is not None:
+        real = rec.batch["attention_mask"].sum(dim=1)
+        learned = float(rec.batch["response_mask"].sum() / real.sum())
+        # full-vocabulary logits of 4 rows x ~1,700 positions do not fit beside the model: 2 rows per micro-batch
+        rec_bare = bare_rate(model, rec, args.steps, min(args.micro_rows, 2), dtype)
 
     by_dtype = {dtype: (vllm_tps, bare_tps)}
     if not args.no_precision_compare:
         other = "float32" if dtype == "bfloat16" else "bfloat16"
         other_rollout = vllm_rate_in(other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads)
-        other_bare = float(data.batch["attention_mask"].sum()) / min(bare_loop(model, data, args.steps + 1, args.micro_rows, other)[1:])
+        other_bare = bare_rate(model, data, args.steps, args.micro_rows, other)
         by_dtype[other] = (other_rollout, other_bare)
 
     print(f"\n{describe_cpu()}")
@@ -235,11 +249,11 @@ def main() -> None:
     print(f"{'update_actor training tokens/s':<46}{upd_tps:>12.1f}")
     print(f"{'bare PyTorch fwd+bwd+AdamW tokens/s':<46}{bare_tps:>12.1f}")
     print(f"{'  ratio update_actor / bare (1.0 = no overhead)':<46}{upd_tps / bare_tps:>12.2f}")
-    if recorded:
-        n, shortest, longest, learned, rec_upd, rec_bare = recorded
-        print(f"recorded batch {args.records}: {n} trajectories, {shortest}-{longest} tokens, {learned:.0%} of tokens learned")
+    if rec is not None:
+        print(f"recorded batch {args.records}: {len(rec)} trajectories, {int(real.min())}-{int(real.max())} tokens, "
+              f"{learned:.0%} of tokens learned")
         print(f"{'  update_actor tokens/s':<46}{rec_upd:>12.1f}")
-        print(f"{'  bare loop tokens/s (padded, full LM head)':<46}{rec_bare:>12.1f}")
+        print(f"{'  bare loop tokens/s (2 rows padded, full LM head)':<46}{rec_bare:>12.1f}")
         print(f"{'  ratio update_actor / bare':<46}{rec_upd / rec_bare:>12.2f}")
     print(f"{'worker RSS after the updates: current / peak GiB':<46}{rss_now:>6.2f} /{rss_peak:>5.2f}")
     print(f"{'weight sync into vLLM, seconds (best)':<46}{min(sync):>12.3f}")
