@@ -103,7 +103,7 @@ class ModelConfig:
     """Where the weights come from and how the module is built."""
 
     path: str = ""
-    enable_gradient_checkpointing: bool = False
+    enable_gradient_checkpointing: bool = True
     attn_implementation: str = "sdpa"
 
 
