@@ -31,6 +31,7 @@ def test_our_overrides_make_a_valid_grpo_config(tmp_path):
     assert (actor.optim.lr, actor.use_kl_loss, actor.mixed_precision) == (2e-6, False, "bfloat16")
     assert (cfg.agent["max_prompt_length"], cfg.agent["max_response_length"]) == (256, 128)
     assert cfg.trainer.total_training_steps == 4 and cfg.trainer.threads_per_worker == 2
+    assert cfg.actor_rollout_ref.model.enable_gradient_checkpointing is False  # TRL's side runs without it too
     with_kl = load_config(our_overrides(Job(**{**JOB.__dict__, "kl": 0.001}), str(tmp_path / "kl")), check_files=False)
     assert (with_kl.actor_rollout_ref.actor.use_kl_loss, with_kl.actor_rollout_ref.actor.kl_loss_coef) == (True, 0.001)
 
