@@ -198,7 +198,7 @@ def main() -> None:
     model = args.model or str(prepare_default_model())
     rollout_cfg = {"name": "vllm", "dtype": dtype, "kv_cache_gb": 2, "max_model_len": 2048}
     cfg = {
-        "model": {"path": model},
+        "model": {"path": model, "enable_gradient_checkpointing": False},  # the bare loop recomputes nothing either
         "actor": {"ppo_mini_batch_size": args.train_rows, "ppo_micro_batch_size_per_gpu": args.micro_rows, "mixed_precision": dtype,
                   "shuffle": False, "optim": {"lr": 1e-6}},
         "rollout": rollout_cfg,
