@@ -91,6 +91,44 @@ def test_resume_after_stop_matches_uninterrupted_run(ppo_run, tiny_model_path, t
         assert resumed[key] == pytest.approx(straight[key], rel=1e-3, abs=1e-5), key
 
 
+def tasks_per_step(out: Path) -> dict[int, list[int]]:
+    """The task ids each step's rollout played, from its trajectory records."""
+    found = {}
+    for path in sorted((out / "trajectories" / "rollouts").glob("step_*.jsonl")):
+        step = int(path.stem.split("_")[1])
+        found[step] = sorted({json.loads(line)["task_id"] for line in path.read_text().splitlines()})
+    return found
+
+
+def test_one_step_off_overlaps_rollout_and_training_and_resumes_to_the_same_samples(tiny_model_path, tasks, server, tmp_path):
+    one_step_off = ("algorithm.adv_estimator=grpo", "agent.n=2", "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2",
+                    "trainer.total_training_steps=3", "trainer.val_before_train=false", "trainer.test_freq=3", "data.shuffle=false")
+    straight_out = tmp_path / "straight"
+    straight = run_main(tiny_model_path, tasks, server, straight_out, *one_step_off)
+    assert [r["step"] for r in straight] == [1, 2, 3]
+    # step 1 trains what the first weights drew; steps 2 and 3 what the weights before the last update drew
+    assert [r["rollout/staleness"] for r in straight] == [0.0, 1.0, 1.0]
+    assert "timing_s/rollout_wait" not in straight[0]
+    for r in straight[1:]:  # the rollout ran while the step before trained: the driver waited for only part of it
+        assert r["timing_s/rollout_wait"] < r["timing_s/rollout"]
+    assert all("actor/tis_weight_mean" in r for r in straight) and "val/webshop/success_rate" in straight[2]
+    assert tasks_per_step(straight_out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}
+
+    out = tmp_path / "resumed"
+    first = run_main(tiny_model_path, tasks, server, out, *one_step_off, "trainer.stop_after_step=1")
+    assert [r["step"] for r in first] == [1]
+    assert (out / "checkpoints" / "global_step_1" / "rollout_ahead.pt").is_file()  # step 2's batch, rolled out ahead
+    second = run_main(tiny_model_path, tasks, server, out, *one_step_off)
+    assert [r["step"] for r in second] == [1, 2, 3]
+    assert tasks_per_step(out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}  # no task lost, none played twice
+    for step in (2, 3):
+        resumed, plain = by_step(second, step), by_step(straight, step)
+        for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "rollout/staleness"):
+            assert resumed[key] == plain[key], (step, key)
+        for key in ("actor/pg_loss", "actor/entropy", "actor/tis_weight_mean"):
+            assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), (step, key)
+
+
 def test_grpo_two_steps_with_kl_loss(tiny_model_path, tasks, server, tmp_path):
     rows = run_main(tiny_model_path, tasks, server, tmp_path / "grpo", "algorithm.adv_estimator=grpo", "agent.n=2",
                     "actor_rollout_ref.actor.use_kl_loss=true", "trainer.val_before_train=false", "trainer.save_freq=2")

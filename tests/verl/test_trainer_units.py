@@ -71,6 +71,10 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["actor_rollout_ref.rollout.kv_cache_gb=0"], r"actor_rollout_ref.rollout.kv_cache_gb must be > 0 GiB \(got 0.0\)"),
         (["agent.max_turns=two"], r"agent.max_turns: expected int, got str \('two'\)"),
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
+        (["trainer.staleness=2"], r"trainer.staleness must be 0 \(synchronous\) or 1 \(one-step-off\), got 2"),
+        (["trainer.staleness=1"], r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: set actor_rollout_ref.actor.tis_cap"),
+        (["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
+         r"trainer.staleness=1 cannot run with algorithm.adv_estimator=remax"),
     ],
 )
 def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, extra, message):
@@ -240,8 +244,8 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
     trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
-    metrics = {}
-    batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
+    collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
+    batch, metrics = collected.batch, collected.metrics
     assert trainer.rollout.calls == [[0, 1], [2, 3]]
     assert list(batch.non_tensor_batch["uid"]) == ["task1", "task1", "refill1-task3", "refill1-task3"]
     assert batch.batch["outcome_scores"].tolist() == [0.0, 1.0, 1.0, 0.5]
@@ -253,8 +257,8 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
 
     # rounds run out: dropped groups fill the batch so its size (and divisibility) holds
     trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]])
-    metrics = {}
-    batch = trainer._keep_informative_groups(trainer._rollout(trainer.train_loader.next_batch(), metrics), metrics)
+    collected = trainer._collect(trainer.train_loader.next_batch(), step=2)
+    batch, metrics = collected.batch, collected.metrics
     assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0
     assert list(batch.non_tensor_batch["uid"]) == ["task4", "task4", "task5", "task5"]
 

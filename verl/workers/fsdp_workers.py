@@ -33,6 +33,7 @@ from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 ROLES = ("actor", "rollout", "ref")
+ROLLOUT_GROUP = "rollout"  # generation calls: with this concurrency group they run beside training (trainer.staleness=1)
 
 
 def _peak_rss_gb() -> float:
@@ -108,7 +109,14 @@ class ActorRolloutRefWorker(Worker):
         return obj
 
     # ------------------------------------------------------------------ rollout
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    def _rollout_engine(self) -> RolloutEngine:
+        """The engine, with this thread's torch thread count set: in the rollout concurrency group the
+        calls run on a thread of their own, and the count is kept per thread."""
+        if torch.get_num_threads() != self.config.num_threads:
+            torch.set_num_threads(self.config.num_threads)
+        return self._need("rollout")
+
+    @register(Dispatch.DP_COMPUTE_PROTO, concurrency_group=ROLLOUT_GROUP)
     def generate_sequences(self, data: DataProto) -> DataProto:
         """Sample a continuation for each row's ``prompt_ids`` (a list of token ids).
 
@@ -117,7 +125,7 @@ class ActorRolloutRefWorker(Worker):
         ``stop_token_ids``, ``do_sample``) over the rollout config's defaults.
         Returns ``response_ids``, ``response_log_probs`` and ``finish_reason`` per row.
         """
-        engine: RolloutEngine = self._need("rollout")
+        engine: RolloutEngine = self._rollout_engine()
         params = self._sampling_params(data)
         prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
         start = time.perf_counter()
@@ -150,26 +158,26 @@ class ActorRolloutRefWorker(Worker):
             for i in range(len(data))
         ]
 
-    @register(Dispatch.ROUTE_PROTO)
+    @register(Dispatch.ROUTE_PROTO, concurrency_group=ROLLOUT_GROUP)
     def submit_generation(self, data: DataProto) -> DataProto:
         """Queue one request per row without waiting for it: ``request_id`` (a str, unique among
         unfinished requests), ``prompt_ids``, ``route`` (an int: the group sends a row to rank
         ``route % world_size``, so one trajectory keeps one rank and its prefix cache), optional
         ``seed``; sampling settings as in `generate_sequences`.  Collect outputs with `poll_generation`."""
-        engine: RolloutEngine = self._need("rollout")
+        engine: RolloutEngine = self._rollout_engine()
         if len(data):
             ids = [str(i) for i in data.non_tensor_batch["request_id"]]
             prompts = [list(map(int, p)) for p in data.non_tensor_batch["prompt_ids"]]
             engine.submit(list(zip(ids, prompts, self._sampling_params(data))))
         return DataProto()
 
-    @register(Dispatch.ALL_TO_ALL_CONCAT)
+    @register(Dispatch.ALL_TO_ALL_CONCAT, concurrency_group=ROLLOUT_GROUP)
     def poll_generation(self, max_wait_s: float = 0.0) -> DataProto:
         """Generate until one of this rank's submitted requests finishes or ``max_wait_s`` passes
         (at once when none is unfinished); returns the finished rows: ``request_id``,
         ``response_ids``, ``response_log_probs``, ``finish_reason`` (possibly no rows);
         ``meta_info["unfinished"]`` counts the requests still running on rank 0."""
-        engine: RolloutEngine = self._need("rollout")
+        engine: RolloutEngine = self._rollout_engine()
         done = engine.poll(max_wait_s)
         return DataProto.from_dict(
             non_tensors={
@@ -181,16 +189,16 @@ class ActorRolloutRefWorker(Worker):
             meta_info={"unfinished": engine.unfinished()},
         )
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(Dispatch.ONE_TO_ALL, concurrency_group=ROLLOUT_GROUP)
     def cancel_generation(self) -> None:
         """Abort every unfinished submitted request (after a failed rollout)."""
-        self._need("rollout").abort_all()
+        self._rollout_engine().abort_all()
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(Dispatch.ONE_TO_ALL, concurrency_group=ROLLOUT_GROUP)
     def prefix_cache_stats(self) -> dict[str, int] | None:
         """The engine's prefix-cache counts since it started (``requests``, ``queries``, ``hits``
         prompt tokens), or None where the engine does not count them."""
-        return self._need("rollout").prefix_cache_stats()
+        return self._rollout_engine().prefix_cache_stats()
 
     # ------------------------------------------------------------------ log-probs
     def _sampling(self, meta: dict) -> dict:
@@ -229,7 +237,9 @@ class ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ update
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_actor(self, data: DataProto) -> DataProto:
-        """PPO update on this rank's rows, then weight sync into the rollout engine.
+        """PPO update on this rank's rows, then weight sync into the rollout engine unless
+        ``meta_info["sync_weights"]`` is False (the engine may be generating: the driver then calls
+        `sync_rollout_weights` once it is idle).
 
         Returns an empty DataProto whose ``meta_info["metrics"]`` holds the
         ``actor/*`` metrics (already averaged over ranks) and timings.
@@ -239,14 +249,15 @@ class ActorRolloutRefWorker(Worker):
         metrics = actor.update_policy(data, self._sampling(data.meta_info), seed=self.config.seed + self._update_count)
         self._update_count += 1
         metrics["timing_s/update_actor"] = time.perf_counter() - start
-        if self.rollout is not None:
+        if self.rollout is not None and data.meta_info.get("sync_weights", True):
             metrics["timing_s/weight_sync"] = self.sync_rollout_weights()
         metrics["perf/max_memory_rss_gb/actor_rollout_ref"] = _peak_rss_gb()
         metrics["memory/rss_gb/actor_rollout_ref"] = current_rss_gb()
         return DataProto(meta_info={"metrics": metrics})
 
+    @register(Dispatch.ONE_TO_ALL)
     def sync_rollout_weights(self) -> float:
-        """Push the policy's full weights into the engine; returns the seconds it took."""
+        """Push the policy's full weights into the engine (no generation may be running); returns the seconds it took."""
         start = time.perf_counter()
         state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
         self._need("rollout").update_weights(state.items())

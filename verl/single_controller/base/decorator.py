@@ -40,13 +40,18 @@ class Dispatch(Enum):
     ALL_TO_ALL_CONCAT = "all_to_all_concat"
 
 
-def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = True) -> Callable:
-    """Mark a worker method as callable on the whole group (``blocking=False`` returns a future)."""
+def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = True, concurrency_group: str | None = None) -> Callable:
+    """Mark a worker method as callable on the whole group (``blocking=False`` returns a future).
+
+    ``concurrency_group``: where the group's actors were started with that concurrency
+    group (`RayWorkerGroup` ``concurrency_groups``), the method runs on its own thread, beside
+    calls of other groups (e.g. generation while the policy trains); otherwise one call at a time.
+    """
     if not isinstance(dispatch_mode, Dispatch):
         raise TypeError(f"dispatch_mode must be a Dispatch, got {dispatch_mode!r}")
 
     def decorator(fn: Callable) -> Callable:
-        setattr(fn, DISPATCH_ATTR, {"mode": dispatch_mode, "blocking": blocking})
+        setattr(fn, DISPATCH_ATTR, {"mode": dispatch_mode, "blocking": blocking, "concurrency_group": concurrency_group})
         return fn
 
     return decorator

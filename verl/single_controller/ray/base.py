@@ -148,6 +148,9 @@ class RayWorkerGroup:
 
     Every method of the worker class decorated with ``@register`` is available
     on the group under the same name; ``env_vars`` are set in every rank.
+    ``concurrency_groups`` (name -> threads) lets methods registered with one of
+    those names run beside the actor's other calls; without it every call waits
+    for the one before.
     """
 
     def __init__(
@@ -156,10 +159,13 @@ class RayWorkerGroup:
         ray_cls_with_init: RayClassWithInitArgs,
         name_prefix: str | None = None,
         env_vars: dict[str, str] | None = None,
+        concurrency_groups: dict[str, int] | None = None,
     ):
         self.resource_pool = resource_pool
         self.cls_name = ray_cls_with_init.cls.__name__
         self.world_size = resource_pool.world_size
+        self.concurrency_groups = dict(concurrency_groups or {})
+        self._method_group: dict[str, str] = {}  # method -> the concurrency group its calls run in
         self._actors: list = []
         self._start(ray_cls_with_init, name_prefix or self.cls_name, env_vars or {})
         self._bind_methods(ray_cls_with_init.cls)
@@ -167,7 +173,7 @@ class RayWorkerGroup:
     def _start(self, spec: RayClassWithInitArgs, name_prefix: str, env_vars: dict[str, str]) -> None:
         pool = self.resource_pool
         share = 1.0 / pool.max_colocate_count
-        remote_cls = ray.remote(spec.cls)
+        remote_cls = ray.remote(concurrency_groups=self.concurrency_groups)(spec.cls) if self.concurrency_groups else ray.remote(spec.cls)
         master_addr, master_port = None, None
         rank = 0
         for pg in pool.get_placement_groups():
@@ -202,6 +208,8 @@ class RayWorkerGroup:
                 continue
             if hasattr(RayWorkerGroup, name):
                 raise ValueError(f"{cls.__name__}.{name} clashes with a RayWorkerGroup attribute; rename the method")
+            if spec.get("concurrency_group") in self.concurrency_groups:
+                self._method_group[name] = spec["concurrency_group"]
             setattr(self, name, self._group_method(name, spec["mode"], spec["blocking"]))
 
     def _group_method(self, name: str, mode: Dispatch, blocking: bool):
@@ -215,7 +223,11 @@ class RayWorkerGroup:
     def execute(self, method: str, mode: Dispatch, *args: Any, **kwargs: Any) -> WorkerGroupFuture:
         """Start ``method`` on the ranks as ``mode`` says; returns a future."""
         per_args, per_kwargs, pad = split_args(mode, self.world_size, args, kwargs)
-        refs = [getattr(actor, method).remote(*a, **k) for actor, a, k in zip(self._actors, per_args, per_kwargs)]
+        group = self._method_group.get(method)
+        handles = [getattr(actor, method) for actor in self._actors]
+        if group is not None:
+            handles = [h.options(concurrency_group=group) for h in handles]
+        refs = [h.remote(*a, **k) for h, a, k in zip(handles, per_args, per_kwargs)]
         return WorkerGroupFuture(self, method, mode, refs, pad)
 
     def pids(self) -> list[int]:

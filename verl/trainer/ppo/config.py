@@ -102,6 +102,7 @@ class TrainerConfig:
     save_trajectories: bool = True
     max_failed_fraction: float = 0.5  # above it a step is retried once, then the run stops (checkpointed)
     stop_after_step: int | None = None
+    staleness: int = 0  # 0: synchronous; 1: one-step-off (the next rollout overlaps this step's training)
 
 
 @dataclass
@@ -181,6 +182,15 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
     if not 0.0 <= t.max_failed_fraction <= 1.0:
         raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
+    if t.staleness not in (0, 1):
+        raise ConfigError(f"trainer.staleness must be 0 (synchronous) or 1 (one-step-off), got {t.staleness}: "
+                          "one rollout engine per worker runs one rollout at a time, so a second step ahead would wait anyway")
+    if t.staleness and a.tis_cap is None:
+        raise ConfigError("trainer.staleness=1 trains on samples drawn by the weights of one update ago: set "
+                          "actor_rollout_ref.actor.tis_cap (e.g. 2.0) so the loss corrects for it with truncated importance sampling")
+    if t.staleness and alg.adv_estimator == "remax":
+        raise ConfigError("trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
+                          "would share the engine with the overlapped rollout")
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:

@@ -14,6 +14,15 @@ One step (``fit``)::
 
 plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_freq`` steps.
 
+One-step-off (``trainer.staleness=1``): once step k's batch is rolled out and checked, the
+newest weights go into the idle engine and step k+1's rollout starts on a driver thread while
+step k trains; the worker runs generation and training on two threads (a Ray concurrency
+group). So the batch of step k+1 was drawn by the weights before update k: one update stale,
+and the loss corrects for it with truncated importance sampling on the engine's log-probs
+(``actor.tis_cap``). Validation and checkpoints first wait for the rollout ahead; a checkpoint
+holds its batch, so a resumed run trains the same samples in the same order (none lost, none
+used twice).
+
 Faults (what a step does when the world breaks):
 * more than ``trainer.max_failed_fraction`` of a step's trajectories failed (env or reward errors):
   the step is rolled out again once, same tasks and seeds; if it fails again the run stops;
@@ -33,6 +42,7 @@ import os
 import random
 import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +60,10 @@ from verl.utils.dataset import TaskDataLoader, read_tasks
 from verl.utils.memory import current_rss_gb
 from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
-from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+from verl.workers.fsdp_workers import ROLLOUT_GROUP, ActorRolloutRefWorker, CriticWorker
 
 LATEST = "latest_checkpointed_iteration.txt"
+AHEAD_FILE = "rollout_ahead.pt"  # in a checkpoint: the next step's batch, rolled out ahead (trainer.staleness=1)
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")  # what every model pass reads
 SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
 SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
@@ -64,6 +75,26 @@ class RunStopped(RuntimeError):
 
 class TooManyFailures(RuntimeError):
     """A step's rollout failed for more than ``trainer.max_failed_fraction`` of its trajectories."""
+
+
+@dataclasses.dataclass
+class Collected:
+    """A step's scored rollout: the batch, its rollout metrics, and the policy version (actor updates so far)
+    whose weights the engine sampled it with."""
+
+    batch: DataProto
+    metrics: dict[str, float]
+    policy_version: int
+
+
+@dataclasses.dataclass
+class Ahead:
+    """The next step's rollout, started while this step trains: its tasks, the dataloader state before
+    they were drawn, and the job (a `Future` until its batch is taken, or a `Collected` restored from a checkpoint)."""
+
+    tasks: DataProto
+    loader_before: dict
+    job: Future | Collected
 
 
 class RayPPOTrainer:
@@ -86,6 +117,11 @@ class RayPPOTrainer:
         self.val_loader = TaskDataLoader(val_tasks, min(d.val_batch_size, len(val_tasks)), shuffle=False)
         self.output_dir = Path(config.trainer.output_dir)
         self.ckpt_dir = Path(config.trainer.default_local_dir)
+        self.overlap = config.trainer.staleness > 0
+        self._policy_version = 0  # actor updates so far
+        self._engine_version = 0  # the policy version whose weights the rollout engine holds
+        self._ahead: Ahead | None = None
+        self._ahead_pool = ThreadPoolExecutor(1, thread_name_prefix="rollout-ahead") if self.overlap else None
 
     # ------------------------------------------------------------------ workers
     def init_workers(self) -> None:
@@ -100,7 +136,8 @@ class RayPPOTrainer:
             name_prefix="actor_rollout_ref",
         )
         role = "actor_rollout_ref" if cfg.use_ref else "actor_rollout"
-        self.actor_rollout_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role))
+        self.actor_rollout_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role),
+                                               concurrency_groups={ROLLOUT_GROUP: 1} if self.overlap else None)
         self.actor_rollout_wg.init_model()
         self.critic_wg = None
         if cfg.use_critic:
@@ -120,6 +157,8 @@ class RayPPOTrainer:
                 plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, 1))
 
     def shutdown(self) -> None:
+        if self._ahead_pool is not None:
+            self._ahead_pool.shutdown(wait=False, cancel_futures=True)
         for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None)):
             if wg is not None:
                 wg.shutdown()
@@ -183,10 +222,20 @@ class RayPPOTrainer:
         batch.reorder(torch.tensor([row for bucket in buckets for row in bucket]))
 
     # ------------------------------------------------------------------ rollout
-    def _rollout(self, tasks: DataProto, metrics: dict[str, float], round_: int = 0) -> DataProto:
+    def _collect(self, tasks: DataProto, step: int) -> Collected:
+        """Step ``step``'s batch: roll out ``tasks`` (and refills, with dynamic sampling), scored."""
+        metrics: dict[str, float] = {}
+        version = self._engine_version
+        with PhaseTimer(metrics)("rollout"):
+            batch = self._rollout(tasks, metrics, step)
+            if self.config.algorithm.filter_groups.enable:
+                batch = self._keep_informative_groups(batch, metrics, step)
+        return Collected(batch, metrics, version)
+
+    def _rollout(self, tasks: DataProto, metrics: dict[str, float], step: int, round_: int = 0) -> DataProto:
         """Roll out ``tasks`` and score them through the reward path; refill rounds (``round_ > 0``) get distinct uids."""
         traj_dir = str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
-        batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=self.global_step)
+        batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=step)
         rollout_metrics = batch.meta_info.pop("metrics", {})
         if round_ == 0:
             metrics.update(rollout_metrics)
@@ -197,7 +246,7 @@ class RayPPOTrainer:
             uids[:] = [f"refill{round_}-{u}" for u in uids]
         return batch
 
-    def _keep_informative_groups(self, batch: DataProto, metrics: dict[str, float]) -> DataProto:
+    def _keep_informative_groups(self, batch: DataProto, metrics: dict[str, float], step: int) -> DataProto:
         """Dynamic sampling (DAPO): drop the groups whose outcome scores are all equal (every advantage 0)
         and refill from the next prompts, up to ``filter_groups.max_rounds`` extra rollouts.
 
@@ -219,7 +268,7 @@ class RayPPOTrainer:
             if len(kept) >= target or round_ >= max_rounds:
                 break
             round_ += 1
-            batch = self._rollout(self.train_loader.next_batch(), metrics, round_)
+            batch = self._rollout(self.train_loader.next_batch(), metrics, step, round_)
         shortfall = max(target - len(kept), 0)
         chosen = kept[:target] + dropped[:shortfall]
         metrics.update({"filter/dropped_groups": float(seen_dropped), "filter/refill_rounds": float(round_),
@@ -274,16 +323,24 @@ class RayPPOTrainer:
             keys.append("rollout_log_probs")
         return keys
 
-    def train_step(self, tasks: DataProto) -> dict[str, float]:
+    def train_step(self, tasks: DataProto, ready: Future | Collected | None = None) -> dict[str, float]:
+        """One step on ``tasks``; ``ready``: their rollout, started ahead (one-step-off), else it runs here."""
         cfg = self.config
         metrics: dict[str, float] = {}
         timer = PhaseTimer(metrics)  # writes timing_s/<phase>
         step_start = time.perf_counter()
-        with timer("rollout"):
-            batch = self._rollout(tasks, metrics)
-            if cfg.algorithm.filter_groups.enable:
-                batch = self._keep_informative_groups(batch, metrics)
+        if isinstance(ready, Future):
+            with timer("rollout_wait"):
+                ready = ready.result()
+        if ready is None:
+            self._sync_engine(metrics)
+            ready = self._collect(tasks, self.global_step)
+        metrics.update(ready.metrics)
+        batch = ready.batch
         self._check_failures(batch)
+        metrics["rollout/staleness"] = float(self._policy_version - ready.policy_version)
+        if self.overlap:
+            self._launch_ahead(metrics)
         batch = self._pad_to_mini_batches(batch)
         r = cfg.actor_rollout_ref.rollout
         batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)  # recompute under the sampling distribution
@@ -316,11 +373,44 @@ class RayPPOTrainer:
                 metrics.update(self.critic_wg.update_critic(self._for_worker(batch, "values", "returns")).meta_info["metrics"])
         if self.global_step > cfg.algorithm.critic_warmup:
             with timer("update_actor_total"):
-                metrics.update(self.actor_rollout_wg.update_actor(self._for_worker(batch, *self._actor_update_keys())).meta_info["metrics"])
+                data = self._for_worker(batch, *self._actor_update_keys())
+                data.meta_info["sync_weights"] = not self.overlap  # one-step-off: the engine is busy; synced when idle
+                metrics.update(self.actor_rollout_wg.update_actor(data).meta_info["metrics"])
+            self._policy_version += 1
+            if not self.overlap:
+                self._engine_version = self._policy_version
         metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget))
         metrics["timing_s/step"] = time.perf_counter() - step_start
         metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))
         return metrics
+
+    # ------------------------------------------------------------------ one-step-off
+    def _sync_engine(self, metrics: dict[str, float]) -> None:
+        """Push the newest weights into the rollout engine if it holds older ones (only one-step-off lets it lag)."""
+        if self._engine_version != self._policy_version:
+            metrics["timing_s/weight_sync"] = self.actor_rollout_wg.sync_rollout_weights()[0]
+            self._engine_version = self._policy_version
+
+    def _launch_ahead(self, metrics: dict[str, float]) -> None:
+        """Start the next step's rollout on the driver's rollout thread, with the newest weights in the
+        (idle) engine; it then runs while this step trains. Nothing starts after the last step."""
+        step = self.global_step + 1
+        if step > self.config.trainer.total_training_steps:
+            return
+        self._sync_engine(metrics)
+        before = self.train_loader.state_dict()
+        tasks = self.train_loader.next_batch()
+        self._ahead = Ahead(tasks, before, self._ahead_pool.submit(self._collect, tasks, step))
+
+    def _wait_ahead(self) -> None:
+        """Wait for the rollout running ahead, if any; its error, if any, stays with it for its step."""
+        if self._ahead is not None and isinstance(self._ahead.job, Future):
+            wait([self._ahead.job])
+
+    def _settle(self) -> None:
+        """An idle engine with the newest weights (for validation)."""
+        self._wait_ahead()
+        self._sync_engine({})
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> dict[str, float]:
@@ -355,13 +445,25 @@ class RayPPOTrainer:
         tmp = self.ckpt_dir / f".tmp_global_step_{self.global_step}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        self._wait_ahead()
+        loader_state = self.train_loader.state_dict()
+        if self._ahead is not None:
+            ahead = self._ahead.job
+            if isinstance(ahead, Future):
+                ahead = ahead.result() if ahead.exception() is None else None
+            if ahead is None:  # the rollout ahead failed: a resumed run draws its tasks again
+                loader_state = self._ahead.loader_before
+            else:
+                torch.save({"tasks": self._ahead.tasks, "loader_before": self._ahead.loader_before, "batch": ahead.batch,
+                            "metrics": ahead.metrics, "policy_version": ahead.policy_version}, tmp / AHEAD_FILE)
         self.actor_rollout_wg.save_checkpoint(str(tmp / "actor"))
         if self.critic_wg is not None:
             self.critic_wg.save_checkpoint(str(tmp / "critic"))
         torch.save(
             {
                 "global_step": self.global_step,
-                "dataloader": self.train_loader.state_dict(),
+                "policy_version": self._policy_version,
+                "dataloader": loader_state,
                 "kl_coef": self.kl_ctrl.value,
                 "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
             },
@@ -403,7 +505,14 @@ class RayPPOTrainer:
         if self.critic_wg is not None:
             self.critic_wg.load_checkpoint(str(path / "critic"))
         self.global_step = state["global_step"]
+        self._policy_version = self._engine_version = state.get("policy_version", self.global_step)  # loading synced the engine
         self.train_loader.load_state_dict(state["dataloader"])
+        if (path / AHEAD_FILE).is_file():
+            ahead = torch.load(path / AHEAD_FILE, weights_only=False)
+            if self.overlap:  # the pipeline as it was: the next step trains the batch rolled out ahead
+                self._ahead = Ahead(ahead["tasks"], ahead["loader_before"], Collected(ahead["batch"], ahead["metrics"], ahead["policy_version"]))
+            else:  # synchronous now: those tasks are rolled out again with the newest weights
+                self.train_loader.load_state_dict(ahead["loader_before"])
         self.kl_ctrl.value = state["kl_coef"]
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
@@ -423,13 +532,20 @@ class RayPPOTrainer:
                 tracker.log(self._validate(), step=0)
             progress = progress_bar(t.total_training_steps, self.global_step)
             while self.global_step < t.total_training_steps:
-                before = self.train_loader.state_dict()  # what a checkpoint of the last completed step must hold
+                ahead, self._ahead = self._ahead, None
+                # before: what a checkpoint of the last completed step must hold as the dataloader
+                before = self.train_loader.state_dict() if ahead is None else ahead.loader_before
                 self._wait_for_services(self.global_step, before)
                 self.global_step += 1
-                metrics = self._guarded_step(self.train_loader.next_batch(), before)
+                if ahead is None:
+                    tasks, ready = self.train_loader.next_batch(), None
+                else:
+                    tasks, ready = ahead.tasks, ahead.job
+                metrics = self._guarded_step(tasks, before, ready)
                 metrics["train/epoch"] = float(self.train_loader.epoch)
                 is_last = self.global_step == t.total_training_steps
                 if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
+                    self._settle()
                     metrics.update(self._validate())
                 if t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last or self.global_step == t.stop_after_step):
                     with PhaseTimer(metrics)("save_checkpoint"):
@@ -439,6 +555,7 @@ class RayPPOTrainer:
                 if progress is not None:
                     progress.update(1)
                 if t.stop_after_step is not None and self.global_step >= t.stop_after_step:
+                    self._wait_ahead()
                     print(f"[trainer] stopping after step {self.global_step} (trainer.stop_after_step)", flush=True)
                     break
         finally:
@@ -449,13 +566,14 @@ class RayPPOTrainer:
                 plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
         return last
 
-    def _guarded_step(self, tasks: DataProto, loader_before: dict) -> dict[str, float]:
+    def _guarded_step(self, tasks: DataProto, loader_before: dict, ready: Future | Collected | None = None) -> dict[str, float]:
         """`train_step`, rolled out once more when too many trajectories failed; a second failure or a
-        dead worker stops the run (see the module docstring). ``loader_before``: the dataloader before this step."""
+        dead worker stops the run (see the module docstring). ``loader_before``: the dataloader before this
+        step's tasks were drawn; ``ready``: their rollout, started ahead."""
         step = self.global_step
         try:
             try:
-                metrics = self.train_step(tasks)
+                metrics = self.train_step(tasks, ready)
                 metrics["trainer/step_retries"] = 0.0
             except TooManyFailures as exc:
                 print(f"[trainer] step {step}: {exc}; rolling the step out again (once)", flush=True)
@@ -486,6 +604,7 @@ class RayPPOTrainer:
     def _stop(self, cause: str, completed: int, loader_state: dict | None) -> None:
         """Checkpoint step ``completed`` (with the dataloader as it was after it) unless ``loader_state`` is None
         or it is saved already, then raise `RunStopped` naming the cause and the checkpoint to resume from."""
+        self._ahead = None  # a rollout running ahead is given up: the loader state below draws its tasks again
         if loader_state is not None and completed > 0 and self._latest_step() != completed:
             self.global_step = completed
             self.train_loader.load_state_dict(loader_state)
