@@ -50,9 +50,40 @@ class EchoWorker(Worker):
         return self.world_size
 
 
-def group(cls, n, cpus=0.5, **init):
+class GateWorker(Worker):
+    """``hold`` waits (default group) until ``open_gate`` (the "side" group) runs, at most ``timeout_s``."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self.gate = threading.Event()
+
+    @register(Dispatch.ONE_TO_ALL, blocking=False)
+    def hold(self, timeout_s: float) -> str:
+        return "opened" if self.gate.wait(timeout_s) else "timed out"
+
+    @register(Dispatch.ONE_TO_ALL, concurrency_group="side")
+    def open_gate(self) -> str:
+        self.gate.set()
+        return "set"
+
+
+def group(cls, n, cpus=0.5, concurrency_groups=None, **init):
     pool = RayResourcePool([n], cpus_per_worker=cpus)
-    return RayWorkerGroup(pool, RayClassWithInitArgs(cls, **init)), pool
+    return RayWorkerGroup(pool, RayClassWithInitArgs(cls, **init), concurrency_groups=concurrency_groups), pool
+
+
+@pytest.mark.parametrize("groups, held", [({"side": 1}, ["opened"]), (None, ["timed out"])])
+def test_a_concurrency_group_runs_beside_a_call_in_progress(ray_local, groups, held):
+    # with the group, open_gate runs while hold waits; without it, open_gate queues behind hold
+    wg, pool = group(GateWorker, 1, concurrency_groups=groups)
+    try:
+        waiting = wg.hold(20.0 if groups else 2.0)
+        assert wg.open_gate() == ["set"]
+        assert waiting.get() == held
+    finally:
+        close_group(wg, pool)
 
 
 def close_group(wg, pool):
