@@ -126,3 +126,20 @@ def test_a_batch_with_nothing_to_learn_scores_zero(tiny_model_path):
     d = packed_proto([[1, 2], [3]], [[11, 12], [13]], response_masks=[[0, 0], [0]], pad_id=2)
     out = actor.compute_log_prob(d, PLAIN, True, 4, None)
     assert out["log_probs"].abs().sum() == 0 and out["entropys"].abs().sum() == 0
+
+
+def test_without_old_log_probs_the_update_uses_its_own_detached_ones(tiny_model_path):
+    # one optimiser step per batch: the old log-probs a separate pass would give are the update's own
+    recomputed, m_recomputed = grads_of_one_update(make_actor(tiny_model_path), batch())
+    reused, m_reused = update_capturing_grads(make_actor(tiny_model_path), batch(), PLAIN)
+    for k in recomputed:
+        torch.testing.assert_close(reused[k], recomputed[k], atol=1e-6, rtol=1e-5)
+    assert m_reused["actor/pg_loss"] == pytest.approx(-4.0 / 9.0, abs=1e-6)  # ratio 1: -mean_m(A), as above
+    assert m_reused["actor/ppo_kl"] == 0.0 and m_reused["actor/pg_clipfrac"] == 0.0
+    assert m_reused["actor/pg_loss"] == pytest.approx(m_recomputed["actor/pg_loss"], abs=1e-7)
+
+
+@pytest.mark.parametrize("overrides", [{"ppo_epochs": 2}, {"ppo_mini_batch_size": 2}])
+def test_without_old_log_probs_more_than_one_optimiser_step_is_refused(tiny_model_path, overrides):
+    with pytest.raises(ValueError, match=r"update_policy without old_log_probs needs one optimiser step per batch"):
+        make_actor(tiny_model_path, **overrides).update_policy(batch(), PLAIN)

@@ -291,3 +291,18 @@ def test_worker_calls_carry_only_the_keys_they_read():
     sent = RayPPOTrainer._for_worker(d, "values")
     assert sorted(sent.batch) == ["attention_mask", "input_ids", "position_ids", "response_mask", "responses", "values"]
     assert sent.non_tensor_batch == {} and sent.meta_info == {"temperature": 0.7, "top_p": 1.0, "top_k": -1}
+
+
+@pytest.mark.parametrize("extra, rows, reused", [
+    ([], 4, True),  # 4 tasks x 1 sample, mini-batch 4, one epoch: one optimiser step
+    (["actor_rollout_ref.actor.ppo_epochs=2"], 4, False),
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=2"], 4, False),
+    (["algorithm.use_kl_in_reward=true"], 4, False),  # the penalty reads the old log-probs before any update
+    (["actor_rollout_ref.actor.reuse_on_policy_log_prob=false"], 4, False),
+    ([], 8, False),  # step-wise rows padded past one mini-batch
+])
+def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimiser_step(tiny_model_path, task_files, extra, rows, reused):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, *extra)), TEXT_STUB)
+    assert trainer._old_log_probs_from_update(DataProto.from_dict({"x": torch.zeros(rows)})) is reused

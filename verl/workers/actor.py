@@ -49,18 +49,24 @@ class PPOActor(TrainableModule):
         return self.map_micro_batches(data, fn, micro_batch_rows, max_tokens)
 
     def update_policy(self, data: DataProto, sampling: dict, seed: int = 0) -> dict[str, float]:
-        """PPO epochs over ``data``; needs ``old_log_probs``, ``advantages`` (and ``ref_log_prob`` with a KL
-        loss, ``rollout_log_probs`` with truncated importance sampling)."""
+        """PPO epochs over ``data``; needs ``advantages`` (and ``ref_log_prob`` with a KL loss,
+        ``rollout_log_probs`` with truncated importance sampling). Without ``old_log_probs`` the batch
+        must make exactly one optimiser step: each token's old log-prob is then its current one, detached
+        (the weights that would have recomputed them are these), so the ratio is 1 and nothing clips."""
         cfg = self.config
+        if "old_log_probs" not in data.batch.keys() and (cfg.ppo_epochs != 1 or len(data) * self.world_size != cfg.ppo_mini_batch_size):
+            raise ValueError("update_policy without old_log_probs needs one optimiser step per batch (ppo_epochs 1, one mini-batch); "
+                             f"got ppo_epochs {cfg.ppo_epochs}, {len(data) * self.world_size} rows, mini-batch {cfg.ppo_mini_batch_size}")
 
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
             mask = mb.batch["response_mask"].float()
             log_prob, entropy = self._token_stats(mb, sampling, with_entropy=True, entropy_grad=cfg.entropy_coeff != 0)
+            old = mb.batch["old_log_probs"] if "old_log_probs" in mb.batch.keys() else log_prob.detach()
             weights = None
             if cfg.tis_cap is not None:
-                weights = core_algos.truncated_is_weights(mb.batch["old_log_probs"], mb.batch["rollout_log_probs"], cfg.tis_cap)
+                weights = core_algos.truncated_is_weights(old, mb.batch["rollout_log_probs"], cfg.tis_cap)
             pg_loss, clipfrac, ppo_kl, clipfrac_lower = core_algos.compute_policy_loss(
-                old_log_prob=mb.batch["old_log_probs"],
+                old_log_prob=old,
                 log_prob=log_prob,
                 advantages=mb.batch["advantages"],
                 response_mask=mask,

@@ -150,6 +150,7 @@ class ActorConfig(UpdateBatchingConfig):
     clip_ratio_high: float | None = None
     clip_ratio_c: float = 3.0
     tis_cap: float | None = None  # truncated importance sampling on exp(old - rollout log-prob), capped; None: off
+    reuse_on_policy_log_prob: bool = True  # one optimiser step per batch: old log-probs = the update's own, detached (no extra pass)
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001

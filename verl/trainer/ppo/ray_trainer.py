@@ -314,9 +314,16 @@ class RayPPOTrainer:
         meta = [k for k in SAMPLING_META if k in batch.meta_info]
         return batch.select(batch_keys=[*MODEL_INPUTS, *extra], non_tensor_batch_keys=[], meta_info_keys=meta)
 
-    def _actor_update_keys(self) -> list[str]:
+    def _old_log_probs_from_update(self, batch: DataProto) -> bool:
+        """Whether the update itself supplies the old log-probs (`PPOActor.update_policy`): the batch makes
+        one optimiser step and nothing needs them before it (an in-reward KL penalty would)."""
+        a = self.config.actor_rollout_ref.actor
+        return (a.reuse_on_policy_log_prob and a.ppo_epochs == 1 and len(batch) == a.ppo_mini_batch_size
+                and not self.config.algorithm.use_kl_in_reward)
+
+    def _actor_update_keys(self, batch: DataProto) -> list[str]:
         actor = self.config.actor_rollout_ref.actor
-        keys = ["old_log_probs", "advantages"]
+        keys = ["advantages", *(["old_log_probs"] if "old_log_probs" in batch.batch else [])]
         if actor.use_kl_loss:
             keys.append("ref_log_prob")
         if actor.tis_cap is not None:
@@ -347,11 +354,12 @@ class RayPPOTrainer:
         if cfg.trainer.balance_batch:
             self._balance(batch)
 
-        with timer("old_log_prob"):
-            old = self.actor_rollout_wg.compute_log_prob(self._for_worker(batch))
-        entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
-        metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
-        batch.union(old)
+        if not self._old_log_probs_from_update(batch):
+            with timer("old_log_prob"):
+                old = self.actor_rollout_wg.compute_log_prob(self._for_worker(batch))
+            entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
+            metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
+            batch.union(old)
         if cfg.use_ref:
             with timer("ref"):
                 batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._for_worker(batch)))
@@ -373,7 +381,7 @@ class RayPPOTrainer:
                 metrics.update(self.critic_wg.update_critic(self._for_worker(batch, "values", "returns")).meta_info["metrics"])
         if self.global_step > cfg.algorithm.critic_warmup:
             with timer("update_actor_total"):
-                data = self._for_worker(batch, *self._actor_update_keys())
+                data = self._for_worker(batch, *self._actor_update_keys(batch))
                 data.meta_info["sync_weights"] = not self.overlap  # one-step-off: the engine is busy; synced when idle
                 metrics.update(self.actor_rollout_wg.update_actor(data).meta_info["metrics"])
             self._policy_version += 1
