@@ -2,7 +2,8 @@
 
     agentgym serve <env> [--host 127.0.0.1] [--port P] [--log-level info] [env options]
     agentgym list
-    webshop --host H --port P [webshop options]        # the upstream console command
+    webshop --host H --port P [webshop options]        # the upstream console commands
+    textcraft --host H --port P [textcraft options]
     python -m agentgym.launcher serve webshop --port 36001
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
@@ -19,7 +20,7 @@ import argparse
 import importlib
 import sys
 from types import ModuleType
-from typing import Sequence
+from typing import Callable, Sequence
 
 import uvicorn
 
@@ -65,13 +66,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     _serve(_env_module(args.env), args)
 
 
-def webshop_main(argv: Sequence[str] | None = None) -> None:
-    """``webshop``: the upstream WebShop server command."""
-    module = _env_module("webshop")
-    parser = argparse.ArgumentParser(prog="webshop", description="WebShop environment server")
-    _add_server_arguments(parser, module.DEFAULT_PORT)
-    module.add_arguments(parser)
-    _serve(module, parser.parse_args(argv))
+def _upstream_command(name: str) -> Callable[[Sequence[str] | None], None]:
+    """The upstream console command of env ``name``: ``<name> --host H --port P [env options]``."""
+
+    def command(argv: Sequence[str] | None = None) -> None:
+        module = _env_module(name)
+        parser = argparse.ArgumentParser(prog=name, description=f"{name} environment server")
+        _add_server_arguments(parser, module.DEFAULT_PORT)
+        module.add_arguments(parser)
+        _serve(module, parser.parse_args(argv))
+
+    command.__name__ = f"{name}_main"
+    command.__doc__ = f"``{name}``: the upstream {name} server command."
+    return command
+
+
+webshop_main = _upstream_command("webshop")
+textcraft_main = _upstream_command("textcraft")
 
 
 if __name__ == "__main__":

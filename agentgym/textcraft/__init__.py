@@ -1,1 +1,2 @@
-"""TextCraft, Minecraft-like crafting (AgentGym's TextCraft protocol): spec only (`spec.py`); no server in this project yet."""
+"""TextCraft environment: recipes and tasks (`data`), the game (`env`), a planner and oracle (`plan`) and HTTP
+routes (`app`)."""

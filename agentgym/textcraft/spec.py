@@ -1,4 +1,5 @@
-"""TextCraft, Minecraft-like crafting (AgentGym's TextCraft protocol): the spec; no server in this project yet."""
+"""TextCraft, Minecraft-like crafting (AgentGym's TextCraft protocol): how clients and the agent see it; the server
+is `agentgym.textcraft.app`."""
 
 from agentgym.spec import EnvSpec
 
@@ -6,10 +7,19 @@ SPEC = EnvSpec(
     name="textcraft",
     family="B",
     reset_field="data_idx",
-    action_pattern=r"(get .+|craft .+|inventory)",
+    action_pattern=r"(get \d+ .+|craft .+ using .+|inventory)",
     instructions=(
-        "You craft items in a Minecraft-like world. The first observation lists crafting recipes and the goal item.\n"
-        "Actions: get <count> <item> (take a base item), craft <target> using <ingredients> (apply a recipe "
-        "exactly as listed), inventory (show what you hold). You succeed when you hold the goal item."
+        "You craft items in a Minecraft-like world. The first observation lists crafting commands and the goal item.\n"
+        "Actions (one per turn):\n"
+        "- get <count> <item>: take base items (ones no crafting command makes), e.g. get 2 oak logs\n"
+        "- craft <count> <item> using <count> <item>, ...: use one crafting command exactly as listed, "
+        "e.g. craft 4 stick using 2 planks; where it names a kind of item such as planks, name the specific one "
+        "you hold instead, e.g. craft 4 stick using 2 oak planks\n"
+        "- inventory: show what you hold.\n"
+        "You succeed when you hold the goal item."
     ),
+    app="agentgym.textcraft.app",
+    tasks="agentgym.textcraft.data:task_list",
+    splits="a fixed-seed permutation of the 544 goals: test 100 tasks, dev 50, train the other 394",
+    expert="openmanus_rl.experts.textcraft:TextCraftExpert",
 )

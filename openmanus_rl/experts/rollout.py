@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.openmanus_agent import turn_seed
@@ -42,10 +42,16 @@ def _webshop_task_ids(split: str) -> range:
     return load_shop().session_ids(split)  # type: ignore[arg-type]
 
 
-SPLIT_TASK_IDS: dict[str, Callable[[str], range]] = {"webshop": _webshop_task_ids}
+def _textcraft_task_ids(split: str) -> list[int]:
+    from agentgym.textcraft.data import task_ids
+
+    return task_ids(split)  # type: ignore[arg-type]
 
 
-def split_task_ids(env_name: str, split: str) -> range:
+SPLIT_TASK_IDS: dict[str, Callable[[str], Sequence[int]]] = {"webshop": _webshop_task_ids, "textcraft": _textcraft_task_ids}
+
+
+def split_task_ids(env_name: str, split: str) -> Sequence[int]:
     """The env task ids of ``split`` ("train", "dev" or "test")."""
     try:
         ids = SPLIT_TASK_IDS[env_name]

@@ -1,0 +1,116 @@
+"""TextCraft's HTTP routes (AgentGym protocol family B).
+
+==========================  ===========================================  =============================================
+route                       request                                      response
+==========================  ===========================================  =============================================
+GET  /                                                                   ``"ok"``
+POST /create                ``{"commands": str|null, "goal": str|null}``  ``{"id", "observation", "done", "reward"}``
+                            or no body
+POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
+POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "done"}``
+GET  /observation           ``?id=``                                      the current observation (str)
+GET  /list_envs                                                          [int]
+POST /close                 ``{"id"}``                                    ``true``
+==========================  ===========================================  =============================================
+
+``/create`` starts the new env on task ``id % 544`` as upstream does, or, given
+``goal`` (an item a recipe makes), on that goal with ``commands`` (when given)
+as the listed crafting commands; other body keys (upstream clients send
+``minecraft_dir``) are ignored.  ``done`` is false and ``reward`` 0.0 after
+create and reset.  Ids and ``data_idx`` must be JSON integers (not strings or
+booleans); ``data_idx`` must be a task id.  Errors: see ``agentgym.server``
+(unknown id 404, step after done 409, bad body 422, env cap 503); an action or
+``commands`` over its length limit is a 422.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from ..server import EnvRegistry, Family, InvalidRequestError, create_app
+from .data import cookbook
+from .env import TextCraftEnv, goal_item
+
+log = logging.getLogger("agentgym.textcraft")
+
+DEFAULT_PORT = 8000  # upstream's `textcraft` default
+DEFAULT_MAX_ENVS = 4096
+MAX_ACTION_CHARS = 4096
+MAX_COMMANDS_CHARS = 65536
+
+
+class CreateRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    commands: str | None = Field(None, max_length=MAX_COMMANDS_CHARS)
+    goal: str | None = Field(None, max_length=200)
+
+
+class ResetRequest(BaseModel):
+    id: StrictInt
+    data_idx: StrictInt = 0
+
+
+class StepRequest(BaseModel):
+    id: StrictInt
+    action: str = Field(max_length=MAX_ACTION_CHARS)
+
+
+def _episode(env_id: int, observation: str) -> dict[str, Any]:
+    return {"id": env_id, "observation": observation, "done": False, "reward": 0.0}
+
+
+def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
+    """Build the crafting tree and return the TextCraft app."""
+    book = cookbook()
+    registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id")
+    app = create_app("TextCraft", registry, Family.B)
+    # family B's /create also starts an episode: replace the base route
+    app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == "/create")]
+    log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})
+
+    @app.post("/create")
+    def create(body: CreateRequest | None = None) -> dict[str, Any]:
+        body = body or CreateRequest()
+        if body.commands is not None and body.goal is None:
+            raise InvalidRequestError("invalid request: commands needs a goal")
+        if body.goal is not None:
+            goal_item(book, body.goal)  # refuse a bad goal before an env is made
+        env_id = registry.create()
+        with registry.use(env_id) as env:
+            if body.goal is not None:
+                return _episode(env_id, env.start(body.goal, body.commands))
+            return _episode(env_id, env.reset(env_id % len(book.goals)))
+
+    @app.post("/reset")
+    def reset(body: ResetRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            return _episode(body.id, env.reset(body.data_idx))
+
+    @app.post("/step")
+    def step(body: StepRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            result = env.step(body.action)
+        return {"observation": result.observation, "reward": result.reward, "done": result.done}
+
+    @app.get("/observation")
+    def observation(id: int) -> str:
+        with registry.use(id) as env:
+            return env.observation
+
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """TextCraft's server options."""
+    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
+                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    return build_app(args.max_envs)
