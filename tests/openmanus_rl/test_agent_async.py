@@ -151,7 +151,9 @@ def test_vllm_async_and_sync_give_the_same_trajectories(tokenizer, vllm_engine, 
     out, _ = rollout(tokenizer, vllm_engine, config, [0, 1, 2])
     after = vllm_engine.prefix_cache_stats()
     sync_out, _ = rollout(tokenizer, vllm_engine, {**config, "rollout_mode": "sync"}, [0, 1, 2])
-    assert_same_trajectories(out, sync_out)
+    # the same tokens; their log-probs come from batches of other make-ups, summed in another order
+    # by fp32 kernels (1e-6 apart on an AVX2 box; bit-identical where the engine runs bf16)
+    assert_same_trajectories(out, sync_out, log_prob_atol=1e-5)
     assert not any(out.non_tensor_batch["failed"]) and set(out.non_tensor_batch["num_turns"]) == {3}
     # later turns find their trajectory's earlier tokens in the prefix cache
     assert after["requests"] - before["requests"] == 18
