@@ -12,8 +12,10 @@ run by ``python -m verl.trainer.main_ppo`` twice per repeat, interleaved:
 * one-step-off: ``trainer.staleness=1`` with ``actor.tis_cap=2`` (the next step's rollout runs while
   this step trains; the worker generates and trains on two threads).
 
-Seconds per step are the median ``timing_s/step`` over the measured steps (after ``--warmup``) of
-each run, then the median over the repeats. For one-step-off it also prints how much of each rollout
+Seconds per step are the median ``timing_s/step`` over the measured steps of each run, then the
+median over the repeats. Measured steps are those after ``--warmup`` and before the last: in
+one-step-off the last step has no rollout ahead to overlap (the pipeline drains), so it is left
+out in both modes. For one-step-off it also prints how much of each rollout
 was hidden behind training (``timing_s/rollout - timing_s/rollout_wait``). Both modes share the same
 cores: on a CPU box generation and training compete for them, so the gain is bounded by what one
 side leaves idle (Python overheads, env latency, the engine's scheduling), not by the sum.
@@ -46,7 +48,7 @@ def run_mode(job: Job, work: Path, mode: str, repeat: int) -> dict[str, float]:
     if code != 0:
         sys.exit(f"{mode} run exited with {code}; log {log}:\n{log_tail(log)}")
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    measured = [r for r in rows if "timing_s/step" in r][job.warmup:]
+    measured = [r for r in rows if "timing_s/step" in r][job.warmup:-1]  # steady state: no warm-up, no drain
     if not measured:
         sys.exit(f"{mode} run logged no measured step (log {log})")
     hidden = [r["timing_s/rollout"] - r["timing_s/rollout_wait"] for r in measured if "timing_s/rollout_wait" in r]
@@ -68,7 +70,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the worker (generation and training each)")
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3, help="measured steps (one more runs last and is left out)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each mode, interleaved")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work_dir", default=None)
@@ -84,11 +86,11 @@ def main() -> None:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_overlap_"))
     data_dir = work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for split, frame in make_splits({"train": args.prompts * (args.warmup + args.steps), "dev": 1}, args.seed).items():
+    for split, frame in make_splits({"train": args.prompts * (args.warmup + args.steps + 1), "dev": 1}, args.seed).items():
         frame.to_parquet(data_dir / f"{split}.parquet", index=False)
     job = Job(model=args.model or str(prepare_default_model()), data_dir=str(data_dir), prompts=args.prompts, group=args.group,
               prompt_len=args.prompt_len, response_len=args.response_len, lr=args.lr, kl=0.0, dtype=chosen.dtype,
-              threads=args.threads, warmup=args.warmup, steps=args.steps, seed=args.seed)
+              threads=args.threads, warmup=args.warmup, steps=args.steps + 1, seed=args.seed)  # + the drain step
     busy_before = psutil.cpu_percent(interval=2.0)
     print(f"[bench] work folder {work}; {args.repeats} repeat(s) of sync then one-step-off", flush=True)
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
@@ -103,7 +105,7 @@ def main() -> None:
     print()
     print(describe_cpu(torch_threads=False) + f"; {job.threads} torch threads; dtype {job.dtype} ({chosen.reason})")
     print(f"countdown GRPO: {job.prompts} prompts x {job.group} samples, response <= {job.response_len} tokens; "
-          f"{job.warmup} warm-up + {job.steps} measured steps per run, {args.repeats} run(s) per mode; "
+          f"{job.warmup} warm-up + {args.steps} measured + 1 drain step per run, {args.repeats} run(s) per mode; "
           f"CPU {busy_before:.0f}% busy in the 2 s before the start")
     print(f"{'':<34}{'sync':>12}{'one-step-off':>14}")
     for key, name in (("s_per_step", "seconds per step (median)"), ("rollout_s", "rollout seconds (median)"),

@@ -131,12 +131,20 @@ def test_a_batch_with_nothing_to_learn_scores_zero(tiny_model_path):
 def test_without_old_log_probs_the_update_uses_its_own_detached_ones(tiny_model_path):
     # one optimiser step per batch: the old log-probs a separate pass would give are the update's own
     recomputed, m_recomputed = grads_of_one_update(make_actor(tiny_model_path), batch())
-    reused, m_reused = update_capturing_grads(make_actor(tiny_model_path), batch(), PLAIN)
+    data = batch()
+    data.batch["rollout_log_probs"] = torch.zeros_like(data.batch["advantages"])  # the engine's; here 0, so the gap is -log p
+    reused, m_reused = update_capturing_grads(make_actor(tiny_model_path), data, PLAIN)
     for k in recomputed:
         torch.testing.assert_close(reused[k], recomputed[k], atol=1e-6, rtol=1e-5)
     assert m_reused["actor/pg_loss"] == pytest.approx(-4.0 / 9.0, abs=1e-6)  # ratio 1: -mean_m(A), as above
     assert m_reused["actor/ppo_kl"] == 0.0 and m_reused["actor/pg_clipfrac"] == 0.0
     assert m_reused["actor/pg_loss"] == pytest.approx(m_recomputed["actor/pg_loss"], abs=1e-7)
+    lp, mask = -batch_log_probs(tiny_model_path), batch().batch["response_mask"].float()
+    assert m_reused["rollout/logprob_diff_vs_trainer"] == pytest.approx(float((lp * mask).sum() / mask.sum()), rel=1e-5)
+
+
+def batch_log_probs(path: str) -> torch.Tensor:
+    return make_actor(path).compute_log_prob(batch(), sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None)["log_probs"]
 
 
 @pytest.mark.parametrize("overrides", [{"ppo_epochs": 2}, {"ppo_mini_batch_size": 2}])

@@ -89,6 +89,8 @@ class PPOActor(TrainableModule):
             }
             if weights is not None:
                 metrics["actor/tis_weight_mean"] = core_algos.masked_mean(weights, mask).item()
+            if "old_log_probs" not in mb.batch.keys() and "rollout_log_probs" in mb.batch.keys():  # what the driver reports otherwise
+                metrics["rollout/logprob_diff_vs_trainer"] = core_algos.masked_mean((old - mb.batch["rollout_log_probs"]).abs(), mask).item()
             if cfg.use_kl_loss:
                 kld = core_algos.kl_penalty(log_prob, mb.batch["ref_log_prob"], cfg.kl_loss_type)
                 kl_loss = core_algos.agg_loss(kld, mask, cfg.loss_agg_mode, cfg.loss_scale_factor)

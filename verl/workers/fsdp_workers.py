@@ -111,9 +111,11 @@ class ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ rollout
     def _rollout_engine(self) -> RolloutEngine:
         """The engine, with this thread's torch thread count set: in the rollout concurrency group the
-        calls run on a thread of their own, and the count is kept per thread."""
+        calls run on a thread of their own, and OpenMP keeps the count per thread. (The CPU engine
+        replaces ``torch.set_num_threads`` with a no-op once it has bound its threads, so the
+        underlying setter is called.)"""
         if torch.get_num_threads() != self.config.num_threads:
-            torch.set_num_threads(self.config.num_threads)
+            torch._C._set_num_threads(self.config.num_threads)
         return self._need("rollout")
 
     @register(Dispatch.DP_COMPUTE_PROTO, concurrency_group=ROLLOUT_GROUP)

@@ -323,10 +323,11 @@ class RayPPOTrainer:
 
     def _actor_update_keys(self, batch: DataProto) -> list[str]:
         actor = self.config.actor_rollout_ref.actor
-        keys = ["advantages", *(["old_log_probs"] if "old_log_probs" in batch.batch else [])]
+        reused = "old_log_probs" not in batch.batch  # the update reports the engine-vs-trainer gap itself
+        keys = ["advantages", *([] if reused else ["old_log_probs"])]
         if actor.use_kl_loss:
             keys.append("ref_log_prob")
-        if actor.tis_cap is not None:
+        if actor.tis_cap is not None or (reused and "rollout_log_probs" in batch.batch):
             keys.append("rollout_log_probs")
         return keys
 
