@@ -48,7 +48,22 @@ def _textcraft_task_ids(split: str) -> list[int]:
     return task_ids(split)  # type: ignore[arg-type]
 
 
-SPLIT_TASK_IDS: dict[str, Callable[[str], Sequence[int]]] = {"webshop": _webshop_task_ids, "textcraft": _textcraft_task_ids}
+def _frozenlake_task_ids(split: str) -> list[int]:
+    from agentgym.frozenlake.data import task_ids
+
+    return task_ids(split)  # type: ignore[arg-type]
+
+
+def _sokoban_task_ids(split: str) -> list[int]:
+    from agentgym.sokoban.data import task_ids
+
+    return task_ids(split)  # type: ignore[arg-type]
+
+
+SPLIT_TASK_IDS: dict[str, Callable[[str], Sequence[int]]] = {
+    "webshop": _webshop_task_ids, "textcraft": _textcraft_task_ids, "frozenlake": _frozenlake_task_ids,
+    "sokoban": _sokoban_task_ids,
+}
 
 
 def split_task_ids(env_name: str, split: str) -> Sequence[int]:

@@ -9,7 +9,7 @@ from agentgym.launcher import ENVS
 from agentgym.registry import ENV_SPECS, get_env_spec
 from agentgym.spec import load_object
 
-ALL = ["alfworld", "babyai", "maze", "sciworld", "sqlgym", "textcraft", "webshop", "wordle"]
+ALL = ["alfworld", "babyai", "frozenlake", "maze", "sciworld", "sokoban", "sqlgym", "textcraft", "webshop", "wordle"]
 
 
 def test_every_env_package_is_found_by_name():
@@ -23,9 +23,10 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
     spec = get_env_spec("webshop")
     assert (spec.app, spec.tasks, spec.expert) == (
         "agentgym.webshop.app", "agentgym.webshop.data:task_list", "openmanus_rl.experts.webshop:WebShopExpert")
-    assert ENVS == {"textcraft": "agentgym.textcraft.app", "webshop": "agentgym.webshop.app"}  # the launcher serves what declares an app
+    assert ENVS == {"frozenlake": "agentgym.frozenlake.app", "sokoban": "agentgym.sokoban.app",
+                    "textcraft": "agentgym.textcraft.app", "webshop": "agentgym.webshop.app"}  # the launcher serves what declares an app
     assert load_object(spec.expert).__name__ == "WebShopExpert"
-    assert [get_env_spec(n).app for n in ALL if n not in ("textcraft", "webshop")] == [None] * 6
+    assert [get_env_spec(n).app for n in ALL if n not in ("frozenlake", "sokoban", "textcraft", "webshop")] == [None] * 6
 
 
 def test_specs_import_without_servers_or_heavy_extras():

@@ -1,0 +1,312 @@
+"""FrozenLake: maps and splits, the game's rules and messages on gymnasium, the oracle and the expert in process, and
+the family-B protocol of a real server (literal exchange, bad input, close, the expert over HTTP)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+from agentgym.frozenlake.data import task_ids, task_list, task_map
+from agentgym.frozenlake.env import FrozenLakeEnv
+from agentgym.frozenlake.plan import oracle, shortest_path
+from agentgym.registry import get_env_spec
+from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.spawn import serve_subprocess
+
+SPEC = get_env_spec("frozenlake")
+LEGEND = "Legend: P you, S start, F frozen ice (safe), H hole, G goal."
+TASK0_OBS = "\n".join([
+    "Frozen lake 4x4: walk from the start S to the goal G without stepping into a hole H.",
+    LEGEND,
+    "P F F F",
+    "H H F F",
+    "F H H F",
+    "H F F G",
+    "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 30.",
+])
+TASK1_OBS = "\n".join([
+    "Frozen lake 5x5: walk from the start S to the goal G without stepping into a hole H.",
+    LEGEND,
+    "P H F H F",
+    "F H F F F",
+    "F F F F F",
+    "F F F F F",
+    "F F F H G",
+    "You are at row 1, column 1; the goal is at row 5, column 5. Moves left: 30.",
+])
+TASK0_WON = "\n".join([
+    "You moved down and reached the goal.",
+    LEGEND,
+    "S F F F",
+    "H H F F",
+    "F H H F",
+    "H F F P",
+    "You are at row 4, column 4; the goal is at row 4, column 4. Moves left: 24. The episode is over.",
+])
+
+
+def view(message: str, rows: list[str], status: str) -> str:
+    return "\n".join([message, LEGEND, *rows, status])
+
+
+# ---------------------------------------------------------------------- maps and splits
+def test_splits_are_disjoint_complete_and_stable() -> None:
+    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
+    assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 1300)))
+    assert task_list("test")[:3] == [(0, "cross the 4x4 frozen lake"), (1, "cross the 5x5 frozen lake"),
+                                     (2, "cross the 6x6 frozen lake")]
+    assert task_list("dev")[0] == (200, "cross the 6x6 frozen lake") and task_list("train")[-1] == (
+        1299, "cross the 4x4 frozen lake")
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        task_ids("val")  # type: ignore[arg-type]
+
+
+def test_a_task_id_gives_the_same_map_every_time() -> None:
+    assert task_map(0) == ("SFFF", "HHFF", "FHHF", "HFFG")
+    assert task_map(5) == ("SHFFFF", "FFFHFF", "FHHHFF", "FFFFHF", "FHFHHF", "FFFFFG")
+    task_map.cache_clear()
+    assert task_map(0) == ("SFFF", "HHFF", "FHHF", "HFFG")  # drawn again, not read from the cache
+    assert [len(task_map(i)) for i in range(6)] == [4, 5, 6, 4, 5, 6]
+    env = FrozenLakeEnv()
+    assert env.reset(1) == TASK1_OBS and env.reset(0) == TASK0_OBS and FrozenLakeEnv().reset(1) == TASK1_OBS
+    with pytest.raises(ValueError, match=r"data_idx 1300 out of range: expected 0 <= data_idx < 1300"):
+        task_map(1300)
+
+
+# ---------------------------------------------------------------------- the game
+def test_oracle_solves_every_test_task_with_reward_only_on_the_last_step() -> None:
+    assert oracle(0) == ["right", "right", "right", "down", "down", "down"]
+    assert oracle(1) == ["down", "down", "right", "right", "right", "right", "down", "down"]
+    env, lengths = FrozenLakeEnv(), []
+    for task_id in task_ids("test"):
+        env.reset(task_id)
+        actions = oracle(task_id)
+        results = [env.step(a) for a in actions]
+        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
+        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        assert results[-1].observation.startswith(f"You moved {actions[-1]} and reached the goal.\n"), task_id
+        lengths.append(len(actions))
+    assert (len(lengths), min(lengths), max(lengths), sum(lengths)) == (200, 6, 12, 1600)
+
+
+def test_a_play_with_every_kind_of_message() -> None:
+    env = FrozenLakeEnv()
+    env.reset(0)
+    script = [
+        ("up", "You cannot move up: the edge of the lake is there. Nothing changed.",
+         ["P F F F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 1", 29),
+        ("  Move RIGHT. ", "You moved right.", ["S P F F", "H H F F", "F H H F", "H F F G"],
+         "You are at row 1, column 2", 28),
+        ("go right", "You moved right.", ["S F P F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 3", 27),
+        ("left", "You moved left.", ["S P F F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 2", 26),
+    ]
+    for action, message, rows, where, left in script:
+        result = env.step(action)
+        status = f"{where}; the goal is at row 4, column 4. Moves left: {left}."
+        assert (result.observation, result.reward, result.done) == (view(message, rows, status), 0.0, False), action
+    fell = env.step("down")
+    assert (fell.observation, fell.reward, fell.done) == (view(
+        "You moved down into a hole.", ["S F F F", "H P F F", "F H H F", "H F F G"],
+        "You are at row 2, column 2; the goal is at row 4, column 4. Moves left: 25. The episode is over."), 0.0, True)
+    with pytest.raises(EpisodeStateError, match="episode is done: POST /reset to start a new one"):
+        env.step("up")
+    assert env.reset(0) == TASK0_OBS and env.position() == (0, 0) and not env.done
+
+
+def test_the_last_move_ends_the_episode_without_reward() -> None:
+    env = FrozenLakeEnv()
+    env.reset(0)
+    for _ in range(29):
+        assert env.step("left").done is False
+    last = env.step("left")
+    assert (last.observation, last.reward, last.done) == (view(
+        "You cannot move left: the edge of the lake is there. Nothing changed. You are out of moves.",
+        ["P F F F", "H H F F", "F H H F", "H F F G"],
+        "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 0. The episode is over."), 0.0, True)
+
+
+INVALID = ["jump", "", "north", "up up", "move", "right now", "upp", "left!"]
+
+
+@pytest.mark.parametrize("action", INVALID)
+def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
+    env = FrozenLakeEnv()
+    env.reset(0)
+    env.step("right")
+    result = env.step(action)
+    message = f'Invalid action "{action}": the actions are up, down, left and right. Nothing changed.'
+    status = "You are at row 1, column 2; the goal is at row 4, column 4. Moves left: 28."
+    assert (result.observation, result.reward, result.done) == (
+        view(message, ["S P F F", "H H F F", "F H H F", "H F F G"], status), 0.0, False)
+    assert env.position() == (0, 1)
+
+
+def test_reset_refuses_unknown_tasks_and_step_needs_an_episode() -> None:
+    env = FrozenLakeEnv()
+    with pytest.raises(EpisodeStateError, match="no episode yet"):
+        env.step("up")
+    for task_id in (-1, 1300, 10**30):
+        with pytest.raises(InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"):
+            env.reset(task_id)
+
+
+def test_shortest_path_avoids_holes_and_reports_none() -> None:
+    assert shortest_path(["SH", "FG"], (0, 0)) == ["down", "right"]
+    assert shortest_path(["SH", "HG"], (0, 0)) is None
+    assert shortest_path(["FFF", "HPF", "FFG"], (1, 1)) == ["right", "down"]
+
+
+# ---------------------------------------------------------------------- the expert, in process
+def test_expert_reads_the_map_and_plays_every_test_task_in_process() -> None:
+    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts.frozenlake import FrozenLakeExpert, read_map
+
+    assert read_map(TASK1_OBS) == [list("PHFHF"), list("FHFFF"), list("FFFFF"), list("FFFFF"), list("FFFHG")]
+    assert read_map("You moved up.") is None
+    expert = get_expert("frozenlake")
+    assert isinstance(expert, FrozenLakeExpert)
+    env = FrozenLakeEnv()
+    for task_id in task_ids("test"):
+        expert.reset(seed=task_id)
+        observation, actions = env.reset(task_id), []
+        for _ in range(30):
+            actions.append(expert.act(observation))
+            result = env.step(actions[-1])
+            observation = result.observation
+            if result.done:
+                break
+        assert (result.reward, len(actions)) == (1.0, len(oracle(task_id))), task_id
+
+
+def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> None:
+    from openmanus_rl.agent.templates import get_action_template
+    from openmanus_rl.experts import get_expert
+
+    expert = get_expert("frozenlake")
+    react = expert.reply(TASK1_OBS, "react", SPEC)
+    assert react == "Thought: The goal is 8 moves away on a path around the holes, so I move down.\nAction: down"
+    xml = expert.reply(view("You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
+                            "Moves left: 29."), "xml", SPEC)
+    assert xml == "<think>The goal is 7 moves away on a path around the holes, so I move down.</think>\n<action>down</action>"
+    assert get_action_template("xml").parse(xml, SPEC).action == "down"
+    assert expert.act("You moved up.") == "up" and expert.last_thought == "I cannot see the map, so I try moving up."
+    assert expert.act(view("x", ["P H", "H G"], "")) == "up"
+    assert expert.last_thought == "I see no safe path to the goal, so I try moving up."
+
+    noisy, env = get_expert("frozenlake", noise=1.0, seed=0, max_steps=12), FrozenLakeEnv()
+    observation, actions, said = env.reset(0), [], []
+    for _ in range(12):
+        actions.append(noisy.act(observation))
+        result = env.step(actions[-1])
+        observation = result.observation
+        said.append(observation.split("\n")[0])
+        if result.done:
+            break
+    # the path takes 6 moves, so 12 allow detours (never into a hole or off the map) while the goal stays in reach
+    assert (result.reward, len(actions)) == (1.0, 12)
+    assert said == [f"You moved {a}." for a in actions[:-1]] + [f"You moved {actions[-1]} and reached the goal."]
+    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
+        get_expert("frozenlake", noise=2)
+
+
+# ---------------------------------------------------------------------- over HTTP
+def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
+    r = requests.request(method, url + path, json=body, params=params, timeout=10)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serve_subprocess("frozenlake", timeout_s=60) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_literal_protocol_exchange() -> None:
+    with serve_subprocess("frozenlake", timeout_s=60) as u:  # a server of its own, so ids start at 0
+        assert call(u, "GET", "/") == "ok"
+        assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
+        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
+            "id": 0, "observation": TASK1_OBS, "done": False, "reward": 0.0}
+        assert call(u, "POST", "/step", {"id": 0, "action": "down"}) == {"observation": view(
+            "You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
+            "You are at row 2, column 1; the goal is at row 5, column 5. Moves left: 29."), "reward": 0.0, "done": False}
+        fell = view("You moved right into a hole.", ["S H F H F", "F P F F F", "F F F F F", "F F F F F", "F F F H G"],
+                    "You are at row 2, column 2; the goal is at row 5, column 5. Moves left: 28. The episode is over.")
+        assert call(u, "POST", "/step", {"id": 0, "action": "right"}) == {"observation": fell, "reward": 0.0, "done": True}
+        assert call(u, "GET", "/observation", params={"id": 0}) == fell
+        assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
+            "error": "episode is done: POST /reset to start a new one"}
+        assert call(u, "POST", "/reset", {"id": 0}) == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
+        answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(0)]
+        assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 5 + [(1.0, True)]
+        assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
+        assert call(u, "GET", "/list_envs") == [0]
+        assert call(u, "POST", "/close", {"id": 0}) is True
+        assert call(u, "GET", "/list_envs") == []
+        assert call(u, "POST", "/create", {"ignored": True}) == {
+            "id": 1, "observation": TASK1_OBS, "done": False, "reward": 0.0}
+
+
+@pytest.mark.slow
+def test_close_frees_the_env(server: str) -> None:
+    env_id = call(server, "POST", "/create")["id"]
+    assert env_id in call(server, "GET", "/list_envs")
+    assert call(server, "POST", "/close", {"id": env_id}) is True
+    assert env_id not in call(server, "GET", "/list_envs")
+    gone = {"error": f"unknown id {env_id}: create one with POST /create"}
+    assert call(server, "POST", "/step", {"id": env_id, "action": "up"}, status=404) == gone
+    assert call(server, "POST", "/reset", {"id": env_id, "data_idx": 0}, status=404) == gone
+    assert call(server, "GET", "/observation", params={"id": env_id}, status=404) == gone
+    assert call(server, "POST", "/close", {"id": env_id}, status=404) == gone
+
+
+@pytest.mark.slow
+def test_bad_input_is_a_4xx_with_a_message(server: str) -> None:
+    created = call(server, "POST", "/create")
+    env_id, huge = created["id"], 10**30
+    cases = [
+        ("POST", "/step", {"action": "up"}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/step", {"id": env_id}, None, 422, "invalid request: action: Field required"),
+        ("POST", "/step", {"id": str(env_id), "action": "up"}, None, 422,
+         "invalid request: id: Input should be a valid integer"),
+        ("POST", "/step", {"id": True, "action": "up"}, None, 422, "invalid request: id: Input should be a valid integer"),
+        ("POST", "/step", {"id": env_id, "action": ["up"]}, None, 422,
+         "invalid request: action: Input should be a valid string"),
+        ("POST", "/step", {"id": env_id, "action": "x" * 4097}, None, 422,
+         "invalid request: action: String should have at most 4096 characters"),
+        ("POST", "/step", {"id": huge, "action": "up"}, None, 404, f"unknown id {huge}: create one with POST /create"),
+        ("POST", "/reset", {"data_idx": 0}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/reset", {"id": env_id, "data_idx": 1300}, None, 422,
+         "invalid request: data_idx 1300 out of range: expected 0 <= data_idx < 1300"),
+        ("POST", "/reset", {"id": env_id, "data_idx": -1}, None, 422,
+         "invalid request: data_idx -1 out of range: expected 0 <= data_idx < 1300"),
+        ("POST", "/reset", {"id": env_id, "data_idx": "3"}, None, 422,
+         "invalid request: data_idx: Input should be a valid integer"),
+        ("POST", "/close", {"id": "0"}, None, 422, 'invalid request: body must be {"id": <int>}'),
+        ("GET", "/observation", None, None, 422, "invalid request: query.id: Field required"),
+        ("GET", "/observation", None, {"id": "zero"}, 422,
+         "invalid request: query.id: Input should be a valid integer, unable to parse string as an integer"),
+    ]
+    for method, path, body, params, status, message in cases:
+        assert call(server, method, path, body, params, status=status) == {"error": message}, (path, body, params)
+    r = requests.post(server + "/step", data=b"{not json", headers={"content-type": "application/json"}, timeout=10)
+    assert r.status_code == 422 and r.json()["error"].startswith("invalid request: body is not valid JSON")
+    assert call(server, "GET", "/observation", params={"id": env_id}) == created["observation"]  # untouched
+    assert call(server, "POST", "/close", {"id": env_id}) is True
+
+
+@pytest.mark.slow
+def test_expert_over_http_solves_test_tasks(server: str) -> None:
+    from openmanus_rl.experts import evaluate_expert
+
+    ids = task_ids("test")[::8]  # 25 tasks, every map size
+    score = evaluate_expert("frozenlake", "test", len(ids), server, task_ids=ids, max_turns=30)
+    assert (score.n, score.successes, score.rewards) == (25, [True] * 25, [1.0] * 25)
+    # one turn per move of a shortest path: no failed action, no extra turn
+    assert score.steps == [6, 10, 8, 6, 10, 8, 6, 10, 8, 6, 10, 8, 6, 10, 8, 6, 12, 8, 6, 10, 8, 6, 10, 8, 6]
+    assert score.steps == [len(oracle(i)) for i in ids]
