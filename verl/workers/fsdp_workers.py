@@ -34,6 +34,7 @@ from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 ROLES = ("actor", "rollout", "ref")
 ROLLOUT_GROUP = "rollout"  # generation calls: with this concurrency group they run beside training (trainer.staleness=1)
+_set_torch_threads = torch.set_num_threads  # taken before the CPU engine replaces it with a no-op (see `_rollout_engine`)
 
 
 def _peak_rss_gb() -> float:
@@ -113,9 +114,9 @@ class ActorRolloutRefWorker(Worker):
         """The engine, with this thread's torch thread count set: in the rollout concurrency group the
         calls run on a thread of their own, and OpenMP keeps the count per thread. (The CPU engine
         replaces ``torch.set_num_threads`` with a no-op once it has bound its threads, so the
-        underlying setter is called.)"""
+        setter taken at import is called.)"""
         if torch.get_num_threads() != self.config.num_threads:
-            torch._C._set_num_threads(self.config.num_threads)
+            _set_torch_threads(self.config.num_threads)
         return self._need("rollout")
 
     @register(Dispatch.DP_COMPUTE_PROTO, concurrency_group=ROLLOUT_GROUP)
