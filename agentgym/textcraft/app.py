@@ -30,9 +30,9 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
+from ..episodes import add_episode_routes, episode
 from ..server import EnvRegistry, Family, InvalidRequestError, create_app
 from .data import cookbook
 from .env import TextCraftEnv, goal_item
@@ -41,7 +41,6 @@ log = logging.getLogger("agentgym.textcraft")
 
 DEFAULT_PORT = 8000  # upstream's `textcraft` default
 DEFAULT_MAX_ENVS = 4096
-MAX_ACTION_CHARS = 4096
 MAX_COMMANDS_CHARS = 65536
 
 
@@ -51,27 +50,12 @@ class CreateRequest(BaseModel):
     goal: str | None = Field(None, max_length=200)
 
 
-class ResetRequest(BaseModel):
-    id: StrictInt
-    data_idx: StrictInt = 0
-
-
-class StepRequest(BaseModel):
-    id: StrictInt
-    action: str = Field(max_length=MAX_ACTION_CHARS)
-
-
-def _episode(env_id: int, observation: str) -> dict[str, Any]:
-    return {"id": env_id, "observation": observation, "done": False, "reward": 0.0}
-
-
 def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
     """Build the crafting tree and return the TextCraft app."""
     book = cookbook()
     registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id")
     app = create_app("TextCraft", registry, Family.B)
-    # family B's /create also starts an episode: replace the base route
-    app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == "/create")]
+    add_episode_routes(app, registry)  # /reset, /step, /observation; /create takes a goal here
     log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})
 
     @app.post("/create")
@@ -84,24 +68,8 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
         env_id = registry.create()
         with registry.use(env_id) as env:
             if body.goal is not None:
-                return _episode(env_id, env.start(body.goal, body.commands))
-            return _episode(env_id, env.reset(env_id % len(book.goals)))
-
-    @app.post("/reset")
-    def reset(body: ResetRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            return _episode(body.id, env.reset(body.data_idx))
-
-    @app.post("/step")
-    def step(body: StepRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward, "done": result.done}
-
-    @app.get("/observation")
-    def observation(id: int) -> str:
-        with registry.use(id) as env:
-            return env.observation
+                return episode(env_id, env.start(body.goal, body.commands))
+            return episode(env_id, env.reset(env_id % len(book.goals)))
 
     return app
 
