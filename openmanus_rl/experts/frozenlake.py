@@ -64,11 +64,6 @@ class FrozenLakeExpert(Expert):
             self.seed = seed
             self.rng = random.Random(seed)
 
-    def _do(self, action: str, thought: str) -> str:
-        self.steps += 1
-        self.last_thought = thought
-        return action
-
     def act(self, observation: str) -> str:
         rows = read_map(observation)
         at = next(((r, c) for r, row in enumerate(rows or []) for c, cell in enumerate(row) if cell == "P"), None)

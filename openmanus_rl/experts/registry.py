@@ -40,6 +40,12 @@ class Expert(ABC):
         self.last_thought = ""
         self.steps = 0
 
+    def _do(self, action: str, thought: str) -> str:
+        """Count a step, keep its thought, and return ``action`` (what `act` ends with)."""
+        self.steps += 1
+        self.last_thought = thought
+        return action
+
     @abstractmethod
     def act(self, observation: str) -> str:
         """The env action for ``observation``; sets ``last_thought``."""

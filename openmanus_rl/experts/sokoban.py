@@ -76,11 +76,6 @@ class SokobanExpert(Expert):
         self.plan: list[str] | None = None  # moves not yet played
         self.expected: Board | None = None  # the room the last move should leave
 
-    def _do(self, action: str, thought: str) -> str:
-        self.steps += 1
-        self.last_thought = thought
-        return action
-
     def act(self, observation: str) -> str:
         board = read_board(observation)
         if board is None:

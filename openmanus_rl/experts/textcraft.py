@@ -100,11 +100,6 @@ class TextCraftExpert(Expert):
         self.goal: str | None = None
         self.plan: list[str] | None = None  # actions not yet played; None: nothing to follow
 
-    def _do(self, action: str, thought: str) -> str:
-        self.steps += 1
-        self.last_thought = thought
-        return action
-
     def act(self, observation: str) -> str:
         if _HEADER in observation:
             recipes, self.goal = read_commands(observation)

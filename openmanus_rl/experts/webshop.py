@@ -268,11 +268,6 @@ class WebShopExpert(Expert):
         self.searches = 0
 
     # ------------------------------------------------------------------ helpers
-    def _do(self, action: str, thought: str) -> str:
-        self.steps += 1
-        self.last_thought = thought
-        return action
-
     def _left(self) -> int:
         """Actions still allowed after the one being chosen now."""
         return self.max_steps - self.steps - 1
