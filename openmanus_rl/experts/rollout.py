@@ -21,14 +21,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.openmanus_agent import turn_seed
 from openmanus_rl.agent.output import objects, success
 from openmanus_rl.agent.templates import get_action_template
 from openmanus_rl.agent.trajectory import Trajectory
-from openmanus_rl.envs import EnvClient, RetryPolicy, get_env_spec
+from agentgym.spec import load_object
+from openmanus_rl.envs import ENV_SPECS, EnvClient, RetryPolicy, get_env_spec
 from verl.protocol import DataProto
 
 from .registry import Expert, get_expert
@@ -36,43 +37,13 @@ from .registry import Expert, get_expert
 FIRST_OBSERVATION_MARKER = "\n\nObservation:\n"  # `OpenManusAgent._first_user_text` puts the observation after it
 
 
-def _webshop_task_ids(split: str) -> range:
-    from agentgym.webshop.data import load_shop
-
-    return load_shop().session_ids(split)  # type: ignore[arg-type]
-
-
-def _textcraft_task_ids(split: str) -> list[int]:
-    from agentgym.textcraft.data import task_ids
-
-    return task_ids(split)  # type: ignore[arg-type]
-
-
-def _frozenlake_task_ids(split: str) -> list[int]:
-    from agentgym.frozenlake.data import task_ids
-
-    return task_ids(split)  # type: ignore[arg-type]
-
-
-def _sokoban_task_ids(split: str) -> list[int]:
-    from agentgym.sokoban.data import task_ids
-
-    return task_ids(split)  # type: ignore[arg-type]
-
-
-SPLIT_TASK_IDS: dict[str, Callable[[str], Sequence[int]]] = {
-    "webshop": _webshop_task_ids, "textcraft": _textcraft_task_ids, "frozenlake": _frozenlake_task_ids,
-    "sokoban": _sokoban_task_ids,
-}
-
-
 def split_task_ids(env_name: str, split: str) -> Sequence[int]:
-    """The env task ids of ``split`` ("train", "dev" or "test")."""
-    try:
-        ids = SPLIT_TASK_IDS[env_name]
-    except KeyError:
-        raise ValueError(f"no task splits known for env {env_name!r}; known: {sorted(SPLIT_TASK_IDS)}") from None
-    return ids(split)
+    """The env task ids of ``split`` ("train", "dev" or "test"): those of the task list its spec names."""
+    spec = get_env_spec(env_name)
+    if not spec.tasks:
+        raise ValueError(f"env {env_name!r} has no task list; envs with one: "
+                         f"{sorted(name for name, s in ENV_SPECS.items() if s.tasks)}")
+    return [task_id for task_id, _ in load_object(spec.tasks)(split)]
 
 
 def last_observation(chat: ChatFormat, prompt_ids: list[int], first_turn: bool) -> str:
