@@ -3,7 +3,7 @@
     agentgym serve <env> [--host 127.0.0.1] [--port P] [--log-level info] [env options]
     agentgym list
     webshop --host H --port P [webshop options]        # the upstream console commands
-    textcraft --host H --port P [textcraft options]
+    textcraft --host H --port P [textcraft options]   (likewise babyai)
     python -m agentgym.launcher serve webshop --port 36001
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
@@ -83,6 +83,7 @@ def _upstream_command(name: str) -> Callable[[Sequence[str] | None], None]:
 
 webshop_main = _upstream_command("webshop")
 textcraft_main = _upstream_command("textcraft")
+babyai_main = _upstream_command("babyai")
 
 
 if __name__ == "__main__":
