@@ -1,1 +1,2 @@
-"""Maze walking (AgentGym's LMRL-Gym maze protocol, under /maze): spec only (`spec.py`); no server in this project yet."""
+"""Maze environment: the double-T map, start positions and tasks (`data`), the game (`env`), a path finder and
+oracle (`plan`); served under /maze by `agentgym.lmrlgym.app`."""

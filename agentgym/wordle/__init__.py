@@ -1,1 +1,2 @@
-"""Wordle (AgentGym's LMRL-Gym wordle protocol, under /wordle): spec only (`spec.py`); no server in this project yet."""
+"""Wordle environment: word lists, colour rule and tasks (`data`, with answers.txt and guesses.txt), the game
+(`env`), the oracle and a solver (`plan`); served under /wordle by `agentgym.lmrlgym.app`."""

@@ -1,4 +1,5 @@
-"""Wordle (AgentGym's LMRL-Gym wordle protocol, under /wordle): the spec; no server in this project yet."""
+"""Wordle (LMRL-Gym's word game), served on AgentGym's family-B protocol under /wordle: how clients and the agent
+see it; the server is `agentgym.lmrlgym.app`, shared with Maze."""
 
 from agentgym.spec import EnvSpec
 
@@ -7,10 +8,18 @@ SPEC = EnvSpec(
     family="B",
     prefix="/wordle",
     reset_field="seed",
-    action_pattern=r"([a-z] ){4}[a-z]",
+    action_pattern=r"([a-z] ){4}[a-z]\.?",
     instructions=(
         "You play Wordle: find a secret five-letter English word in at most six guesses. Write each guess as "
         "its five lower-case letters separated by spaces, e.g. s h i r e. Each guess is answered with one "
-        "letter per position: g (right letter, right place), y (in the word, elsewhere), b (not in the word)."
+        "letter per position: g (right letter, right place), y (in the word, elsewhere), b (not in the word; a "
+        "letter guessed more often than the word has it is b for the extra copies). A guess that is not an "
+        "English word of the game's list is answered \"invalid word\" and does not use a guess.\n"
+        "You succeed when you guess the word; each observation lists your guesses so far with their colours."
     ),
+    app="agentgym.lmrlgym.app",
+    tasks="agentgym.wordle.data:task_list",
+    splits="2,135 secret words (common English words from SCOWL), task id = seed: test ids 0-199, dev 200-299, "
+           "train 300-2134",
+    expert="openmanus_rl.experts.wordle:WordleExpert",
 )

@@ -1,0 +1,101 @@
+"""LMRL-Gym's HTTP server: Maze under ``/maze`` and Wordle under ``/wordle`` (AgentGym protocol family B).
+
+==============================  =======================================  ==========================================
+route (``<g>``: maze, wordle)   request                                  response
+==============================  =======================================  ==========================================
+GET  /                                                                   ``"ok"`` (the health check)
+POST /<g>/create                no body (any body is ignored)            ``{"id"}``: a new env, no episode yet
+POST /maze/reset                ``{"id", "game": int}``                  ``{"id", "observation", "reward", "done"}``
+POST /wordle/reset              ``{"id", "seed": int}``                  ``{"id", "observation", "reward", "done"}``
+POST /<g>/step                  ``{"id", "action": str}``                ``{"observation", "reward", "done"}``
+GET  /<g>/observation           ``?id=``                                 the current observation (str)
+GET  /<g>/list_envs                                                      [int]
+POST /<g>/close                 ``{"id"}``                               ``true``
+GET  /<g>/                                                               ``"ok"``
+==============================  =======================================  ==========================================
+
+Each game keeps its own envs and ids (both count from 0).  ``reward`` is 0.0
+and ``done`` false after a reset.  Ids, ``game`` and ``seed`` must be JSON
+integers (not strings or booleans), ``game`` a maze task id and ``seed`` a
+Wordle task id.  Errors (see ``agentgym.server``): unknown id 404; a step
+before the first reset or after the end, or an observation before the first
+reset, 409; bad body or query 422 (an action over 4096 characters too);
+env cap 503.  The games: `agentgym.maze.env`, `agentgym.wordle.env`.
+"""
+
+import argparse
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, StrictInt
+
+from ..episodes import StepRequest
+from ..server import EnvRegistry, Family, create_app, install_error_handlers
+
+DEFAULT_PORT = 36103
+DEFAULT_MAX_ENVS = 4096
+
+
+class MazeReset(BaseModel):
+    id: StrictInt
+    game: StrictInt
+
+
+class WordleReset(BaseModel):
+    id: StrictInt
+    seed: StrictInt
+
+
+def _game_app(title: str, registry: EnvRegistry, reset_model: type[BaseModel], task_field: str) -> FastAPI:
+    """One game's routes (create, close and list_envs from `create_app`; reset, step, observation here)."""
+    app = create_app(title, registry, Family.B)
+
+    def reset(body: Any) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            observation = env.reset(getattr(body, task_field))
+        return {"id": body.id, "observation": observation, "reward": 0.0, "done": False}
+
+    reset.__annotations__["body"] = reset_model
+    app.post("/reset")(reset)
+
+    @app.post("/step")
+    def step(body: StepRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            result = env.step(body.action)
+        return {"observation": result.observation, "reward": result.reward, "done": result.done}
+
+    @app.get("/observation")
+    def observation(id: int) -> str:
+        with registry.use(id) as env:
+            return env.observation
+
+    return app
+
+
+def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
+    """The LMRL-Gym app; ``max_envs`` caps each game's open envs.  The games are imported here."""
+    from ..maze.env import MazeEnv
+    from ..wordle.data import answers, guesses
+    from ..wordle.env import WordleEnv
+
+    answers(), guesses()  # read the word lists now, not on the first reset
+    app = FastAPI(title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None)
+    install_error_handlers(app)
+
+    @app.get("/")
+    def health() -> str:
+        return "ok"
+
+    app.mount("/maze", _game_app("Maze", EnvRegistry(MazeEnv, max_envs, "id"), MazeReset, "game"))
+    app.mount("/wordle", _game_app("Wordle", EnvRegistry(WordleEnv, max_envs, "id"), WordleReset, "seed"))
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The LMRL-Gym server's options."""
+    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
+                        help="most envs of each game open at once; past it /create answers 503 (default %(default)s)")
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    return build_app(args.max_envs)

@@ -1,0 +1,300 @@
+"""Maze: the map, starts and splits, the game's rules and messages, the oracle and the expert in process, and the
+family-B protocol under /maze of a real LMRL-Gym server (literal exchange, bad input, close, the expert over HTTP)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
+from agentgym.maze.env import MazeEnv, describe_walls
+from agentgym.maze.plan import oracle, shortest_path
+from agentgym.registry import get_env_spec
+from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.spawn import serve_subprocess
+
+SPEC = get_env_spec("maze")
+WHERE = "The goal is at position 8, 6. Your current position is at position"
+TASK0_OBS = f"{WHERE} 1, 1. There are walls above you, below you, to your left. Moves left: 50."
+TASK3_OBS = f"{WHERE} 1, 4. There are walls above you, below you. Moves left: 50."
+TASK0_WON = (f"You moved down and reached the goal. {WHERE} 8, 6. There are walls below you, to your left, to your "
+             "right. Moves left: 38. The episode is over.")
+ORACLE_LENGTHS = [12, 11, 10, 11, 12, 12, 11, 10, 11, 12, 9, 9, 8, 8, 7, 7, 6, 6, 5, 4, 3, 2, 3, 4, 5, 1]
+
+
+# ---------------------------------------------------------------------- the map, starts and splits
+def test_the_map_has_26_starts_and_the_goal_at_8_6() -> None:
+    assert (len(MAZE), {len(row) for row in MAZE}, GOAL, MAZE[8][6]) == (10, {13}, (8, 6), "G")
+    assert STARTS[:6] == ((1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 7)) and STARTS[-2:] == ((6, 9), (7, 6))
+    open_cells = {(r, c) for r in range(10) for c in range(13) if is_open((r, c))}
+    assert len(STARTS) == len(set(STARTS)) == 26 and open_cells == set(STARTS) | {GOAL}
+    assert not is_open((1, 6)) and not is_open((-1, 0)) and not is_open((10, 6))
+    assert [start_of(i) for i in (0, 25, 26, 259)] == [(1, 1), (7, 6), (1, 1), (7, 6)]
+    for task_id in (-1, 260, 10**30):
+        with pytest.raises(ValueError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
+            start_of(task_id)
+
+
+def test_splits_are_disjoint_complete_and_stable() -> None:
+    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
+    assert (test, dev, train) == (list(range(26)), list(range(26, 52)), list(range(52, 260))) and NUM_TASKS == 260
+    assert [start_of(i) for i in test] == list(STARTS)  # the test split walks from every start once
+    assert task_list("test")[:2] == [(0, "walk from position 1, 1 to the goal at position 8, 6"),
+                                     (1, "walk from position 1, 2 to the goal at position 8, 6")]
+    assert task_list("dev")[0] == (26, "walk from position 1, 1 to the goal at position 8, 6")
+    assert task_list("train")[-1] == (259, "walk from position 7, 6 to the goal at position 8, 6")
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        task_ids("val")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- the game
+def test_oracle_solves_every_test_task_with_reward_only_on_the_last_step() -> None:
+    assert oracle(0) == ["move right", "move right"] + ["move down"] * 5 + ["move right"] * 3 + ["move down"] * 2
+    env, lengths = MazeEnv(), []
+    for task_id in task_ids("test"):
+        assert env.reset(task_id).startswith(f"{WHERE} {start_of(task_id)[0]}, {start_of(task_id)[1]}. ")
+        actions = oracle(task_id)
+        results = [env.step(a) for a in actions]
+        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
+        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        assert results[-1].observation.startswith(f"You moved {actions[-1][5:]} and reached the goal. "), task_id
+        lengths.append(len(actions))
+    assert lengths == ORACLE_LENGTHS
+    env.reset(0)
+    assert [env.step(a) for a in oracle(0)][-1].observation == TASK0_WON
+
+
+def test_a_play_with_every_kind_of_message() -> None:
+    env = MazeEnv()
+    assert env.reset(3) == TASK3_OBS
+    script = [
+        ("move up", "You cannot move up: there is a wall above you. Nothing changed.",
+         "1, 4. There are walls above you, below you.", 49),
+        (" Move  DOWN. ", "You cannot move down: there is a wall below you. Nothing changed.", "1, 4. There are walls "
+         "above you, below you.", 48),
+        ("left", "You moved left.", "1, 3. There is a wall above you.", 47),
+        ("move down", "You moved down.", "2, 3. There are walls to your left, to your right.", 46),
+        ("move right", "You cannot move right: there is a wall to your right. Nothing changed.",
+         "2, 3. There are walls to your left, to your right.", 45),
+    ]
+    for action, message, here, left in script:
+        result = env.step(action)
+        assert (result.observation, result.reward, result.done) == (
+            f"{message} {WHERE} {here} Moves left: {left}.", 0.0, False), action
+    assert env.position == (2, 3) and env.steps == 5
+    assert env.reset(3) == TASK3_OBS and env.position == (1, 4) and env.steps == 0 and not env.done
+
+
+def test_the_last_move_ends_the_episode_without_reward() -> None:
+    env = MazeEnv()
+    env.reset(0)
+    for _ in range(49):
+        assert env.step("move up").done is False
+    last = env.step("move up")
+    assert (last.observation, last.reward, last.done) == (
+        f"You cannot move up: there is a wall above you. Nothing changed. You are out of moves. {WHERE} 1, 1. There "
+        "are walls above you, below you, to your left. Moves left: 0. The episode is over.", 0.0, True)
+    with pytest.raises(EpisodeStateError, match="episode is done: POST /maze/reset to start a new one"):
+        env.step("move right")
+
+
+INVALID = ["jump", "", "north", "move", "move up up", "go up", "up!", "move diagonally"]
+
+
+@pytest.mark.parametrize("action", INVALID)
+def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
+    env = MazeEnv()
+    env.reset(0)
+    env.step("move right")
+    result = env.step(action)
+    message = (f'Invalid action "{action}": the actions are move up, move down, move left and move right. '
+               "Nothing changed.")
+    assert (result.observation, result.reward, result.done) == (
+        f"{message} {WHERE} 1, 2. There are walls above you, below you. Moves left: 48.", 0.0, False)
+    assert env.position == (1, 2)
+
+
+def test_reset_refuses_unknown_tasks_and_step_and_observation_need_an_episode() -> None:
+    env = MazeEnv()
+    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
+        env.step("move up")
+    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
+        env.observation
+    for task_id in (-1, 260, 10**30):
+        with pytest.raises(InvalidRequestError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
+            env.reset(task_id)
+    env.reset(0)
+    env.close()
+    with pytest.raises(EpisodeStateError, match="no episode yet"):
+        env.step("move right")
+
+
+def test_walls_are_named_above_below_left_right_and_paths_are_shortest() -> None:
+    assert describe_walls((6, 6)) == "There is a wall above you."
+    assert describe_walls((6, 3)) == "There are walls below you, to your left."
+    assert describe_walls(GOAL) == "There are walls below you, to your left, to your right."
+    assert shortest_path(lambda cell: True, (0, 0), (2, 1)) == ["down", "down", "right"]
+    assert shortest_path(lambda cell: cell != (1, 0), (0, 0), (2, 0)) == ["left", "down", "down", "right"]
+    assert shortest_path(lambda cell: abs(cell[0]) + abs(cell[1]) < 2, (0, 0), (2, 0)) is None
+
+
+# ---------------------------------------------------------------------- the expert, in process
+EXPERT_STEPS = [12, 11, 10, 13, 12, 12, 13, 10, 11, 12, 9, 9, 8, 8, 7, 7, 6, 6, 5, 4, 3, 2, 3, 4, 5, 1]
+
+
+def play(expert: Any, env: MazeEnv, task_id: int) -> tuple[float, int]:
+    expert.reset(seed=task_id)
+    observation = env.reset(task_id)
+    for steps in range(1, 51):
+        result = env.step(expert.act(observation))
+        observation = result.observation
+        if result.done:
+            return result.reward, steps
+    return 0.0, 50
+
+
+def test_expert_maps_the_maze_from_the_observations_and_solves_every_test_task() -> None:
+    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts.maze import MazeExpert, View, read_view
+
+    assert read_view(TASK3_OBS) == View((8, 6), (1, 4), frozenset({"up", "down"}), 50)
+    assert read_view(TASK0_WON) == View((8, 6), (8, 6), frozenset({"down", "left", "right"}), 38)
+    assert read_view("You moved up.") is None
+    expert, env = get_expert("maze"), MazeEnv()
+    assert isinstance(expert, MazeExpert)
+    results = [play(expert, env, task_id) for task_id in task_ids("test")]
+    assert [reward for reward, _ in results] == [1.0] * 26
+    # a shortest path but from (1, 4) and (1, 8), where it first tries the unseen side of the top bar
+    assert [steps for _, steps in results] == EXPERT_STEPS
+    assert sum(EXPERT_STEPS) - sum(ORACLE_LENGTHS) == 4
+
+
+def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
+    from openmanus_rl.agent.templates import get_action_template
+    from openmanus_rl.experts import get_expert
+
+    expert = get_expert("maze")
+    react = expert.reply(TASK0_OBS, "react", SPEC)
+    assert react == ("Thought: The goal at 8, 6 is at least 12 moves away through corridors I have not seen yet, so I "
+                     "move right.\nAction: move right")
+    xml = expert.reply(f"You moved down and reached the goal. {WHERE} 7, 6. There are walls to your left, to your "
+                       "right. Moves left: 9.", "xml", SPEC)
+    assert xml == ("<think>The goal at 8, 6 is at least 1 move away through corridors I have seen, so I move "
+                   "down.</think>\n<action>move down</action>")  # no wall below: the goal's cell is known open
+    assert get_action_template("xml").parse(xml, SPEC).action == "move down"
+    assert expert.act("You moved up.") == "move up"
+    assert expert.last_thought == "I cannot tell where I am, so I try moving up."
+
+    env = MazeEnv()
+    noisy = [play(get_expert("maze", noise=1.0, seed=0), env, task_id) for task_id in (0, 9, 21)]
+    assert [reward for reward, _ in noisy] == [1.0, 1.0, 1.0]
+    assert all(steps > length for (_, steps), length in zip(noisy, (12, 12, 2)))
+    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got -1"):
+        get_expert("maze", noise=-1)
+
+
+# ---------------------------------------------------------------------- over HTTP
+def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
+    r = requests.request(method, url + path, json=body, params=params, timeout=10)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serve_subprocess("maze", timeout_s=60) as url:
+        yield url
+
+
+def test_literal_protocol_exchange() -> None:
+    with serve_subprocess("maze", timeout_s=60) as u:  # a server of its own, so ids start at 0
+        assert call(u, "GET", "/") == "ok"
+        assert call(u, "POST", "/maze/create") == {"id": 0}
+        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 3}) == {
+            "id": 0, "observation": TASK3_OBS, "reward": 0.0, "done": False}
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}) == {"observation": (
+            f"You cannot move up: there is a wall above you. Nothing changed. {WHERE} 1, 4. There are walls above "
+            "you, below you. Moves left: 49."), "reward": 0.0, "done": False}
+        moved = f"You moved left. {WHERE} 1, 3. There is a wall above you. Moves left: 48."
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move left"}) == {
+            "observation": moved, "reward": 0.0, "done": False}
+        assert call(u, "GET", "/maze/observation", params={"id": 0}) == moved
+        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 0}) == {
+            "id": 0, "observation": TASK0_OBS, "reward": 0.0, "done": False}
+        answers = [call(u, "POST", "/maze/step", {"id": 0, "action": a}) for a in oracle(0)]
+        assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 11 + [(1.0, True)]
+        assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}, status=409) == {
+            "error": "episode is done: POST /maze/reset to start a new one"}
+        assert call(u, "GET", "/maze/list_envs") == [0] and call(u, "GET", "/wordle/list_envs") == []
+        assert call(u, "POST", "/maze/close", {"id": 0}) is True
+        assert call(u, "GET", "/maze/list_envs") == []
+        assert call(u, "POST", "/maze/create", {"ignored": True}) == {"id": 1}
+        assert call(u, "GET", "/maze/observation", params={"id": 1}, status=409) == {
+            "error": "no episode yet: POST /maze/reset first"}
+
+
+def test_close_frees_the_env(server: str) -> None:
+    env_id = call(server, "POST", "/maze/create")["id"]
+    call(server, "POST", "/maze/reset", {"id": env_id, "game": 5})
+    assert env_id in call(server, "GET", "/maze/list_envs")
+    assert call(server, "POST", "/maze/close", {"id": env_id}) is True
+    assert env_id not in call(server, "GET", "/maze/list_envs")
+    gone = {"error": f"unknown id {env_id}: create one with POST /create"}
+    assert call(server, "POST", "/maze/step", {"id": env_id, "action": "move up"}, status=404) == gone
+    assert call(server, "POST", "/maze/reset", {"id": env_id, "game": 0}, status=404) == gone
+    assert call(server, "GET", "/maze/observation", params={"id": env_id}, status=404) == gone
+    assert call(server, "POST", "/maze/close", {"id": env_id}, status=404) == gone
+
+
+def test_bad_input_is_a_4xx_with_a_message(server: str) -> None:
+    env_id, huge = call(server, "POST", "/maze/create")["id"], 10**30
+    first = call(server, "POST", "/maze/reset", {"id": env_id, "game": 7})["observation"]
+    cases = [
+        ("POST", "/maze/step", {"action": "move up"}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/maze/step", {"id": env_id}, None, 422, "invalid request: action: Field required"),
+        ("POST", "/maze/step", {"id": str(env_id), "action": "move up"}, None, 422,
+         "invalid request: id: Input should be a valid integer"),
+        ("POST", "/maze/step", {"id": True, "action": "move up"}, None, 422,
+         "invalid request: id: Input should be a valid integer"),
+        ("POST", "/maze/step", {"id": env_id, "action": ["move up"]}, None, 422,
+         "invalid request: action: Input should be a valid string"),
+        ("POST", "/maze/step", {"id": env_id, "action": "x" * 4097}, None, 422,
+         "invalid request: action: String should have at most 4096 characters"),
+        ("POST", "/maze/step", {"id": huge, "action": "move up"}, None, 404,
+         f"unknown id {huge}: create one with POST /create"),
+        ("POST", "/maze/reset", {"game": 0}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/maze/reset", {"id": env_id}, None, 422, "invalid request: game: Field required"),
+        ("POST", "/maze/reset", {"id": env_id, "game": 260}, None, 422,
+         "invalid request: game 260 out of range: expected 0 <= game < 260"),
+        ("POST", "/maze/reset", {"id": env_id, "game": -1}, None, 422,
+         "invalid request: game -1 out of range: expected 0 <= game < 260"),
+        ("POST", "/maze/reset", {"id": env_id, "game": "3"}, None, 422,
+         "invalid request: game: Input should be a valid integer"),
+        ("POST", "/maze/reset", {"id": env_id, "game": 2.5}, None, 422,
+         "invalid request: game: Input should be a valid integer"),
+        ("POST", "/maze/close", {"id": "0"}, None, 422, 'invalid request: body must be {"id": <int>}'),
+        ("GET", "/maze/observation", None, None, 422, "invalid request: query.id: Field required"),
+        ("GET", "/maze/observation", None, {"id": "zero"}, 422,
+         "invalid request: query.id: Input should be a valid integer, unable to parse string as an integer"),
+        ("POST", "/reset", {"id": env_id, "game": 0}, None, 404, "Not Found"),
+    ]
+    for method, path, body, params, status, message in cases:
+        assert call(server, method, path, body, params, status=status) == {"error": message}, (path, body, params)
+    r = requests.post(server + "/maze/step", data=b"{not json", headers={"content-type": "application/json"},
+                      timeout=10)
+    assert r.status_code == 422 and r.json()["error"].startswith("invalid request: body is not valid JSON")
+    assert call(server, "GET", "/maze/observation", params={"id": env_id}) == first  # untouched
+    assert call(server, "POST", "/maze/close", {"id": env_id}) is True
+
+
+def test_expert_over_http_solves_test_tasks(server: str) -> None:
+    from openmanus_rl.experts import evaluate_expert
+
+    ids = task_ids("test")[::3]  # 9 starts
+    score = evaluate_expert("maze", "test", len(ids), server, task_ids=ids, max_turns=50)
+    assert (score.n, score.successes, score.rewards) == (9, [True] * 9, [1.0] * 9)
+    assert score.steps == [EXPERT_STEPS[i] for i in ids] == [12, 13, 13, 12, 8, 7, 5, 2, 5]

@@ -1,0 +1,311 @@
+"""Wordle: word lists, secrets and splits, the colour rule and the game's messages, the oracle and the solver-expert
+in process, and the family-B protocol under /wordle of a real LMRL-Gym server started by the `lmrlgym` command's
+function (literal exchange, bad input, close, the expert over HTTP)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+from agentgym.registry import get_env_spec
+from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.spawn import serve_subprocess
+from agentgym.wordle.data import (NUM_TASKS, answers, feedback, guesses, secret_of, spell, task_ids, task_list,
+                                  task_order)
+from agentgym.wordle.env import INSTRUCTION, WordleEnv
+from agentgym.wordle.plan import OPENER, consistent, oracle, solver_guess
+
+SPEC = get_env_spec("wordle")
+LMRLGYM = [sys.executable, "-c", "import sys; from agentgym.launcher import lmrlgym_main; lmrlgym_main(sys.argv[1:])",
+           "--log-level", "warning"]
+
+
+def view(message: str, *lines: str) -> str:
+    return "\n".join([message, INSTRUCTION, *lines])
+
+
+START_OBS = view("Let's start Wordle!", "No guesses yet.", "Guesses left: 6.")
+RAISE_ON_0 = view("b y b g b", "Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")  # task 0's secret is angst
+WON_0 = view("g g g g g", "Guess 1: r a i s e -> b y b g b", "Guess 2: a n g s t -> g g g g g",
+             "You found the word in 2 guesses. The episode is over.")
+
+
+# ---------------------------------------------------------------------- words, secrets and splits
+def test_word_lists_are_shipped_and_consistent() -> None:
+    assert (len(answers()), len(guesses()), NUM_TASKS) == (2135, 6748, 2135)
+    assert answers()[:3] == ("abaci", "aback", "abate") and answers()[-1] == "zombi"
+    assert set(answers()) <= guesses() and {"shire", "raise", "aalii"} <= guesses() and "xyzzy" not in guesses()
+    assert all(len(w) == 5 and w.isalpha() and w.islower() for w in guesses())
+    assert sorted(task_order()) == list(answers())
+
+
+def test_splits_are_disjoint_complete_and_stable() -> None:
+    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
+    assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 2135)))
+    assert [secret_of(i) for i in range(5)] == ["angst", "dregs", "fussy", "muter", "girth"]
+    assert (secret_of(199), secret_of(200), secret_of(2134)) == ("snarl", "scald", "black")
+    assert task_list("test")[:2] == [(0, "find the secret five-letter word in at most 6 guesses"),
+                                     (1, "find the secret five-letter word in at most 6 guesses")]
+    assert task_list("train")[-1] == (2134, "find the secret five-letter word in at most 6 guesses")
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        task_ids("val")  # type: ignore[arg-type]
+    for task_id in (-1, 2135):
+        with pytest.raises(ValueError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
+            secret_of(task_id)
+
+
+def test_colours_handle_repeated_letters_the_standard_way() -> None:
+    assert feedback("shire", "shore") == "g g b g g"
+    assert feedback("angst", "angst") == "g g g g g"
+    assert feedback("lolly", "hello") == "b y g g b"  # three l guessed, two in the word (both green): one b
+    assert feedback("speed", "abide") == "b b y b y"  # two e guessed, one in the word: the first is y, the second b
+    assert feedback("eerie", "there") == "y b y b g"  # the green e is counted first
+    assert feedback("geese", "eerie") == "b g y b g"
+    assert feedback("abbey", "babes") == "y y g g b"
+    assert spell("shire") == "s h i r e"
+
+
+# ---------------------------------------------------------------------- the game
+def test_oracle_wins_every_test_task_on_the_first_guess() -> None:
+    assert oracle(0) == ["a n g s t"] and oracle(3) == ["m u t e r"]
+    env = WordleEnv()
+    for task_id in task_ids("test"):
+        assert env.reset(task_id) == START_OBS
+        result = env.step(oracle(task_id)[0])
+        assert (result.reward, result.done) == (1.0, True), task_id
+        won = " -> g g g g g\nYou found the word in 1 guess. The episode is over."
+        assert result.observation.endswith(won), task_id
+
+
+def test_a_play_with_every_kind_of_message() -> None:
+    env = WordleEnv()
+    assert env.reset(0) == START_OBS
+    first = env.step("r a i s e")
+    assert (first.observation, first.reward, first.done) == (RAISE_ON_0, 0.0, False)
+    unknown = env.step("x y z z y")
+    assert (unknown.observation, unknown.reward, unknown.done) == (view(
+        'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
+        "Guess 1: r a i s e -> b y b g b", "Guesses left: 5."), 0.0, False)
+    unspaced = env.step("angst")
+    assert unspaced.observation.split("\n")[0] == (
+        'invalid word: "angst" is not five letters separated by spaces (e.g. s h i r e). Nothing changed; no guess '
+        "was used.")
+    won = env.step(" A N G S T. ")
+    assert (won.observation, won.reward, won.done) == (WON_0, 1.0, True)
+    assert env.observation == WON_0 and env.history == [("raise", "b y b g b"), ("angst", "g g g g g")]
+    with pytest.raises(EpisodeStateError, match="episode is done: POST /wordle/reset to start a new one"):
+        env.step("a n g s t")
+    assert env.reset(0) == START_OBS and env.history == [] and not env.done
+
+
+def test_the_sixth_wrong_guess_ends_the_episode_without_reward() -> None:
+    env = WordleEnv()
+    env.reset(1)  # dregs
+    words = ["r a i s e", "s l a t e", "c r a n e", "m o u n t", "a b a c k", "z e b r a"]
+    results = [env.step(word) for word in words]
+    assert [(r.reward, r.done) for r in results] == [(0.0, False)] * 5 + [(0.0, True)]
+    assert results[4].observation.endswith("Guess 5: a b a c k -> b b b b b\nGuesses left: 1.")
+    assert results[-1].observation == view(
+        "b y b y b", "Guess 1: r a i s e -> y b b y y", "Guess 2: s l a t e -> y b b b y",
+        "Guess 3: c r a n e -> b g b b y", "Guess 4: m o u n t -> b b b b b", "Guess 5: a b a c k -> b b b b b",
+        "Guess 6: z e b r a -> b y b y b",
+        "You are out of guesses; the word was d r e g s. The episode is over.")
+
+
+SHAPE, UNKNOWN = "not five letters separated by spaces", "not in the word list"
+INVALID = [("raise", SHAPE), ("r a i s", SHAPE), ("r a i s e s", SHAPE), ("", SHAPE), ("1 2 3 4 5", SHAPE),
+           ("guess r a i s e", SHAPE), ("x y z z y", UNKNOWN), ("Q Q Q Q Q", UNKNOWN)]
+
+
+@pytest.mark.parametrize(("action", "why"), INVALID)
+def test_an_invalid_guess_changes_nothing_and_says_so(action: str, why: str) -> None:
+    env = WordleEnv()
+    env.reset(0)
+    env.step("r a i s e")
+    result = env.step(action)
+    shown = action.lower() if why == UNKNOWN else action
+    suffix = " (e.g. s h i r e)" if why == SHAPE else ""
+    assert (result.observation, result.reward, result.done) == (view(
+        f'invalid word: "{shown}" is {why}{suffix}. Nothing changed; no guess was used.',
+        "Guess 1: r a i s e -> b y b g b", "Guesses left: 5."), 0.0, False)
+    assert env.history == [("raise", "b y b g b")]
+
+
+def test_reset_refuses_unknown_seeds_and_step_and_observation_need_an_episode() -> None:
+    env = WordleEnv()
+    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
+        env.step("r a i s e")
+    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
+        env.observation
+    for task_id in (-1, 2135, 10**30):
+        with pytest.raises(InvalidRequestError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
+            env.reset(task_id)
+
+
+# ---------------------------------------------------------------------- the solver and the expert, in process
+def test_solver_filters_the_answers_by_every_colour_seen() -> None:
+    history = [("raise", "b y b g b")]
+    fits = consistent(history)
+    assert len(fits) == 19 and "angst" in fits and all(feedback("raise", w) == "b y b g b" for w in fits)
+    assert solver_guess([]) == (OPENER, 2135) == ("raise", 2135)
+    assert solver_guess(history) == ("slash", 19)
+    assert solver_guess(history + [("slash", "b b y g b")]) == ("angst", 1)
+    assert solver_guess([("raise", "g g g g b")]) == ("raise", 0)  # no answer fits: it falls back to the opener
+
+
+def test_expert_wins_every_test_task_from_the_colours_alone() -> None:
+    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts.wordle import WordleExpert, read_history
+
+    assert read_history(RAISE_ON_0) == {1: ("raise", "b y b g b")}
+    assert read_history(WON_0) == {1: ("raise", "b y b g b"), 2: ("angst", "g g g g g")}
+    expert, env, used = get_expert("wordle"), WordleEnv(), []
+    assert isinstance(expert, WordleExpert)
+    for task_id in task_ids("test"):
+        expert.reset(seed=task_id)
+        observation, actions = env.reset(task_id), []
+        for _ in range(6):
+            actions.append(expert.act(observation))
+            result = env.step(actions[-1])
+            observation = result.observation
+            if result.done:
+                break
+        assert result.reward == 1.0, task_id
+        used.append(len(actions))
+        if task_id == 0:
+            assert actions == ["r a i s e", "s l a s h", "a n g s t"]
+    assert (len(used), sum(used) / len(used), Counter(used)) == (200, 3.545, {2: 8, 3: 95, 4: 78, 5: 18, 6: 1})
+
+
+def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words() -> None:
+    from openmanus_rl.agent.templates import get_action_template
+    from openmanus_rl.experts import get_expert
+
+    expert = get_expert("wordle")
+    assert expert.reply(START_OBS, "react", SPEC) == (
+        "Thought: No guesses yet, so I open with raise, which splits the answers best.\nAction: r a i s e")
+    xml = expert.reply(RAISE_ON_0, "xml", SPEC)
+    assert xml == ("<think>19 words fit the colours so far; slash splits them best, so I guess it.</think>\n"
+                   "<action>s l a s h</action>")
+    assert get_action_template("xml").parse(xml, SPEC).action == "s l a s h"
+    # what an earlier observation showed is kept: a cut observation loses nothing
+    assert expert.act("b b y g b") == "s l a s h"
+    assert expert.act(view("b b y g b", "Guess 2: s l a s h -> b b y g b", "Guesses left: 4.")) == "a n g s t"
+    assert expert.last_thought == "Only this word fits the colours so far, so I guess angst."
+
+    noisy, env = get_expert("wordle", noise=1.0, seed=3), WordleEnv()
+    observation, actions = env.reset(0), []
+    for _ in range(6):
+        actions.append(noisy.act(observation))
+        result = env.step(actions[-1])
+        observation = result.observation
+        if result.done:
+            break
+    assert actions[0] == "r a i s e" and actions[1] != "s l a s h" and actions[1].replace(" ", "") in consistent(
+        [("raise", "b y b g b")])
+    assert result.reward == 1.0
+    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 1.5"):
+        get_expert("wordle", noise=1.5)
+
+
+# ---------------------------------------------------------------------- over HTTP
+def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
+    r = requests.request(method, url + path, json=body, params=params, timeout=10)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serve_subprocess("wordle", timeout_s=60) as url:
+        yield url
+
+
+def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
+    with serve_subprocess("lmrlgym", timeout_s=60, command=LMRLGYM) as u:  # ids start at 0
+        assert call(u, "GET", "/") == "ok"
+        assert call(u, "POST", "/wordle/create") == {"id": 0}
+        assert call(u, "POST", "/wordle/reset", {"id": 0, "seed": 0}) == {
+            "id": 0, "observation": START_OBS, "reward": 0.0, "done": False}
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "r a i s e"}) == {
+            "observation": RAISE_ON_0, "reward": 0.0, "done": False}
+        invalid = view('invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
+                       "Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "x y z z y"}) == {
+            "observation": invalid, "reward": 0.0, "done": False}
+        assert call(u, "GET", "/wordle/observation", params={"id": 0}) == invalid
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}) == {
+            "observation": WON_0, "reward": 1.0, "done": True}
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}, status=409) == {
+            "error": "episode is done: POST /wordle/reset to start a new one"}
+        assert call(u, "POST", "/maze/create") == {"id": 0}  # the same server walks the maze too
+        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 25})["observation"] == (
+            "The goal is at position 8, 6. Your current position is at position 7, 6. There are walls to your left, "
+            "to your right. Moves left: 50.")
+        assert call(u, "GET", "/wordle/list_envs") == [0] and call(u, "GET", "/maze/list_envs") == [0]
+        assert call(u, "POST", "/wordle/close", {"id": 0}) is True
+        assert call(u, "GET", "/wordle/list_envs") == [] and call(u, "GET", "/maze/list_envs") == [0]
+        assert call(u, "POST", "/wordle/create", {"ignored": True}) == {"id": 1}
+
+
+def test_close_frees_the_env(server: str) -> None:
+    env_id = call(server, "POST", "/wordle/create")["id"]
+    call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 9})
+    assert env_id in call(server, "GET", "/wordle/list_envs")
+    assert call(server, "POST", "/wordle/close", {"id": env_id}) is True
+    assert env_id not in call(server, "GET", "/wordle/list_envs")
+    gone = {"error": f"unknown id {env_id}: create one with POST /create"}
+    assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=404) == gone
+    assert call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 0}, status=404) == gone
+    assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=404) == gone
+    assert call(server, "POST", "/wordle/close", {"id": env_id}, status=404) == gone
+
+
+def test_bad_input_is_a_4xx_with_a_message(server: str) -> None:
+    env_id, huge = call(server, "POST", "/wordle/create")["id"], 10**30
+    assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=409) == {
+        "error": "no episode yet: POST /wordle/reset first"}
+    assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=409) == {
+        "error": "no episode yet: POST /wordle/reset first"}
+    first = call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 4})["observation"]
+    cases = [
+        ("POST", "/wordle/step", {"action": "r a i s e"}, 422, "invalid request: id: Field required"),
+        ("POST", "/wordle/step", {"id": env_id}, 422, "invalid request: action: Field required"),
+        ("POST", "/wordle/step", {"id": False, "action": "r a i s e"}, 422,
+         "invalid request: id: Input should be a valid integer"),
+        ("POST", "/wordle/step", {"id": env_id, "action": 5}, 422,
+         "invalid request: action: Input should be a valid string"),
+        ("POST", "/wordle/step", {"id": env_id, "action": "r " * 2049}, 422,
+         "invalid request: action: String should have at most 4096 characters"),
+        ("POST", "/wordle/step", {"id": huge, "action": "r a i s e"}, 404,
+         f"unknown id {huge}: create one with POST /create"),
+        ("POST", "/wordle/reset", {"id": env_id}, 422, "invalid request: seed: Field required"),
+        ("POST", "/wordle/reset", {"id": env_id, "seed": 2135}, 422,
+         "invalid request: seed 2135 out of range: expected 0 <= seed < 2135"),
+        ("POST", "/wordle/reset", {"id": env_id, "seed": -3}, 422,
+         "invalid request: seed -3 out of range: expected 0 <= seed < 2135"),
+        ("POST", "/wordle/reset", {"id": env_id, "seed": "4"}, 422,
+         "invalid request: seed: Input should be a valid integer"),
+        ("POST", "/wordle/reset", {"id": env_id, "seed": None}, 422,
+         "invalid request: seed: Input should be a valid integer"),
+        ("POST", "/wordle/close", {}, 422, 'invalid request: body must be {"id": <int>}'),
+        ("POST", "/step", {"id": env_id, "action": "r a i s e"}, 404, "Not Found"),
+    ]
+    for method, path, body, status, message in cases:
+        assert call(server, method, path, body, status=status) == {"error": message}, (path, body)
+    assert call(server, "GET", "/wordle/observation", params={"id": env_id}) == first  # untouched
+    assert call(server, "POST", "/wordle/close", {"id": env_id}) is True
+
+
+def test_expert_over_http_wins_test_tasks(server: str) -> None:
+    from openmanus_rl.experts import evaluate_expert
+
+    ids = task_ids("test")[::20]  # 10 tasks
+    score = evaluate_expert("wordle", "test", len(ids), server, task_ids=ids, max_turns=6)
+    assert (score.n, score.successes, score.rewards) == (10, [True] * 10, [1.0] * 10)
+    assert score.steps == [3, 4, 4, 3, 3, 3, 2, 3, 2, 5]  # as in process: one turn per guess, no invalid word
