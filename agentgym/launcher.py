@@ -3,7 +3,7 @@
     agentgym serve <env> [--host 127.0.0.1] [--port P] [--log-level info] [env options]
     agentgym list
     webshop --host H --port P [webshop options]        # the upstream console commands
-    textcraft --host H --port P [textcraft options]   (likewise babyai)
+    textcraft --host H --port P [textcraft options]   (likewise babyai, sciworld; lmrlgym serves maze and wordle)
     python -m agentgym.launcher serve webshop --port 36001
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
@@ -66,11 +66,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     _serve(_env_module(args.env), args)
 
 
-def _upstream_command(name: str) -> Callable[[Sequence[str] | None], None]:
-    """The upstream console command of env ``name``: ``<name> --host H --port P [env options]``."""
+def _upstream_command(name: str, app: str | None = None) -> Callable[[Sequence[str] | None], None]:
+    """The upstream console command ``<name> --host H --port P [server options]`` serving the app module ``app``
+    (by default that of env ``name``; LMRL-Gym's command serves the one app of its two envs, Maze and Wordle)."""
 
     def command(argv: Sequence[str] | None = None) -> None:
-        module = _env_module(name)
+        module = importlib.import_module(app) if app else _env_module(name)
         parser = argparse.ArgumentParser(prog=name, description=f"{name} environment server")
         _add_server_arguments(parser, module.DEFAULT_PORT)
         module.add_arguments(parser)
@@ -84,6 +85,8 @@ def _upstream_command(name: str) -> Callable[[Sequence[str] | None], None]:
 webshop_main = _upstream_command("webshop")
 textcraft_main = _upstream_command("textcraft")
 babyai_main = _upstream_command("babyai")
+sciworld_main = _upstream_command("sciworld")
+lmrlgym_main = _upstream_command("lmrlgym", "agentgym.lmrlgym.app")
 
 
 if __name__ == "__main__":

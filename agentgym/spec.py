@@ -22,7 +22,9 @@
   ``tasks``, ``"module:function"`` giving ``[(task id, instruction)]`` for a
   split (``train``, ``dev`` or ``test``, described by ``splits``); ``expert``,
   ``"module:factory"`` of the scripted expert that writes demonstrations.
-  ``None`` where the env has no such piece yet.
+  ``None`` where the env has no such piece yet.  ``extra``: the optional
+  dependency set (``pyproject.toml``) the server needs beyond the base
+  install, which ``scripts/setup.sh`` installs when asked (``OPENMANUS_EXTRAS``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class EnvSpec:
     tasks: str | None = None
     splits: str = ""
     expert: str | None = None
+    extra: str | None = None
 
     @property
     def id_field(self) -> str:

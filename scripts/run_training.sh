@@ -76,6 +76,10 @@ if ! "$BIN/agentgym" list | grep -qx "$ENV_NAME"; then
     usage >&2
     exit 2
 fi
+EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec; print(get_env_spec(sys.argv[1]).extra or "")' "$ENV_NAME")"
+if [[ -n "$EXTRA" ]]; then
+    OPENMANUS_EXTRAS="$EXTRA" bash scripts/setup.sh  # what the env's server needs (quick when already installed)
+fi
 if [[ -z "$MODEL" ]]; then
     MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
 fi

@@ -4,7 +4,9 @@
 #   scripts/setup.sh            # CPU box (default when no NVIDIA GPU is visible)
 #   OPENMANUS_DEVICE=gpu scripts/setup.sh
 #   OPENMANUS_EXTRAS=bench scripts/setup.sh   # also optional extras of pyproject.toml, comma-separated
-#                                             # (bench: TRL for scripts/bench_vs_trl.py; wandb)
+#                                             # (bench: TRL for scripts/bench_vs_trl.py; wandb;
+#                                             #  sciworld: ScienceWorld, and Java from Debian's
+#                                             #  default-jre-headless when no java is on PATH)
 #
 # Creates .venv at the repository root unless a virtualenv is already active,
 # installs torch first (so nothing else can pull a different build), then the
@@ -50,6 +52,7 @@ STAMP="$VENV/.openmanus-setup"
 WANT="$DEVICE [$OPTIONAL] $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 EXTRA_MODS=()  # modules an optional extra must make importable
 case ",$OPTIONAL," in *,bench,*) EXTRA_MODS+=(trl) ;; esac
+case ",$OPTIONAL," in *,sciworld,*) EXTRA_MODS+=(scienceworld) ;; esac
 check_imports() {
     "$PYBIN" - ${EXTRA_MODS[@]+"${EXTRA_MODS[@]}"} <<'PY'
 import importlib, sys
@@ -77,6 +80,17 @@ PY
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_imports 2>/dev/null; then
     say "already set up ($DEVICE${OPTIONAL:+, extras $OPTIONAL}) in $VENV"
     exit 0
+fi
+
+if [[ ",$OPTIONAL," == *,sciworld,* ]] && ! command -v java >/dev/null 2>&1; then
+    say "installing Java for ScienceWorld (Debian default-jre-headless)"
+    SUDO=(); [[ "$(id -u)" == 0 ]] || SUDO=(sudo)
+    command -v apt-get >/dev/null || die "the sciworld extra needs Java 11+ on PATH and this is not a Debian system; install a JRE"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless >/dev/null \
+        || { "${SUDO[@]}" apt-get update -q >/dev/null && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y -q default-jre-headless >/dev/null; } \
+        || die "could not install default-jre-headless; install Java 11+ yourself"
+    command -v java >/dev/null || die "Java was installed but 'java' is not on PATH"
 fi
 
 say "upgrading pip"

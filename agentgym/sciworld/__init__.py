@@ -1,1 +1,2 @@
-"""ScienceWorld science tasks (AgentGym's SciWorld protocol): spec only (`spec.py`); no server in this project yet."""
+"""SciWorld: ScienceWorld's tasks and splits (`data`), one simulator JVM per env (`env`), the gold-path oracle
+(`plan`) and HTTP routes (`app`)."""

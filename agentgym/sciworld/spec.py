@@ -1,4 +1,5 @@
-"""ScienceWorld science tasks (AgentGym's SciWorld protocol): the spec; no server in this project yet."""
+"""ScienceWorld science tasks on AgentGym's SciWorld protocol (family B): how clients and the agent see them;
+the server is `agentgym.sciworld.app` (needs Java; ``OPENMANUS_EXTRAS=sciworld scripts/setup.sh``)."""
 
 from agentgym.spec import EnvSpec
 
@@ -17,4 +18,10 @@ SPEC = EnvSpec(
         "pick up thermometer, use thermometer on water, focus on substance, wait. "
         "Your score goes from 0 to 100; 100 means the task is done."
     ),
+    app="agentgym.sciworld.app",
+    tasks="agentgym.sciworld.data:task_list",
+    splits="4,639 (task, variation) pairs of 23 ScienceWorld tasks, split by ScienceWorld's own variation splits: "
+           "train 2,312, dev 1,156, test 1,171",
+    expert="openmanus_rl.experts.sciworld:SciWorldExpert",
+    extra="sciworld",
 )

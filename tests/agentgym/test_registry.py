@@ -23,10 +23,12 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
     spec = get_env_spec("webshop")
     assert (spec.app, spec.tasks, spec.expert) == (
         "agentgym.webshop.app", "agentgym.webshop.data:task_list", "openmanus_rl.experts.webshop:WebShopExpert")
-    assert ENVS == {"frozenlake": "agentgym.frozenlake.app", "sokoban": "agentgym.sokoban.app",
-                    "textcraft": "agentgym.textcraft.app", "webshop": "agentgym.webshop.app"}  # the launcher serves what declares an app
+    assert ENVS == {"babyai": "agentgym.babyai.app", "frozenlake": "agentgym.frozenlake.app",
+                    "maze": "agentgym.lmrlgym.app", "sciworld": "agentgym.sciworld.app",
+                    "sokoban": "agentgym.sokoban.app", "textcraft": "agentgym.textcraft.app",
+                    "webshop": "agentgym.webshop.app", "wordle": "agentgym.lmrlgym.app"}  # what declares an app
     assert load_object(spec.expert).__name__ == "WebShopExpert"
-    assert [get_env_spec(n).app for n in ALL if n not in ("frozenlake", "sokoban", "textcraft", "webshop")] == [None] * 6
+    assert [get_env_spec(n).app for n in ("alfworld", "sqlgym")] == [None, None]
 
 
 def test_specs_import_without_servers_or_heavy_extras():

@@ -1,0 +1,91 @@
+"""SciWorld's HTTP routes (AgentGym protocol family B).
+
+==========================  ======================  ==================================================================
+route                       request                 response
+==========================  ======================  ==================================================================
+GET  /                                              ``"ok"``
+POST /create                no body                 ``{"id"}`` (starts the env's JVM, about 2 s)
+POST /reset                 ``{"id", "data_idx"}``  ``{"task_name", "var_num", "task_description", "observation",
+                                                    "reward", "score", "deleted", "done"}``
+POST /step                  ``{"id", "action"}``    ``{"observation", "reward", "score", "done"}``
+GET  /observation           ``?id=``                ``{"observation", "reward", "score", "done", "deleted"}``
+GET  /action_hint           ``?id=``                the valid actions now ([str]; about 140 ms)
+GET  /task_description      ``?id=``                the task (str)
+GET  /list_envs                                     [int]
+POST /close                 ``{"id"}``              ``true``; the env's JVM has exited
+==========================  ======================  ==================================================================
+
+``score`` is the task progress 0..100 (100: done); ``reward`` the change of
+score at this step (0 on reset and on ``/observation``).  Errors: see
+``agentgym.server`` (unknown id 404, step before reset or after done 409, bad
+body or ``data_idx`` 422, env cap 503); an action over 4096 characters is a 422.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fastapi import FastAPI
+
+from ..episodes import ResetRequest, StepRequest
+from ..server import EnvRegistry, Family, create_app
+from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
+
+DEFAULT_PORT = 36104
+DEFAULT_MAX_ENVS = 16  # one JVM each
+
+
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
+              max_steps: int = DEFAULT_MAX_STEPS) -> FastAPI:
+    """The SciWorld app; ``simplifications`` are ScienceWorld's (e.g. ``easy``), ``max_steps`` the episode cap."""
+    unknown = [s for s in simplifications.split(",") if s and s not in SIMPLIFICATIONS]
+    if unknown:
+        raise ValueError(f"unknown ScienceWorld simplifications {unknown}; known: {list(SIMPLIFICATIONS)}")
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    registry: EnvRegistry[SciWorldEnv] = EnvRegistry(lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id")
+    app = create_app("SciWorld", registry, Family.B)
+
+    @app.post("/reset")
+    def reset(body: ResetRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            return env.reset(body.data_idx)
+
+    @app.post("/step")
+    def step(body: StepRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            result = env.step(body.action)
+        return {"observation": result.observation, "reward": result.reward, "score": result.score,
+                "done": result.done}
+
+    @app.get("/observation")
+    def observation(id: int) -> dict[str, Any]:
+        with registry.use(id) as env:
+            return {"observation": env.observation, "reward": 0.0, "score": env.score, "done": env.done,
+                    "deleted": False}
+
+    @app.get("/action_hint")
+    def action_hint(id: int) -> list[str]:
+        with registry.use(id) as env:
+            return env.action_hint()
+
+    @app.get("/task_description")
+    def task_description(id: int) -> str:
+        with registry.use(id) as env:
+            return env.task_description()
+
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """SciWorld's server options."""
+    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
+                        help="most envs (JVMs) open at once; past it /create answers 503 (default %(default)s)")
+    parser.add_argument("--simplifications", default="",
+                        help="ScienceWorld simplifications, comma-separated (e.g. easy); default none")
+    parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)")
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    return build_app(args.max_envs, args.simplifications, args.max_steps)
