@@ -1,6 +1,11 @@
 """Write ``<out>/<env>/{train,dev,test}.parquet`` from an environment's task list (deterministic).
 
     python scripts/prepare_data.py --env_name webshop [--out data] [--train_size N] [--dev_size N] [--test_size N]
+    python scripts/prepare_data.py --env_name babyai,webshop     # a mixed dataset: data/babyai+webshop/
+
+With several envs (comma-separated) each split holds every env's rows of that
+split (the sizes apply per env), in the order the envs are named; each row's
+``data_source`` names its env, which is how a mixed-env run routes it.
 
 The splits are disjoint: ``train`` for demonstrations and RL, ``dev`` for SFT
 early stopping and RL validation, ``test`` for the final evaluation only.
@@ -37,22 +42,32 @@ def rows(env: str, split: str, limit: int) -> list[dict]:
     ]
 
 
+def dataset_name(env_names: list[str]) -> str:
+    """The folder name of a dataset of these envs: ``webshop``, or ``babyai+webshop`` for a mixed one."""
+    return "+".join(env_names)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env_name", default="webshop")
+    parser.add_argument("--env_name", default="webshop", help="an env, or several comma-separated (a mixed dataset)")
     parser.add_argument("--out", default="data")
-    parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks (-1: all)")
-    parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks (-1: all)")
-    parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks (-1: all)")
+    parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks of each env (-1: all)")
+    parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks of each env (-1: all)")
+    parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks of each env (-1: all)")
     args = parser.parse_args()
     with_tasks = sorted(name for name, spec in ENV_SPECS.items() if spec.tasks)
-    if args.env_name not in with_tasks:
-        print(f"unknown env '{args.env_name}'; task lists exist for: {with_tasks}", file=sys.stderr)
+    envs = [name.strip() for name in args.env_name.split(",")]
+    for env in envs:
+        if env not in with_tasks:
+            print(f"unknown env '{env}'; task lists exist for: {with_tasks}", file=sys.stderr)
+            return 2
+    if len(set(envs)) != len(envs):
+        print(f"--env_name names an env twice: {args.env_name}", file=sys.stderr)
         return 2
-    folder = Path(args.out) / args.env_name
+    folder = Path(args.out) / dataset_name(envs)
     folder.mkdir(parents=True, exist_ok=True)
     for split, limit in (("train", args.train_size), ("dev", args.dev_size), ("test", args.test_size)):
-        frame = pd.DataFrame(rows(args.env_name, split, limit))
+        frame = pd.DataFrame([row for env in envs for row in rows(env, split, limit)])
         path = folder / f"{split}.parquet"
         frame.to_parquet(path, index=False)
         print(f"wrote {len(frame)} {split} tasks to {path}")

@@ -14,8 +14,10 @@ usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT]
                          [--exp_name_suffix S] [--model HF_FOLDER] [--n_demos N] [--no_warm_start]
                          [hydra overrides ...]
 
-  --env_name         environment to train on (default webshop; see: agentgym list)
-  --num_servers      environment servers to start, on consecutive ports (default 1)
+  --env_name         environment to train on (default webshop; see: agentgym list), or several comma-separated
+                     (e.g. babyai,webshop: a mixed dataset data/babyai+webshop, rows routed by data_source,
+                     metrics per env)
+  --num_servers      environment servers to start per env, on consecutive ports (default 1)
   --base_port        first server port (default 36001)
   --data_dir         where <env>/{train,dev,test}.parquet live (default data; prepared if missing; RL validates on dev);
                      a folder that itself holds train.parquet (and dev.parquet or test.parquet) is a
@@ -71,28 +73,34 @@ if [[ "$ENV_GIVEN" == 0 && -f "$DATA_DIR/train.parquet" ]]; then
         trainer.experiment_name="$(basename "$DATA_DIR")_${ALGO}${SUFFIX}" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 fi
 
-if ! "$BIN/agentgym" list | grep -qx "$ENV_NAME"; then
-    echo "unknown env '$ENV_NAME'; available: $("$BIN/agentgym" list | tr '\n' ' ')" >&2
-    usage >&2
-    exit 2
-fi
-EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec; print(get_env_spec(sys.argv[1]).extra or "")' "$ENV_NAME")"
+IFS=, read -r -a ENVS <<<"$ENV_NAME"
+SERVABLE="$("$BIN/agentgym" list)"
+for env in "${ENVS[@]}"; do
+    if ! grep -qx "$env" <<<"$SERVABLE"; then
+        echo "unknown env '$env'; available: $(tr '\n' ' ' <<<"$SERVABLE")" >&2
+        usage >&2
+        exit 2
+    fi
+done
+DATA_NAME="$(IFS=+; echo "${ENVS[*]}")"
+EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec
+print(",".join(sorted({get_env_spec(n).extra for n in sys.argv[1:]} - {None})))' "${ENVS[@]}")"
 if [[ -n "$EXTRA" ]]; then
-    OPENMANUS_EXTRAS="$EXTRA" bash scripts/setup.sh  # what the env's server needs (quick when already installed)
+    OPENMANUS_EXTRAS="$EXTRA" bash scripts/setup.sh  # what the envs' servers need (quick when already installed)
 fi
 if [[ -z "$MODEL" ]]; then
     MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
 fi
-if [[ ! -f "$DATA_DIR/$ENV_NAME/train.parquet" || ! -f "$DATA_DIR/$ENV_NAME/dev.parquet" ]]; then
+if [[ ! -f "$DATA_DIR/$DATA_NAME/train.parquet" || ! -f "$DATA_DIR/$DATA_NAME/dev.parquet" ]]; then
     "$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR"
 fi
 
-EXP="${ENV_NAME}_${ALGO}${SUFFIX}"
-PORTS=()
-for ((i = 0; i < NUM_SERVERS; i++)); do PORTS+=("$((BASE_PORT + i))"); done
+EXP="${DATA_NAME}_${ALGO}${SUFFIX}"
+PORTS=()  # NUM_SERVERS per env, env after env: the agent cuts the list into one run per env
+for ((i = 0; i < NUM_SERVERS * ${#ENVS[@]}; i++)); do PORTS+=("$((BASE_PORT + i))"); done
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
-RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$ENV_NAME/train.parquet" data.val_files="$DATA_DIR/$ENV_NAME/dev.parquet"
-         agent.env_name="$ENV_NAME" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
+RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet" data.val_files="$DATA_DIR/$DATA_NAME/dev.parquet"
+         "agent.env_name='$ENV_NAME'" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
          ${OVERRIDES[@]+"${OVERRIDES[@]}"})
 # every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
 "$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
@@ -105,5 +113,5 @@ if [[ "$WARM_START" == 1 ]]; then
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
 fi
-echo "[train] the trainer starts $NUM_SERVERS $ENV_NAME server(s) on port(s) ${PORTS[*]} (logs in outputs/$EXP/env_logs)"
+echo "[train] the trainer starts $NUM_SERVERS server(s) of each of $ENV_NAME on port(s) ${PORTS[*]} (logs in outputs/$EXP/env_logs)"
 exec "$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}"

@@ -2,13 +2,16 @@
 
     python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 32] [--n_dev_demos 8]
         [--action_format react] [--server_url URL] [--cache_dir DIR] [sft overrides, e.g. train.epochs=2]
+    python scripts/warm_start.py --env_name babyai,webshop    # a mixed-env run: demonstrations of each env
 
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
 limits, the SFT defaults (``sft_trainer.yaml``) and the SFT overrides; changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
-``--server_url`` the demonstration script starts its own env server.
+``--server_url`` the demonstration script starts its own env server.  With
+several envs (comma-separated) each env gives ``--n_demos`` train and
+``--n_dev_demos`` dev episodes, and SFT trains on all of them together.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
@@ -69,7 +74,7 @@ def run(cmd: list[str]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env_name", default="webshop")
+    parser.add_argument("--env_name", default="webshop", help="an env, or several comma-separated")
     parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
     parser.add_argument("--n_demos", type=int, default=32, help="expert episodes played on train tasks (successful ones are kept)")
     parser.add_argument("--n_dev_demos", type=int, default=8, help="expert episodes played on dev tasks (held-out loss)")
@@ -79,10 +84,13 @@ def main() -> None:
     parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
     parser.add_argument("sft_overrides", nargs="*", help="Hydra overrides for verl.trainer.main_sft")
     args = parser.parse_args()
+    envs = [name.strip() for name in args.env_name.split(",")]
+    if args.server_url and len(envs) > 1:
+        parser.error("--server_url names one server, so it goes with one env only")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
     root = Path(args.cache_dir or Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl") / "warm_start")
-    folder = root / f"{args.env_name}_{args.action_format}_{args.n_demos}_{cache_key(args, model)}"
+    folder = root / f"{'+'.join(envs)}_{args.action_format}_{args.n_demos}_{cache_key(args, model)}"
     hf = folder / "sft" / "huggingface"
     if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():
         summary = json.loads((folder / "sft" / "sft_summary.json").read_text())
@@ -93,15 +101,19 @@ def main() -> None:
     demos = {}
     for split, n in (("train", args.n_demos), ("dev", args.n_dev_demos)):
         demos[split] = folder / f"demos_{split}.parquet"
-        cmd = [py, "scripts/make_sft_data.py", "--env_name", args.env_name, "--split", split, "--n", str(n),
-               "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
-               "--out", str(demos[split])] + [f"--{k}={v}" for k, v in agent_limits().items()]
-        if args.server_url:
-            cmd += ["--server_url", args.server_url]
-        run(cmd)
+        parts = []
+        for env in envs:
+            parts.append(folder / f"demos_{split}_{env}.parquet")
+            cmd = [py, "scripts/make_sft_data.py", "--env_name", env, "--split", split, "--n", str(n),
+                   "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
+                   "--out", str(parts[-1])] + [f"--{k}={v}" for k, v in agent_limits().items()]
+            if args.server_url:
+                cmd += ["--server_url", args.server_url]
+            run(cmd)
+        pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
     run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
          f"data.val_files={demos['dev']}", f"data.max_length={agent_limits()['max_trajectory_length']}",
-         f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{args.env_name}", *args.sft_overrides])
+         f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{'+'.join(envs)}", *args.sft_overrides])
     print(hf)
 
 

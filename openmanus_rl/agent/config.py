@@ -44,9 +44,10 @@ def _plain(value: Any) -> Any:
 
 @dataclass
 class AgentConfig:
-    env_name: str = "webshop"
+    env_name: str = "webshop"  # one env, or several comma-separated ("babyai,webshop"; quote it in a Hydra
+    # override: agent.env_name='babyai,webshop'): each row goes to the env its data_source names
     env_server_base: str = "http://127.0.0.1"
-    env_ports: list[int] = field(default_factory=lambda: [36001])
+    env_ports: list[int] = field(default_factory=lambda: [36001])  # k envs: k equal runs, one per env, in order
     max_turns: int = 8
     max_prompt_length: int = 1024
     max_response_length: int = 96  # per model turn
@@ -78,6 +79,17 @@ class AgentConfig:
         self.reward_components = _plain(self.reward_components)
 
     @property
+    def env_names(self) -> list[str]:
+        """The envs of ``env_name``, in order."""
+        return [name.strip() for name in self.env_name.split(",")]
+
+    def ports_by_env(self) -> dict[str, list[int]]:
+        """Each env's server ports: ``env_ports`` cut into one equal run per env, in ``env_names`` order."""
+        names = self.env_names
+        per_env = len(self.env_ports) // len(names)
+        return {name: self.env_ports[i * per_env:(i + 1) * per_env] for i, name in enumerate(names)}
+
+    @property
     def response_budget(self) -> int:
         """Tokens a trajectory may hold after its prompt."""
         return self.max_trajectory_length - self.max_prompt_length
@@ -89,13 +101,21 @@ class AgentConfig:
 
         from .templates import get_action_template
 
-        spec = get_env_spec(self.env_name)
+        names = self.env_names
+        if not all(names) or len(set(names)) != len(names):
+            raise ValueError(f"env_name must name one env or several distinct envs separated by commas, "
+                             f"got {self.env_name!r}")
+        specs = [get_env_spec(name) for name in names]
         template = get_action_template(self.action_format)
         if not self.env_ports or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
                                          for p in self.env_ports):
             raise ValueError(f"env_ports must be a non-empty list of ports (1..65535), got {self.env_ports!r}")
         if len(set(self.env_ports)) != len(self.env_ports):
             raise ValueError(f"env_ports lists a port twice: {self.env_ports!r}")
+        if len(self.env_ports) % len(names):
+            raise ValueError(f"env_ports must list the same number of ports for each of the {len(names)} envs "
+                             f"{names} (the first run of ports serves the first env, and so on), "
+                             f"got {len(self.env_ports)} ports")
         if not self.env_server_base.startswith(("http://", "https://")):
             raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
         if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
@@ -125,4 +145,5 @@ class AgentConfig:
             raise ValueError("request_timeout_s must be > 0 and env_retries, env_retry_backoff_s, env_cooldown_s >= 0")
         if not isinstance(self.reward_components, dict):
             raise ValueError(f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}")
-        RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])
+        for spec in specs:
+            RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])

@@ -36,9 +36,10 @@ import logging
 import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from openmanus_rl.envs import EnvClientError, EnvPool, RetryPolicy, get_env_spec
+from openmanus_rl.envs import EnvClientError, EnvPool, EnvSpec, RetryPolicy, get_env_spec
 from openmanus_rl.records import step_path, write_jsonl, write_viewer
 from openmanus_rl.rewards import RewardComposer
 from verl.protocol import DataProto
@@ -55,6 +56,13 @@ from .trajectory import Trajectory
 log = logging.getLogger(__name__)
 
 MIN_FIRST_OBSERVATION_TOKENS = 32
+
+
+def first_user_text(instructions: str, observation: str) -> str:
+    """The first user message: the env's instructions, then the first observation after an ``Observation:`` line."""
+    return f"{instructions}\n\nObservation:\n{observation}"
+
+
 TURN_SEED_STRIDE = 1_000_003
 POLL_WAIT_S = 1.0  # longest engine wait per poll when no env call is out (a finished reply ends it sooner)
 STREAMING = ("submit_generation", "poll_generation", "cancel_generation")
@@ -100,11 +108,25 @@ class RolloutProgress:
             self.bar.close()
 
 
+@dataclass
+class EnvSide:
+    """One env of the agent: its spec, its reward composer, the instructions of its first prompt (and that
+    prompt's tokens without an observation) and its pool of env clients."""
+
+    spec: EnvSpec
+    composer: RewardComposer
+    instructions: str
+    bare_prompt: list[int]
+    pool: EnvPool
+
+
 class OpenManusAgent:
     """Rolls out tasks of ``config.env_name`` with ``generator`` (anything with
     ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker
     group, or an in-process worker; the async mode also needs its streaming
     methods) and returns training-ready `DataProto`s.
+    With several envs (``env_name="babyai,webshop"``) each row goes to the env its ``data_source`` names;
+    with one, every row goes to it.
     Call `close` (or use it as a context manager) to close the env clients."""
 
     def __init__(self, tokenizer: Any, generator: Any, config: AgentConfig | Mapping[str, Any]) -> None:
@@ -113,19 +135,23 @@ class OpenManusAgent:
         cfg = self.config
         self.tokenizer = tokenizer
         self.generator = generator
-        self.spec = get_env_spec(cfg.env_name)
         self.template = get_action_template(cfg.action_format)
         self.chat = ChatFormat(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.chat.eot_id
-        self.composer = RewardComposer.from_config(cfg.reward_components, self.spec.name, [self.template.format_pattern])
-        self.instructions = f"{self.spec.instructions}\n\n{self.template.format_instructions(self.spec)}"
-        self._bare_prompt = self.chat.prompt_ids(self._first_user_text(""))
-        if len(self._bare_prompt) + MIN_FIRST_OBSERVATION_TOKENS > cfg.max_prompt_length:
-            raise ValueError(f"max_prompt_length {cfg.max_prompt_length} is too small: the instructions alone take "
-                             f"{len(self._bare_prompt)} tokens, and the first observation needs at least "
-                             f"{MIN_FIRST_OBSERVATION_TOKENS}")
         policy = RetryPolicy(cfg.request_timeout_s, cfg.env_retries, cfg.env_retry_backoff_s)
-        self.pool = EnvPool(self.spec, cfg.env_server_base, cfg.env_ports, policy, cfg.env_cooldown_s)
+        self.envs: dict[str, EnvSide] = {}
+        for name, ports in cfg.ports_by_env().items():
+            spec = get_env_spec(name)
+            instructions = f"{spec.instructions}\n\n{self.template.format_instructions(spec)}"
+            bare_prompt = self.chat.prompt_ids(first_user_text(instructions, ""))
+            if len(bare_prompt) + MIN_FIRST_OBSERVATION_TOKENS > cfg.max_prompt_length:
+                raise ValueError(f"max_prompt_length {cfg.max_prompt_length} is too small: the {name} instructions "
+                                 f"alone take {len(bare_prompt)} tokens, and the first observation needs at least "
+                                 f"{MIN_FIRST_OBSERVATION_TOKENS}")
+            composer = RewardComposer.from_config(cfg.reward_components, name, [self.template.format_pattern])
+            self.envs[name] = EnvSide(spec, composer, instructions, bare_prompt,
+                                      EnvPool(spec, cfg.env_server_base, ports, policy, cfg.env_cooldown_s))
+        self.specs = {name: side.spec for name, side in self.envs.items()}
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
         self._start_errors_reported = 0
         self._rollouts = 0  # numbers each streamed rollout's request ids
@@ -151,7 +177,8 @@ class OpenManusAgent:
                             data_source: str | None = None) -> DataProto:
         """One trajectory, generated with batch size 1 and stepped without threads: the debugging path."""
         start = time.perf_counter()
-        trajectory = Trajectory(0, 0, uid, task_id, data_source or self.spec.name, seed)
+        trajectory = Trajectory(0, 0, uid, task_id, data_source or self.config.env_names[0], seed)
+        trajectory.env = self._env_for(trajectory.data_source, 0)
         return self._finish([trajectory], self._run([trajectory], do_sample, parallel=False), start, None, 0)
 
     @property
@@ -162,7 +189,8 @@ class OpenManusAgent:
     def close(self) -> None:
         """Close every env client (``POST /close``) and the thread pool."""
         self._executor.shutdown(wait=True)
-        self.pool.close()
+        for side in self.envs.values():
+            side.pool.close()
 
     def __enter__(self) -> "OpenManusAgent":
         return self
@@ -171,8 +199,14 @@ class OpenManusAgent:
         self.close()
 
     # ------------------------------------------------------------------ set-up
-    def _first_user_text(self, observation: str) -> str:
-        return f"{self.instructions}\n\nObservation:\n{observation}"
+    def _env_for(self, data_source: str, row: int) -> str:
+        """The env that plays a row of ``data_source``: the only env, or the one of that name."""
+        if len(self.envs) == 1:
+            return next(iter(self.envs))
+        if data_source not in self.envs:
+            raise ValueError(f"row {row} has data_source {data_source!r}, which names none of the envs "
+                             f"{sorted(self.envs)} of agent.env_name")
+        return data_source
 
     def _trajectories(self, gen_batch: DataProto, global_step: int) -> list[Trajectory]:
         rows = len(gen_batch)
@@ -185,19 +219,20 @@ class OpenManusAgent:
         for row in range(rows):
             task_id = task_id_of(nt["extra_info"][row], row)
             uid = str(uids[row]) if uids is not None else f"step{global_step}-row{row}-task{task_id}"
-            source = str(sources[row]) if sources is not None else self.spec.name
+            source = str(sources[row]) if sources is not None else self.config.env_names[0]
+            env = self._env_for(source, row)
             for copy in range(self.config.n):
                 seed = trajectory_seed(self.config.seed, global_step, row, copy)
-                out.append(Trajectory(row, copy, uid, task_id, source, seed))
+                out.append(Trajectory(row, copy, uid, task_id, source, seed, env=env))
         return out
 
-    def _first_prompt(self, observation: str) -> tuple[list[int], int, bool]:
+    def _first_prompt(self, side: EnvSide, observation: str) -> tuple[list[int], int, bool]:
         """The first prompt's ids with the observation cut to fit; also the observation's tokens and whether it was cut."""
         cfg = self.config
-        limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(self._bare_prompt))
+        limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(side.bare_prompt))
         while limit >= 0:
             obs_ids, cut = self.chat.truncate(observation, limit)
-            ids = self.chat.prompt_ids(self._first_user_text(self.tokenizer.decode(obs_ids)))
+            ids = self.chat.prompt_ids(first_user_text(side.instructions, self.tokenizer.decode(obs_ids)))
             if len(ids) <= cfg.max_prompt_length:
                 return ids, len(obs_ids), cut
             limit -= len(ids) - cfg.max_prompt_length  # token boundaries moved when encoded in context
@@ -247,7 +282,7 @@ class OpenManusAgent:
     def _release_clients(self, trajectories: list[Trajectory]) -> None:
         for t in trajectories:
             if t.client is not None:
-                self.pool.release(t.client)
+                self.envs[t.env_name].pool.release(t.client)
                 t.client = None
 
     def _run_async(self, trajectories: list[Trajectory], do_sample: bool, progress: RolloutProgress) -> PhaseTimer:
@@ -324,15 +359,16 @@ class OpenManusAgent:
         if parsed.valid:
             return parsed.action
         t.invalid_actions += 1
-        self._observe(t, self.template.invalid_feedback(self.spec), feedback=True)
+        self._observe(t, self.template.invalid_feedback(self.envs[t.env_name].spec), feedback=True)
         return None
 
     def _start(self, t: Trajectory) -> None:
         """Env thread: create/reset; the first observation waits in ``pending_observation``."""
+        side = self.envs[t.env_name]
         try:
-            t.client, t.pending_observation = self.pool.start_episode(t.task_id)
+            t.client, t.pending_observation = side.pool.start_episode(t.task_id)
         except EnvClientError as exc:
-            t.prompt_ids = list(self._bare_prompt)
+            t.prompt_ids = list(side.bare_prompt)
             self._fail(t, exc)
             return
         t.server = t.client.server_url
@@ -340,7 +376,7 @@ class OpenManusAgent:
     def _build_prompt(self, t: Trajectory) -> None:
         """Main thread (the tokenizer is not shared between threads): the first prompt from the first observation."""
         observation, t.pending_observation = t.pending_observation or "", None
-        t.prompt_ids, tokens, cut = self._first_prompt(observation)
+        t.prompt_ids, tokens, cut = self._first_prompt(self.envs[t.env_name], observation)
         t.truncated_observations += cut
         t.turns.append({"role": "observation", "text": observation, "tokens": tokens, "truncated": cut,
                         "in_sequence": True})
@@ -379,7 +415,7 @@ class OpenManusAgent:
         appended = t.add_model_turn(ids, log_probs, self.chat.eot_id)
         text = self.chat.decode(ids)
         t.model_texts.append(text)
-        parsed = self.template.parse(text, self.spec)
+        parsed = self.template.parse(text, self.envs[t.env_name].spec)
         t.turns.append({"role": "assistant", "text": text, "action": parsed.action, "kind": parsed.kind,
                         "valid": parsed.valid, "tokens": len(ids), "finish_reason": reason,
                         "end_of_turn_appended": appended})
@@ -430,7 +466,7 @@ class OpenManusAgent:
 
     def _fail(self, t: Trajectory, exc: EnvClientError) -> None:
         if t.client is not None:
-            self.pool.discard(t.client, exc)
+            self.envs[t.env_name].pool.discard(t.client, exc)
             t.client = None
         t.fail(f"{type(exc).__name__}: {exc}")
         log.warning("trajectory %s/%d (task %d) failed: %s", t.uid, t.copy, t.task_id, t.error)
@@ -439,14 +475,15 @@ class OpenManusAgent:
     def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
                 global_step: int, dataset_columns: dict | None = None) -> DataProto:
         cfg = self.config
-        scores = score(trajectories, self.composer, self.spec)
+        scores = score(trajectories, {name: side.composer for name, side in self.envs.items()}, self.specs)
         build = build_step_batch if cfg.history_window else build_batch
-        out = build(trajectories, scores, self.spec, self.pad_id, dataset_columns or {})
-        start_errors = self.pool.stats["errors"]
-        metrics = rollout_metrics(trajectories, scores, self.spec, start_errors - self._start_errors_reported)
+        out = build(trajectories, scores, self.specs, self.pad_id, dataset_columns or {})
+        start_errors = sum(side.pool.stats["errors"] for side in self.envs.values())
+        metrics = rollout_metrics(trajectories, scores, self.specs, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors
         if output_dir is not None:
-            records = [trajectory_record(t, self.chat, s, self.spec, global_step) for t, s in zip(trajectories, scores)]
+            records = [trajectory_record(t, self.chat, s, self.specs[t.env_name], global_step)
+                       for t, s in zip(trajectories, scores)]
             write_jsonl(records, step_path(output_dir, global_step))
             if cfg.write_viewer:
                 write_viewer(records, step_path(output_dir, global_step, ".html"), f"Rollouts, step {global_step}")

@@ -24,7 +24,7 @@ model turn instead.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -38,10 +38,16 @@ from .chat import ChatFormat
 from .trajectory import Trajectory
 
 
-def score(trajectories: list[Trajectory], composer: RewardComposer, spec: EnvSpec) -> list[tuple[float, dict[str, float]]]:
-    """``(total, breakdown)`` per trajectory; a failed one gets ``(0.0, {name: 0.0})`` and is never averaged in."""
+Specs = Mapping[str, EnvSpec]  # env name -> spec: the envs a rollout ran, found by `Trajectory.env_name`
+
+
+def score(trajectories: list[Trajectory], composers: Mapping[str, RewardComposer],
+          specs: Specs) -> list[tuple[float, dict[str, float]]]:
+    """``(total, breakdown)`` per trajectory, by its env's composer; a failed one gets ``(0.0, {name: 0.0})``
+    and is never averaged in."""
     out = []
     for t in trajectories:
+        composer, spec = composers[t.env_name], specs[t.env_name]
         if t.failed:
             out.append((0.0, {name: 0.0 for name in composer.names}))
             continue
@@ -62,7 +68,7 @@ def objects(values: list[Any]) -> np.ndarray:
     return arr
 
 
-def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
                 pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
     """The training `DataProto` (batch and non-tensors; no meta_info)."""
     masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
@@ -74,13 +80,13 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
         if not t.failed and t.log_probs:
             log_probs[b, : len(t.log_probs)] = torch.tensor(t.log_probs, dtype=torch.float32) * torch.tensor(masks[b])
     tensors["rollout_log_probs"] = log_probs
-    non_tensors = build_non_tensors(trajectories, scores, spec, dataset_columns)
+    non_tensors = build_non_tensors(trajectories, scores, specs, dataset_columns)
     non_tensors["turn_ends"] = objects([[] if t.failed else list(t.turn_ends) for t in trajectories])
     return DataProto.from_dict(tensors, non_tensors)
 
 
 def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]],
-                      spec: EnvSpec, dataset_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                      specs: Specs, dataset_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The per-trajectory non-tensor columns, then the dataset row's columns that the rollout did not set."""
     own = {
         "uid": objects([t.uid for t in trajectories]),
@@ -88,7 +94,7 @@ def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, 
         "task_id": objects([t.task_id for t in trajectories]),
         "trajectory": objects([t.turns for t in trajectories]),
         "num_turns": objects([t.num_turns for t in trajectories]),
-        "success": objects([success(t, spec) for t in trajectories]),
+        "success": objects([success(t, specs[t.env_name]) for t in trajectories]),
         "env_reward": objects([float(t.env_reward) for t in trajectories]),
         "reward_total": objects([0.0 if t.failed else float(total) for t, (total, _) in zip(trajectories, scores)]),
         "reward_breakdown": objects([breakdown for _, breakdown in scores]),
@@ -107,7 +113,7 @@ def normalize_observation(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
                      pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
     """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
 
@@ -132,7 +138,7 @@ def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, d
     for i, (lps, mask) in enumerate(zip(log_probs, masks)):
         if lps:
             tensors["rollout_log_probs"][i, : len(lps)] = torch.tensor(lps, dtype=torch.float32) * torch.tensor(mask)
-    per_trajectory = build_non_tensors(trajectories, scores, spec, dataset_columns)
+    per_trajectory = build_non_tensors(trajectories, scores, specs, dataset_columns)
     non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in per_trajectory.items()}
     non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
     non_tensors["step"] = objects([k for _, k in rows])
@@ -156,20 +162,23 @@ def _mean(values: list[float]) -> float:
     return float(sum(values) / len(values)) if values else 0.0
 
 
-def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], spec: EnvSpec,
+def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
                     start_errors: int) -> dict[str, float]:
     """Flat float metrics; means are over trajectories that did not fail.
 
     ``env/errors`` counts env calls that failed after their retries: ``start_errors``
     (while starting episodes, including those the pool recovered from by failing
-    over) plus one per trajectory that failed after its episode started.
+    over) plus one per trajectory that failed after its episode started.  When the
+    trajectories come from more than one data source, each source also gets
+    ``env/<source>/{success_rate, reward/mean, turns/mean, trajectories, failed_trajectories}``
+    and ``reward/<source>/total/mean``.
     """
     ok = [(t, s) for t, s in zip(trajectories, scores) if not t.failed]
     failed = sum(t.failed for t in trajectories)
     turns = sum(t.num_turns for t in trajectories)
     invalid = sum(t.invalid_actions for t in trajectories)
     metrics = {
-        "env/success_rate": _mean([float(success(t, spec)) for t, _ in ok]),
+        "env/success_rate": _mean([float(success(t, specs[t.env_name])) for t, _ in ok]),
         "env/reward/mean": _mean([t.env_reward for t, _ in ok]),
         "env/turns/mean": _mean([float(t.num_turns) for t, _ in ok]),
         "env/invalid_actions": float(invalid),
@@ -188,16 +197,29 @@ def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, di
     names = list(scores[0][1]) if scores else []
     for name in names:
         metrics[f"reward/{name}/mean"] = _mean([breakdown[name] for _, (_, breakdown) in ok])
+    sources = sorted({t.data_source for t in trajectories})
+    if len(sources) > 1:
+        for source in sources:
+            mine = [(t, total) for t, (total, _) in ok if t.data_source == source]
+            metrics.update({
+                f"env/{source}/success_rate": _mean([float(success(t, specs[t.env_name])) for t, _ in mine]),
+                f"env/{source}/reward/mean": _mean([t.env_reward for t, _ in mine]),
+                f"env/{source}/turns/mean": _mean([float(t.num_turns) for t, _ in mine]),
+                f"env/{source}/trajectories": float(sum(t.data_source == source for t in trajectories)),
+                f"env/{source}/failed_trajectories": float(sum(t.failed and t.data_source == source
+                                                               for t in trajectories)),
+                f"reward/{source}/total/mean": _mean([total for _, total in mine]),
+            })
     return metrics
 
 
 def trajectory_record(t: Trajectory, chat: ChatFormat, scored: tuple[float, dict[str, float]], spec: EnvSpec,
                       global_step: int) -> dict[str, Any]:
-    """A JSON-ready record of one trajectory for the JSONL files and the viewer."""
+    """A JSON-ready record of one trajectory (played on ``spec``'s env) for the JSONL files and the viewer."""
     total, breakdown = scored
     return {
         "global_step": global_step, "uid": t.uid, "task_id": t.task_id, "copy": t.copy, "data_source": t.data_source,
-        "seed": t.seed, "server": t.server, "status": t.status, "failed": t.failed, "error": t.error,
+        "env": t.env_name, "seed": t.seed, "server": t.server, "status": t.status, "failed": t.failed, "error": t.error,
         "success": success(t, spec), "env_reward": t.env_reward, "reward_total": total, "reward_breakdown": breakdown,
         "num_turns": t.num_turns, "invalid_actions": t.invalid_actions,
         "prompt_tokens": len(t.prompt_ids), "prompt_text": chat.tokenizer.decode(t.prompt_ids),

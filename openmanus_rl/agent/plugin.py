@@ -17,7 +17,7 @@ from verl.trainer.ppo.rollout import RolloutPlugin
 from verl.workers.config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
-from ..envs.supervisor import ServerSupervisor
+from ..envs.supervisor import ServerSupervisor, SupervisorGroup
 from .config import AgentConfig
 from .openmanus_agent import OpenManusAgent
 
@@ -42,19 +42,22 @@ def _validate(cfg: Any) -> None:
 def _preflight(cfg: Any) -> None:
     agent = AgentConfig(**cfg.agent)
     try:
-        check_servers(agent.env_server_base, agent.env_ports)
+        for ports in agent.ports_by_env().values():
+            check_servers(agent.env_server_base, ports)
     except ConnectionError as exc:
         raise ConfigError(str(exc)) from None
 
 
-def _start(cfg: Any, output_dir: Path) -> ServerSupervisor | None:
+def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
     agent = AgentConfig(**cfg.agent)
     if not agent.manage_servers:
         return None
-    supervisor = ServerSupervisor(agent.env_name, agent.env_ports, output_dir / "env_logs",
-                                  max_restarts=agent.server_max_restarts, hang_s=agent.server_hang_s)
+    supervisors = SupervisorGroup([
+        ServerSupervisor(env, ports, output_dir / "env_logs", max_restarts=agent.server_max_restarts,
+                         hang_s=agent.server_hang_s)
+        for env, ports in agent.ports_by_env().items()])
     try:
-        return supervisor.start()
+        return supervisors.start()
     except RuntimeError as exc:
         raise ConfigError(f"could not start the {agent.env_name} servers: {exc}") from None
 

@@ -56,6 +56,11 @@ class Trajectory:
     pending_feedback: bool = False  # the pending observation is the agent's invalid-action feedback
     client: EnvClient | None = None
     server: str = ""
+    env: str = ""  # the env that plays it; "" means the env named by data_source
+
+    @property
+    def env_name(self) -> str:
+        return self.env or self.data_source
 
     @property
     def running(self) -> bool:

@@ -4,6 +4,8 @@
     problem = supervisor.wait_ready(timeout_s=300)   # None once every server answers; else why one never will
     supervisor.close()
 
+`SupervisorGroup` holds one supervisor per env of a mixed-env run.
+
 Contract:
 
 * `start` launches every server and waits until each answers ``GET /`` with
@@ -177,3 +179,44 @@ class ServerSupervisor:
         with self._changed:
             server.state, server.next_at = state, next_at
             self._changed.notify_all()
+
+
+class SupervisorGroup:
+    """The supervisors of several envs (a mixed-env run) as one: started, waited on and closed together.
+
+    ``wait_ready`` needs every env served (a row of an env without a server could only fail); ``metrics`` add up
+    over the envs.
+    """
+
+    def __init__(self, supervisors: list[ServerSupervisor]) -> None:
+        self.supervisors = supervisors
+
+    def start(self) -> "SupervisorGroup":
+        started: list[ServerSupervisor] = []
+        try:
+            for supervisor in self.supervisors:
+                started.append(supervisor.start())
+        except BaseException:
+            for supervisor in started:
+                supervisor.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        for supervisor in self.supervisors:
+            supervisor.close()
+
+    def wait_ready(self, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        for supervisor in self.supervisors:
+            problem = supervisor.wait_ready(max(0.0, deadline - time.monotonic()))
+            if problem is not None:
+                return problem
+        return None
+
+    def metrics(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for supervisor in self.supervisors:
+            for key, value in supervisor.metrics().items():
+                total[key] = total.get(key, 0.0) + value
+        return total

@@ -10,7 +10,9 @@
   was answered with seed ``turn_seed(x', 1) == x`` on the previous turn, and a
   seed seen for the first time starts a new trajectory (a fresh expert, reset
   with that seed).  The expert reads the last observation out of the decoded
-  prompt: exactly the (possibly truncated) text the model would see.  The
+  prompt: exactly the (possibly truncated) text the model would see.  With
+  several envs (``env_name="babyai,webshop"``, a mixed-env agent) a new
+  trajectory gets the expert of the env whose instructions open its prompt.  The
   reply is the template-formatted text, tokenised, plus the end-of-turn token,
   with log-probs 0 and finish reason ``"stop"``.
 * `evaluate_expert` plays tasks of a split over HTTP with `EnvClient` (no
@@ -29,12 +31,12 @@ from openmanus_rl.agent.output import objects, success
 from openmanus_rl.agent.templates import get_action_template
 from openmanus_rl.agent.trajectory import Trajectory
 from agentgym.spec import load_object
-from openmanus_rl.envs import ENV_SPECS, EnvClient, RetryPolicy, get_env_spec
+from openmanus_rl.envs import ENV_SPECS, EnvClient, EnvSpec, RetryPolicy, get_env_spec
 from verl.protocol import DataProto
 
 from .registry import Expert, get_expert
 
-FIRST_OBSERVATION_MARKER = "\n\nObservation:\n"  # `OpenManusAgent._first_user_text` puts the observation after it
+FIRST_OBSERVATION_MARKER = "\n\nObservation:\n"  # `openmanus_agent.first_user_text` puts the observation after it
 
 
 def split_task_ids(env_name: str, split: str) -> Sequence[int]:
@@ -84,11 +86,11 @@ class ExpertGenerator:
     def __init__(self, tokenizer: Any, env_name: str, action_format: str,
                  expert_kwargs: Mapping[str, Any] | None = None) -> None:
         self.chat = ChatFormat(tokenizer)
-        self.spec = get_env_spec(env_name)
+        self.specs = {name.strip(): get_env_spec(name.strip()) for name in env_name.split(",")}
         self.template = get_action_template(action_format)
         self.env_name = env_name
         self.expert_kwargs = dict(expert_kwargs or {})
-        self._waiting: dict[int, tuple[int, Expert]] = {}  # next turn's seed -> (first seed, expert)
+        self._waiting: dict[int, tuple[int, Expert, EnvSpec]] = {}  # next turn's seed -> (first seed, expert, env)
         self.episodes: dict[int, list[ExpertTurn]] = {}
 
     def reset(self) -> None:
@@ -96,14 +98,24 @@ class ExpertGenerator:
         self._waiting.clear()
         self.episodes.clear()
 
-    def _expert_for(self, seed: int) -> tuple[int, Expert, bool]:
+    def _env_of(self, prompt_text: str) -> EnvSpec:
+        """The env whose instructions the first prompt holds (the only env, with one)."""
+        if len(self.specs) == 1:
+            return next(iter(self.specs.values()))
+        for spec in self.specs.values():
+            if spec.instructions in prompt_text:
+                return spec
+        raise ValueError(f"a first prompt holds the instructions of none of the envs {sorted(self.specs)}")
+
+    def _expert_for(self, seed: int, prompt_ids: list[int]) -> tuple[int, Expert, EnvSpec, bool]:
         if seed in self._waiting:
-            first, expert = self._waiting.pop(seed)
-            return first, expert, False
-        expert = get_expert(self.env_name, **self.expert_kwargs)
+            first, expert, spec = self._waiting.pop(seed)
+            return first, expert, spec, False
+        spec = self._env_of(self.chat.tokenizer.decode(prompt_ids))
+        expert = get_expert(spec.name, **self.expert_kwargs)
         expert.reset(seed=seed)
         self.episodes[seed] = []
-        return seed, expert, True
+        return seed, expert, spec, True
 
     def reply_ids(self, reply: str, max_tokens: int) -> list[int]:
         ids = self.chat.encode(reply) + [self.chat.eot_id]
@@ -117,12 +129,13 @@ class ExpertGenerator:
         max_tokens = int(request.meta_info.get("max_tokens", 1 << 30))
         out_ids: list[list[int]] = []
         for prompt, seed in zip(nt["prompt_ids"], nt["seed"]):
-            first, expert, new = self._expert_for(int(seed))
-            observation = last_observation(self.chat, [int(x) for x in prompt], first_turn=new)
-            reply = expert.reply(observation, self.template, self.spec)
+            ids = [int(x) for x in prompt]
+            first, expert, spec, new = self._expert_for(int(seed), ids)
+            observation = last_observation(self.chat, ids, first_turn=new)
+            reply = expert.reply(observation, self.template, spec)
             out_ids.append(self.reply_ids(reply, max_tokens))
-            self.episodes[first].append(ExpertTurn(observation, reply, self.template.parse(reply, self.spec).action or ""))
-            self._waiting[turn_seed(int(seed), 1)] = (first, expert)
+            self.episodes[first].append(ExpertTurn(observation, reply, self.template.parse(reply, spec).action or ""))
+            self._waiting[turn_seed(int(seed), 1)] = (first, expert, spec)
         return DataProto.from_dict(non_tensors={
             "response_ids": objects(out_ids),
             "response_log_probs": objects([[0.0] * len(ids) for ids in out_ids]),

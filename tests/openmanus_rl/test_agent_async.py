@@ -121,7 +121,7 @@ def test_a_failed_rollout_cancels_its_requests(tokenizer, webshop_server):
         with pytest.raises(RuntimeError, match="engine fault"):
             agent.run_llm_loop(task_batch([0, 1]))
         assert generator.cancelled == 1
-        assert sum(agent.pool.leased().values()) == 0  # every env client went back to the pool
+        assert sum(agent.envs["webshop"].pool.leased().values()) == 0  # every env client went back to the pool
 
 
 # ---------------------------------------------------------------------------- real engines

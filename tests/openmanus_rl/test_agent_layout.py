@@ -213,7 +213,7 @@ def test_greedy_validation_passes_do_sample_false(tokenizer, toy_server):
 
 
 def test_prompt_budget_too_small_for_the_instructions(tokenizer, toy_server):
-    with pytest.raises(ValueError, match=r"max_prompt_length 64 is too small: the instructions alone take \d+ tokens"):
+    with pytest.raises(ValueError, match=r"max_prompt_length 64 is too small: the toy-counter instructions alone take \d+ tokens"):
         OpenManusAgent(tokenizer, ScriptedGenerator(solve(tokenizer)), config(toy_server, max_prompt_length=64))
 
 

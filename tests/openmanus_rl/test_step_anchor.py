@@ -61,7 +61,7 @@ def test_anchor_per_row_skips_invalid_action_feedback():
                          ("model", [32, EOT]), ("feedback", "Invalid action: x")], reward=0.0, status="turn_limit")
     c.fail("EnvClientError: boom")  # a failed trajectory still gets its anchors (GiGPO skips it by its mask)
     scores = [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
-    out = build_step_batch([a, b, c], scores, SPEC, pad_id=0, dataset_columns={})
+    out = build_step_batch([a, b, c], scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
     nt = out.non_tensor_batch
     assert list(nt["anchor_obs"]) == [
         "task 3: value 0.", "value 1", "value 2",         # a
@@ -103,7 +103,7 @@ def test_inconsistent_turn_record_is_an_error():
     t = episode("g", 0, [("obs", "value 0"), ("model", [11, EOT]), ("obs", "value 1")])
     t.turns = [t.turns[0]]  # the assistant entry is missing
     with pytest.raises(RuntimeError, match=r"trajectory g/0 records 0 assistant turns but has 1 model turns"):
-        build_step_batch([t], [(1.0, {"goal": 1.0})], SPEC, pad_id=0, dataset_columns={})
+        build_step_batch([t], [(1.0, {"goal": 1.0})], {"toy": SPEC}, pad_id=0, dataset_columns={})
 
 
 @pytest.mark.slow

@@ -1,0 +1,80 @@
+"""Mixed-env rollouts: one agent over real FrozenLake and Maze servers routes every row to the env its
+``data_source`` names, and reports metrics per data source; the config checks for several envs."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from agentgym.frozenlake.plan import oracle as frozenlake_oracle
+from agentgym.maze.plan import oracle as maze_oracle
+from agentgym.spawn import serve_subprocess
+from openmanus_rl.agent import AgentConfig, OpenManusAgent
+from openmanus_rl.experts import ExpertGenerator
+from verl.protocol import DataProto
+
+ROWS = [("frozenlake", 0), ("maze", 3), ("frozenlake", 1), ("maze", 7)]
+
+
+def config(**overrides: Any) -> AgentConfig:
+    return AgentConfig(**{"env_name": "frozenlake,maze", "env_ports": [36901, 36902, 36903, 36904],
+                          **overrides})
+
+
+def test_ports_are_cut_into_one_run_per_env() -> None:
+    assert config().env_names == ["frozenlake", "maze"]
+    assert config().ports_by_env() == {"frozenlake": [36901, 36902], "maze": [36903, 36904]}
+    assert AgentConfig().ports_by_env() == {"webshop": [36001]}
+    config().validate()
+    with pytest.raises(ValueError, match=r"env_ports must list the same number of ports for each of the 2 envs "
+                                         r"\['frozenlake', 'maze'\].*got 3 ports"):
+        config(env_ports=[1, 2, 3]).validate()
+    with pytest.raises(ValueError, match="env_name must name one env or several distinct envs separated by commas, "
+                                         "got 'maze,maze'"):
+        config(env_name="maze,maze").validate()
+    with pytest.raises(ValueError, match="unknown env 'chess'"):
+        config(env_name="maze,chess").validate()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[str, str]]:
+    with serve_subprocess("frozenlake", timeout_s=60) as lake, serve_subprocess("maze", timeout_s=60) as maze:
+        yield lake, maze
+
+
+@pytest.mark.slow
+def test_each_row_goes_to_its_env_and_metrics_are_per_source(servers: tuple[str, str], tokenizer: Any) -> None:
+    lake, maze = servers
+    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_turns": 16,
+                    "max_trajectory_length": 4096, "rollout_mode": "sync", "write_viewer": False}
+    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
+                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    generator = ExpertGenerator(tokenizer, "frozenlake,maze", "react")
+    with OpenManusAgent(tokenizer, generator, agent_config) as agent:
+        out = agent.run_llm_loop(batch)
+        nt, metrics = out.non_tensor_batch, out.meta_info["metrics"]
+        assert list(nt["data_source"]) == ["frozenlake", "maze", "frozenlake", "maze"]
+        assert list(nt["env_server"]) == [lake, maze, lake, maze]
+        assert list(nt["success"]) == [True] * 4 and list(nt["env_reward"]) == [1.0] * 4
+        # FrozenLake's expert sees the map (a shortest path); Maze's sees only the walls beside it and
+        # takes two detours on start 3
+        assert [len(frozenlake_oracle(0)), len(maze_oracle(3)), len(frozenlake_oracle(1)), len(maze_oracle(7))] == [
+            6, 11, 8, 10]
+        assert list(nt["num_turns"]) == [6, 13, 8, 10]
+        first = [turns[0]["text"] for turns in nt["trajectory"]]
+        assert first[0].startswith("Frozen lake 4x4") and first[1].startswith("The goal is at position 8, 6.")
+        assert {k: v for k, v in metrics.items() if k.startswith(("env/frozenlake/", "env/maze/"))} == {
+            "env/frozenlake/success_rate": 1.0, "env/frozenlake/reward/mean": 1.0,
+            "env/frozenlake/turns/mean": 7.0,
+            "env/frozenlake/trajectories": 2.0, "env/frozenlake/failed_trajectories": 0.0,
+            "env/maze/success_rate": 1.0, "env/maze/reward/mean": 1.0,
+            "env/maze/turns/mean": 11.5,
+            "env/maze/trajectories": 2.0, "env/maze/failed_trajectories": 0.0}
+        assert metrics["reward/frozenlake/total/mean"] == 1.0 and metrics["env/success_rate"] == 1.0
+
+        unknown = DataProto.from_dict(non_tensors={"data_source": ["maze", "sokoban"],
+                                                   "extra_info": [{"index": 0}, {"index": 0}]})
+        with pytest.raises(ValueError, match=r"row 1 has data_source 'sokoban', which names none of the envs "
+                                             r"\['frozenlake', 'maze'\] of agent.env_name"):
+            agent.run_llm_loop(unknown)
