@@ -10,7 +10,8 @@ Contract
   calls on different envs run in parallel.
 * ``create_app`` builds the FastAPI app with the routes every env shares:
   ``GET /`` (health, answers ``"ok"``), ``POST /create``, ``POST /close`` and
-  ``GET /list_envs``.  Their shapes follow the env's protocol family:
+  ``GET /list_envs``, and closes every open env when the server shuts down.  Their shapes follow the env's
+  protocol family:
   family A names the id ``env_idx`` and ``/create`` answers a bare int;
   family B names it ``id`` and ``/create`` answers ``{"id": n}``.
   ``/close`` answers ``true``.  The env module adds its own routes.
@@ -28,8 +29,8 @@ import itertools
 import json
 import logging
 import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Callable, Generic, Iterator, TypeVar
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -159,6 +160,14 @@ class EnvRegistry(Generic[E]):
         with self._lock:
             return sorted(self._slots)
 
+    def close_all(self) -> None:
+        """Close every open env (the server is shutting down: envs with processes of their own end them)."""
+        for env_id in self.ids():
+            try:
+                self.close(env_id)
+            except UnknownEnvError:
+                pass  # closed meanwhile
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._slots)
@@ -252,7 +261,12 @@ async def _reject(send: Callable, message: str) -> None:
 
 def create_app(title: str, registry: EnvRegistry[Any], family: Family, max_body_bytes: int = 1 << 20) -> FastAPI:
     """The FastAPI app with health, create, close and list_envs routes; bodies over ``max_body_bytes`` get 413."""
-    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        registry.close_all()
+
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
     app.state.registry = registry

@@ -1,141 +1,151 @@
 #!/usr/bin/env python
-"""Benchmark one WebShop server: steps per second under 1, 8 and 32 concurrent clients,
-and the latency of create + reset.
+"""Benchmark env servers: create + reset latency, step latency, and steps per second under concurrent clients.
 
-    .venv/bin/python scripts/bench_env.py                    # starts its own server on a free port
-    .venv/bin/python scripts/bench_env.py --url http://127.0.0.1:36001 --duration 10
+    .venv/bin/python scripts/bench_env.py                       # every env with a server, one own server each
+    .venv/bin/python scripts/bench_env.py --env_name webshop,maze --clients 1,8,32 --duration 10
+    .venv/bin/python scripts/bench_env.py --env_name webshop --url http://127.0.0.1:36001
 
-Each client thread owns one env and plays episodes of six steps (search the
-instruction, open the first hit, open Description, go back, pick the first
-option value or re-open Description, buy) until the time is up; every /step
-call counts.  Clients run as threads of this process, so on a small machine
-they compete with the server for CPU: the figures are a lower bound.
+Each client is a thread of this process with one env, talking through the agent's own client (`EnvClient`).
+It plays episodes on the env's test tasks, each step an action drawn (seeded) from the env's `ACTIONS` (a mix
+of valid moves and words the env must refuse), for up to 20 steps or until the episode ends; every ``/step``
+counts.  Envs whose every env is a JVM (SciWorld) get at most `JVM_CLIENTS` clients.  Clients compete with the
+server for the CPU on a small machine, so the figures are a lower bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
-import requests
-
+from agentgym.launcher import ENVS
+from agentgym.registry import get_env_spec
 from agentgym.spawn import serve_subprocess
+from agentgym.spec import load_object
+from openmanus_rl.envs import EnvClient, RetryPolicy
 from verl.utils.precision import describe_cpu
 
-ROOT = Path(__file__).resolve().parents[1]
-BUTTONS = {"back to search", "next >", "< prev", "description", "features", "reviews", "attributes", "buy now"}
+EPISODE_STEPS = 20
+JVM_CLIENTS = 4
+ACTIONS: dict[str, list[str]] = {
+    "webshop": ["search[red shoes]", "click[back to search]", "click[next >]", "click[description]", "click[< prev]",
+                "search[women's shirt]", "click[buy now]"],
+    "textcraft": ["inventory", "get 1 oak log", "craft 4 oak planks using 1 oak log", "get 2 stick", "dance"],
+    "babyai": ["turn left", "turn right", "move forward", "check available actions", "toggle", "fly"],
+    "sciworld": ["look around", "inventory", "open door to kitchen", "go to kitchen", "pick up thermometer", "wait1"],
+    "maze": ["move up", "move down", "move left", "move right", "jump"],
+    "wordle": ["r a i s e", "s h i r e", "c l o u d", "x x x x x"],
+    "frozenlake": ["up", "down", "left", "right", "swim"],
+    "sokoban": ["up", "down", "left", "right", "push"],
+}
 
 
-@contextmanager
-def own_server(extra: list[str]) -> Iterator[str]:
-    try:
-        with serve_subprocess("webshop", args=extra) as url:
-            yield url
-    except RuntimeError as exc:
-        sys.exit(f"server did not come up: {exc}")
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
 
 
 class Player:
-    """One client thread's env and HTTP session."""
+    """One client thread: one env, its latencies, a seeded action stream."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.http = requests.Session()
-        self.env = self.http.post(url + "/create", timeout=30).json()
-        self.latencies: list[float] = []
+    def __init__(self, env: str, url: str, seed: int, tasks: list[int]) -> None:
+        self.client = EnvClient(get_env_spec(env), url, RetryPolicy(120.0, 0, 0.1))
+        self.client.create()
+        self.actions, self.tasks = ACTIONS[env], tasks
+        self.rng = random.Random(seed)
+        self.step_s: list[float] = []
 
-    def step(self, action: str) -> dict:
-        began = time.perf_counter()
-        r = self.http.post(self.url + "/step", json={"env_idx": self.env, "action": action}, timeout=30)
-        self.latencies.append(time.perf_counter() - began)
-        r.raise_for_status()
-        return r.json()
-
-    def clickables(self) -> list[str]:
-        r = self.http.get(self.url + "/available_actions", params={"env_idx": self.env}, timeout=30)
-        return r.json()["clickables"]
-
-    def episode(self, session_id: int) -> None:
-        r = self.http.post(self.url + "/reset", json={"env_idx": self.env, "session_id": session_id}, timeout=30)
-        instruction = r.json()[0].split(" [SEP] ")[2]
-        self.step(f"search[{instruction}]")
-        hits = [c for c in self.clickables() if c not in BUTTONS]
-        self.step(f"click[{hits[0] if hits else 'back to search'}]")
-        self.step("click[description]")
-        self.step("click[< prev]")
-        options = [c for c in self.clickables() if c not in BUTTONS]
-        self.step(f"click[{options[0]}]" if options else "click[description]")
-        self.step("click[buy now]")
-
-    def close(self) -> None:
-        self.http.post(self.url + "/close", json={"env_idx": self.env}, timeout=30)
-        self.http.close()
+    def episode(self) -> None:
+        self.client.reset(self.rng.choice(self.tasks))
+        for _ in range(EPISODE_STEPS):
+            began = time.perf_counter()
+            done = self.client.step(self.rng.choice(self.actions)).done
+            self.step_s.append(time.perf_counter() - began)
+            if done:
+                return
 
 
-def throughput(url: str, clients: int, duration: float) -> tuple[int, float, float, float]:
-    players = [Player(url) for _ in range(clients)]
+def throughput(env: str, url: str, clients: int, duration: float, tasks: list[int]) -> dict[str, float]:
+    players = [Player(env, url, seed, tasks) for seed in range(clients)]
     stop = time.monotonic() + duration
 
-    def play(i: int) -> None:
-        n = 0
+    def play(player: Player) -> None:
         while time.monotonic() < stop:
-            players[i].episode((i * 1000 + n) % 500)
-            n += 1
+            player.episode()
 
-    threads = [threading.Thread(target=play, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=play, args=(p,)) for p in players]
     began = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - began
-    lat = sorted(x for p in players for x in p.latencies)
+    steps = [s for p in players for s in p.step_s]
     for p in players:
-        p.close()
-    return len(lat), len(lat) / elapsed, statistics.median(lat) * 1e3, lat[int(0.95 * (len(lat) - 1))] * 1e3
+        p.client.close()
+    return {"clients": clients, "steps": len(steps), "steps_per_s": len(steps) / elapsed,
+            "p50_ms": statistics.median(steps) * 1e3, "p95_ms": percentile(steps, 0.95) * 1e3}
 
 
-def create_reset_latency(url: str, n: int) -> tuple[float, float]:
-    http = requests.Session()
+def create_reset_latency(env: str, url: str, n: int, tasks: list[int]) -> tuple[float, float]:
     times = []
     for i in range(n):
+        client = EnvClient(get_env_spec(env), url, RetryPolicy(120.0, 0, 0.1))
         began = time.perf_counter()
-        env = http.post(url + "/create", timeout=30).json()
-        http.post(url + "/reset", json={"env_idx": env, "session_id": i % 500}, timeout=30).raise_for_status()
+        client.create()
+        client.reset(tasks[i % len(tasks)])
         times.append(time.perf_counter() - began)
-        http.post(url + "/close", json={"env_idx": env}, timeout=30)
-    times.sort()
-    return statistics.median(times) * 1e3, times[int(0.95 * (n - 1))] * 1e3
+        client.close()
+    return statistics.median(times) * 1e3, percentile(times, 0.95) * 1e3
+
+
+@contextmanager
+def server_for(env: str, url: str | None) -> Iterator[str]:
+    if url is not None:
+        with nullcontext(url.rstrip("/")) as given:
+            yield given
+        return
+    try:
+        with serve_subprocess(env, timeout_s=120) as own:
+            yield own
+    except RuntimeError as exc:
+        sys.exit(f"{env} server did not come up: {exc}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", help="benchmark this running server instead of starting one")
-    parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts (default %(default)s)")
+    parser.add_argument("--env_name", default="all", help="comma-separated envs, or all (default %(default)s)")
+    parser.add_argument("--url", help="benchmark this running server (one env only) instead of starting one")
+    parser.add_argument("--clients", default="1,8", help="comma-separated client counts (default %(default)s)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per client count (default %(default)s)")
-    parser.add_argument("--resets", type=int, default=200, help="create+reset samples (default %(default)s)")
+    parser.add_argument("--resets", type=int, default=50,
+                        help="create+reset samples (default %(default)s; a tenth for JVM envs)")
     args = parser.parse_args()
-    with (own_server([]) if args.url is None else _given(args.url)) as url:
-        rows = [(c, *throughput(url, c, args.duration)) for c in (int(x) for x in args.clients.split(","))]
-        p50, p95 = create_reset_latency(url, args.resets)
-    print(f"WebShop server at {url}, clients are threads of this process")
-    print(describe_cpu(torch_threads=False))
-    print(f"{'clients':>7} | {'steps':>7} | {'steps/s':>8} | {'p50 ms':>7} | {'p95 ms':>7}")
-    print("-" * 49)
-    for clients, steps, rate, s50, s95 in rows:
-        print(f"{clients:>7} | {steps:>7} | {rate:>8.0f} | {s50:>7.2f} | {s95:>7.2f}")
-    print(f"\ncreate + reset latency over {args.resets} samples: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
-
-
-@contextmanager
-def _given(url: str) -> Iterator[str]:
-    yield url.rstrip("/")
+    envs = sorted(ENVS) if args.env_name == "all" else [e.strip() for e in args.env_name.split(",")]
+    unknown = [e for e in envs if e not in ENVS or e not in ACTIONS]
+    if unknown:
+        parser.error(f"no server or no benchmark actions for {unknown}; envs: {sorted(set(ENVS) & set(ACTIONS))}")
+    if args.url and len(envs) != 1:
+        parser.error("--url names one server: give one --env_name with it")
+    counts = [int(c) for c in args.clients.split(",")]
+    print(f"clients are threads of this process; {describe_cpu(torch_threads=False)}")
+    print(f"{'env':>10} | {'create+reset p50/p95 ms':>23} | {'clients':>7} | {'steps':>6} | {'steps/s':>8} | "
+          f"{'step p50 ms':>11} | {'p95 ms':>7}")
+    print("-" * 92)
+    for env in envs:
+        jvm = get_env_spec(env).extra == "sciworld"
+        tasks = [task_id for task_id, _ in load_object(get_env_spec(env).tasks)("test")][:200]
+        with server_for(env, args.url) as url:
+            c50, c95 = create_reset_latency(env, url, max(2, args.resets // 10) if jvm else args.resets, tasks)
+            for clients in sorted({min(c, JVM_CLIENTS) if jvm else c for c in counts}):
+                row = throughput(env, url, clients, args.duration, tasks)
+                print(f"{env:>10} | {c50:>10.1f} / {c95:>10.1f} | {clients:>7} | {row['steps']:>6} | "
+                      f"{row['steps_per_s']:>8.0f} | {row['p50_ms']:>11.2f} | {row['p95_ms']:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":

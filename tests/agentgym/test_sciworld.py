@@ -162,3 +162,12 @@ def test_the_expert_recognises_the_task_and_wins_over_http() -> None:
     assert ids[13] == 3188
     assert (score.n, score.successes) == (20, [True] * 13 + [False] + [True] * 6)
     assert score.rewards == [100.0] * 13 + [25.0] + [100.0] * 6
+
+
+def test_a_server_that_stops_ends_the_jvms_of_its_open_envs() -> None:
+    with serve_subprocess("sciworld", timeout_s=60) as u:
+        assert [call(u, "POST", "/create") for _ in range(2)] == [{"id": 0}, {"id": 1}]
+        children = jvms(u.pid)
+        assert len(children) == 2
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == [] and len(gone) == 2

@@ -1,0 +1,107 @@
+"""Random and malformed requests for an env server (`fuzz`), seeded, with what each one was.
+
+Each request picks a method and path (the env's own routes under its prefix, the shared ones, or an unknown
+path), then a body: valid-looking bodies with ids that exist, ids that do not, task ids in and out of range,
+random actions (unicode, empty, long), wrong types (strings, floats, booleans, lists, null for ints), missing and
+extra keys, nested junk, bare JSON values, bytes that are not JSON, and a wrong content type.  Query strings get
+the same treatment.  A server passes when it answers every request with a status below 500, or 503 (the env cap).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import requests
+
+from agentgym.spec import EnvSpec
+
+ROUTES = (("POST", "/create"), ("POST", "/reset"), ("POST", "/step"), ("POST", "/close"), ("GET", "/observation"),
+          ("GET", "/list_envs"), ("GET", "/"))
+WEIRD_TEXT = ["", " ", "\x00", "é" * 30, "😀 go", "search[" * 50, "\n\n\n", "a" * 5000, "{}", "null", "-1",
+              "click[buy now]", "move up", "look around", "up"]
+
+
+@dataclass
+class Outcome:
+    method: str
+    path: str
+    body: str
+    status: int
+
+
+def _junk(rng: random.Random, depth: int = 0) -> Any:
+    kinds: list[Callable[[], Any]] = [
+        lambda: rng.randint(-10**12, 10**12), lambda: rng.random() * 1e6, lambda: rng.choice(WEIRD_TEXT),
+        lambda: None, lambda: rng.choice([True, False]), lambda: 2**70]
+    if depth < 2:
+        kinds += [lambda: [_junk(rng, depth + 1) for _ in range(rng.randint(0, 3))],
+                  lambda: {rng.choice(["id", "env_idx", "x", ""]): _junk(rng, depth + 1) for _ in range(rng.randint(0, 3))}]
+    return rng.choice(kinds)()
+
+
+class Fuzzer:
+    """Requests against the server at ``url`` for env ``spec``; ``known_ids`` grows as creates succeed.
+    ``close_known=False`` keeps every created env open (for envs that are slow to create)."""
+
+    def __init__(self, spec: EnvSpec, url: str, seed: int, task_ids: list[int], close_known: bool = True) -> None:
+        self.spec, self.url, self.rng = spec, url.rstrip("/"), random.Random(seed)
+        self.close_known = close_known  # False: /close only ever names ids that do not exist
+        self.task_ids = task_ids
+        self.known_ids: list[int] = []
+        self.http = requests.Session()
+
+    def _id(self) -> Any:
+        r = self.rng.random()
+        if r < 0.6 and self.known_ids:
+            return self.rng.choice(self.known_ids)
+        if r < 0.8:
+            return self.rng.randint(-5, 10**6)
+        return _junk(self.rng)
+
+    def _body(self, route: str) -> Any:
+        rng, id_field = self.rng, self.spec.id_field
+        r = rng.random()
+        if r < 0.1:
+            return _junk(rng)
+        body: dict[str, Any] = {id_field: self._id()}
+        if route == "/close" and not self.close_known and body[id_field] in self.known_ids:
+            body[id_field] = -1
+        if route == "/reset":
+            task = rng.choice(self.task_ids) if rng.random() < 0.6 else _junk(rng)
+            body[self.spec.reset_field] = task
+            body.update(self.spec.reset_extra)
+        elif route == "/step":
+            body["action"] = rng.choice(WEIRD_TEXT) if rng.random() < 0.8 else _junk(rng)
+        if rng.random() < 0.2:
+            body.pop(rng.choice(list(body)))
+        if rng.random() < 0.1:
+            body[rng.choice(["extra", "", "id", "env_idx"])] = _junk(rng)
+        return body
+
+    def one(self) -> Outcome:
+        rng = self.rng
+        method, route = rng.choice(ROUTES) if rng.random() < 0.95 else (rng.choice(["GET", "POST", "PUT", "DELETE"]),
+                                                                           rng.choice(["/nope", "/step/1", "//", "/%00"]))
+        path = ("" if route == "/" else self.spec.prefix) + route
+        headers = {"content-type": "application/json"}
+        params = None
+        if method == "GET":
+            params = {self.spec.id_field: self._id()} if rng.random() < 0.9 else {"junk": "1"}
+            data = None
+        else:
+            shape = rng.random()
+            if shape < 0.08:
+                data = rng.choice([b"{", b"\xff\xfe", b"", b"[1,2", b'{"id": }', b"nan"])
+            else:
+                data = json.dumps(self._body(route)).encode()
+            if rng.random() < 0.05:
+                headers = {"content-type": rng.choice(["text/plain", "application/x-www-form-urlencoded"])}
+        r = self.http.request(method, self.url + path, data=data, params=params, headers=headers, timeout=120)
+        if route == "/create" and r.status_code == 200:
+            answer = r.json()
+            self.known_ids.append(answer if isinstance(answer, int) else answer["id"])
+        return Outcome(method, path, (data or b"")[:200].decode("utf-8", "replace") if data else str(params),
+                       r.status_code)
