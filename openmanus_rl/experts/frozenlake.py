@@ -17,7 +17,6 @@ observation's ``Moves left`` and ``max_steps`` minus the actions played).
 
 from __future__ import annotations
 
-import random
 import re
 
 from agentgym.frozenlake.plan import MOVES, shortest_path
@@ -50,19 +49,8 @@ class FrozenLakeExpert(Expert):
     env_name = "frozenlake"
 
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise = noise
-        self.seed = seed
+        super().__init__(noise, seed)
         self.max_steps = max_steps
-        self.rng = random.Random(seed)
-
-    def reset(self, seed: int | None = None) -> None:
-        super().reset(seed)
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
 
     def act(self, observation: str) -> str:
         rows = read_map(observation)
@@ -74,7 +62,7 @@ class FrozenLakeExpert(Expert):
             return self._do(FALLBACK, f"I see no safe path to the goal, so I try moving {FALLBACK}.")
         left = _MOVES_LEFT.search(observation)
         budget = min(int(left.group(1)) if left else self.max_steps, self.max_steps - self.steps) - 1
-        if self.noise > 0 and self.rng.random() < self.noise:
+        if self.noisy():
             detours = [m for m in MOVES if m != path[0] and self._fits(rows, at, m, budget)]
             if detours:
                 move = self.rng.choice(detours)

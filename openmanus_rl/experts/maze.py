@@ -21,7 +21,6 @@ deterministic.
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass
 
@@ -70,20 +69,14 @@ class MazeExpert(Expert):
     env_name = "maze"
 
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise, self.seed, self.max_steps = noise, seed, max_steps
-        self.rng = random.Random(seed)
+        super().__init__(noise, seed)
+        self.max_steps = max_steps
         self.walls: set[Cell] = set()
         self.seen: set[Cell] = set()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.walls, self.seen = set(), set()
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
 
     def act(self, observation: str) -> str:
         view = read_view(observation)
@@ -94,7 +87,7 @@ class MazeExpert(Expert):
         if not path:
             return self._do(FALLBACK, "I see no way to the goal, so I try moving up.")
         left = min(view.moves_left if view.moves_left is not None else self.max_steps, self.max_steps - self.steps)
-        if self.noise > 0 and self.rng.random() < self.noise:
+        if self.noisy():
             detours = [m for m in MOVES if m != path[0] and m not in view.walls
                        and self._fits(_step(view.position, m), view.goal, left - 1)]
             if detours:

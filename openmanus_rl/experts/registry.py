@@ -17,6 +17,7 @@ outside; `get_expert` builds one.
 
 from __future__ import annotations
 
+import random
 import re
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar
@@ -27,18 +28,31 @@ from openmanus_rl.envs.specs import ENV_SPECS, EnvSpec
 
 
 class Expert(ABC):
-    """A scripted policy for one env: ``reset()``, then ``act(observation)`` once per turn."""
+    """A scripted policy for one env: ``reset()``, then ``act(observation)`` once per turn.
+
+    ``noise`` in [0, 1] is how often the expert strays from its best action (each expert says how), drawn
+    from ``rng``, seeded by ``seed``; ``noise=0`` is deterministic.
+    """
 
     env_name: ClassVar[str] = ""
 
-    def __init__(self) -> None:
+    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
+        if not 0.0 <= noise <= 1.0:
+            raise ValueError(f"noise must be in [0, 1], got {noise}")
+        self.noise, self.seed, self.rng = noise, seed, random.Random(seed)
         self.last_thought = ""
         self.steps = 0
 
     def reset(self, seed: int | None = None) -> None:
-        """Start a new episode (``seed``: re-seed any randomness the expert has)."""
+        """Start a new episode (``seed``: re-seed the expert's randomness)."""
         self.last_thought = ""
         self.steps = 0
+        if seed is not None:
+            self.seed, self.rng = seed, random.Random(seed)
+
+    def noisy(self) -> bool:
+        """Whether to stray this time: true with probability ``noise``."""
+        return self.noise > 0 and self.rng.random() < self.noise
 
     def _do(self, action: str, thought: str) -> str:
         """Count a step, keep its thought, and return ``action`` (what `act` ends with)."""

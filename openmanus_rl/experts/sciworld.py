@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -74,21 +73,13 @@ class SciWorldExpert(Expert):
     env_name = "sciworld"
 
     def __init__(self, noise: float = 0.0, seed: int = 0, simplifications: str = "") -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise = noise
-        self.seed = seed
-        self.rng = random.Random(seed)
+        super().__init__(noise, seed)
         self.simplifications = simplifications
         self._sim: SciWorldEnv | None = None
         self.plan: list[str] | None = None
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
         self.plan = None  # the gold path still to play; None until the first observation is read
         self.data_idx: int | None = None
 
@@ -119,7 +110,7 @@ class SciWorldExpert(Expert):
                 self.plan = sim.gold_path()
         if not self.plan:
             return self._do(FALLBACK, "I do not know what to do next, so I look around.")
-        if self.noise > 0 and self.rng.random() < self.noise:
+        if self.noisy():
             return self._do(FALLBACK, "I look around once more before my next step.")
         action = self.plan.pop(0)
         t = task(self.data_idx) if self.data_idx is not None else None

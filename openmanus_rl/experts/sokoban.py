@@ -17,7 +17,6 @@ and ``max_steps`` minus the actions played).  ``noise=0`` is deterministic.
 
 from __future__ import annotations
 
-import random
 import re
 
 from agentgym.sokoban.data import MOVES, Board, advance, parse_board
@@ -59,20 +58,12 @@ class SokobanExpert(Expert):
     env_name = "sokoban"
 
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise = noise
-        self.seed = seed
+        super().__init__(noise, seed)
         self.max_steps = max_steps
-        self.rng = random.Random(seed)
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
         self.plan: list[str] | None = None  # moves not yet played
         self.expected: Board | None = None  # the room the last move should leave
 
@@ -87,7 +78,7 @@ class SokobanExpert(Expert):
             return self._do(FALLBACK, f"I see no way to put every box on a target, so I try moving {FALLBACK}.")
         left = _MOVES_LEFT.search(observation)
         budget = min(int(left.group(1)) if left else self.max_steps, self.max_steps - self.steps) - 1
-        if self.noise > 0 and self.rng.random() < self.noise:
+        if self.noisy():
             detours = []
             for move in MOVES:
                 after, event = _after(board, move)

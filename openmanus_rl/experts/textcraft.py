@@ -24,7 +24,6 @@ fits in ``max_steps`` actions.  ``noise=0`` is deterministic.
 
 from __future__ import annotations
 
-import random
 import re
 
 from agentgym.textcraft.data import Recipe, parse_craft
@@ -83,20 +82,12 @@ class TextCraftExpert(Expert):
     env_name = "textcraft"
 
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise = noise
-        self.seed = seed
+        super().__init__(noise, seed)
         self.max_steps = max_steps
-        self.rng = random.Random(seed)
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
         self.goal: str | None = None
         self.plan: list[str] | None = None  # actions not yet played; None: nothing to follow
 

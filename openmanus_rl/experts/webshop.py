@@ -43,7 +43,6 @@ Actions name page elements as the page shows them (``click[B0ABCDEFGH]``,
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass, field
 
@@ -244,23 +243,15 @@ class WebShopExpert(Expert):
 
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS,
                  max_candidates: int = 3) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
+        super().__init__(noise, seed)
         if max_steps < 3:
             raise ValueError(f"max_steps must be >= 3 (search, open, buy), got {max_steps}")
-        self.noise = noise
-        self.seed = seed
         self.max_steps = max_steps
         self.max_candidates = max_candidates
-        self.rng = random.Random(seed)
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
         self.tried: list[str] = []  # products opened, in order
         self.current: str | None = None  # the product whose page is open
         self.selected: list[str] = []  # option values clicked on the current product
@@ -271,9 +262,6 @@ class WebShopExpert(Expert):
     def _left(self) -> int:
         """Actions still allowed after the one being chosen now."""
         return self.max_steps - self.steps - 1
-
-    def _noisy(self) -> bool:
-        return self.noise > 0 and self.rng.random() < self.noise
 
     def wanted_options(self, page: Page, instruction: Instruction) -> list[tuple[str, str | None]]:
         """(what the instruction asks for, the offered value to click or None) for the item page, in page order."""
@@ -338,7 +326,7 @@ class WebShopExpert(Expert):
                 return self._do("click[Back to Search]", "There are no results, so I go back to the search.")
         ranked = self._rank(fresh, instruction)
         pick = ranked[0]
-        if len(ranked) > 1 and self._noisy():
+        if len(ranked) > 1 and self.noisy():
             pick = self.rng.choice(ranked[1:])
         which = "the next result" if self.tried else "the top result"
         self.tried.append(pick.asin)
@@ -363,7 +351,7 @@ class WebShopExpert(Expert):
             for ask, value in wanted:
                 if value is None or value in self.selected or value in self.skipped:
                     continue
-                if self._noisy():
+                if self.noisy():
                     self.skipped.add(value)
                     continue
                 self.selected.append(value)

@@ -16,7 +16,6 @@ random, instead of the solver's.  ``noise=0`` is deterministic.
 
 from __future__ import annotations
 
-import random
 import re
 
 from agentgym.wordle.data import spell
@@ -38,19 +37,12 @@ class WordleExpert(Expert):
     env_name = "wordle"
 
     def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__()
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise, self.seed = noise, seed
-        self.rng = random.Random(seed)
+        super().__init__(noise, seed)
         self.known: dict[int, tuple[str, str]] = {}
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.known = {}
-        if seed is not None:
-            self.seed = seed
-            self.rng = random.Random(seed)
 
     def act(self, observation: str) -> str:
         self.known.update(read_history(observation))
