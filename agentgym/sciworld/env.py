@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from ..server import EpisodeStateError, InvalidRequestError
 from .data import Task, task
 
 DEFAULT_MAX_STEPS = 100
+JVM_HEAP = "768m"
 SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors",
                    "noElectricalAction")
 JVM_EXIT_WAIT_S = 10.0
@@ -41,10 +43,17 @@ class StepResult:
 
 
 def start_simulator() -> Any:
-    """A ScienceWorld simulator with its own JVM (scienceworld's wrapper; its per-step extras are not used)."""
+    """A ScienceWorld simulator with its own JVM (scienceworld's wrapper; its per-step extras are not used).
+
+    The JVM's heap is capped at `JVM_HEAP` unless ``JAVA_TOOL_OPTIONS`` already sets one: Java's default, a
+    quarter of the machine's memory per JVM, lets a few idle envs hold gigabytes.
+    """
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from scienceworld import ScienceWorldEnv
 
+    options = os.environ.get("JAVA_TOOL_OPTIONS", "")
+    if "-Xmx" not in options:
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{options} -Xmx{JVM_HEAP}".strip()
     return ScienceWorldEnv("")
 
 
