@@ -1,1 +1,2 @@
-"""BabyAI grid-world missions (AgentGym's BabyAI protocol): spec only (`spec.py`); no server in this project yet."""
+"""BabyAI environment: levels and tasks (`data`), the game on minigrid (`env`), its view in words (`view`), path
+finding and the oracle (`plan`) and HTTP routes (`app`)."""

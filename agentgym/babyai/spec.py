@@ -1,4 +1,11 @@
-"""BabyAI grid-world missions (AgentGym's BabyAI protocol): the spec; no server in this project yet."""
+"""BabyAI, grid-world missions (minigrid's 40 BabyAI levels that AgentGym plays) described in words and played with
+high-level actions, served on AgentGym's family-B protocol: how clients and the agent see it; the server is
+`agentgym.babyai.app`.
+
+Success: minigrid's reward is ``1 - 0.9 * steps / max_steps`` on completing the mission and 0 otherwise, so a
+completed mission pays between 0.1 and 1 (the later, the less).  ``success_reward`` is therefore a small positive
+threshold, 0.01: any positive reward is a success.
+"""
 
 from agentgym.spec import EnvSpec
 
@@ -6,11 +13,25 @@ SPEC = EnvSpec(
     name="babyai",
     family="B",
     reset_field="data_idx",
-    action_pattern=r"(turn left|turn right|move forward|go to .+|pick ?up .+|go through .+|toggle.*|drop.*|check available actions)",
+    action_pattern=(r"(turn left|turn right|move forward|go to \w+ \w+ \d+|pick ?up \w+ \w+ \d+|go through \w+ door \d+"
+                    r"|toggle and go through \w+ door \d+|toggle|drop|check available actions)\.?"),
     instructions=(
-        "You control an agent in a small grid world and must accomplish the mission given after 'Your goal:'. "
-        "Each observation describes the objects you can see, relative to you, and lists the actions you can take now. "
-        "Choose exactly one of the listed actions per turn, for example: turn left, move forward, "
-        "go to red ball 1, pickup red ball 1, toggle and go through green door 1."
+        "You control an agent in a grid world of rooms and must accomplish the mission given after 'Your goal:'.\n"
+        "Each observation describes what you see in front of you: each key, ball, box and door, named by colour, "
+        "type and a number (for example 'grey key 1') with how many steps in front of you and to your left or right "
+        "it is; the walls right next to you; what you carry; and the actions you can take now.\n"
+        "Actions (one per turn, one of those listed under 'Available actions'): turn left, turn right, move forward; "
+        "go to <colour> <type> <n> (walk up to it and face it); pickup <colour> <type> <n> (you can carry one thing); "
+        "go through <colour> door <n> (an open door); toggle and go through <colour> door <n> (open a closed door, "
+        "or a locked one while carrying a key of its colour, and go through); toggle (open or close the door in "
+        "front of you, or open the box in front of you); drop (put what you carry in front of you); check available "
+        "actions. Any other action changes nothing.\n"
+        "You succeed when the mission is done before the level's step limit; the sooner, the higher the reward."
     ),
+    success_reward=0.01,
+    app="agentgym.babyai.app",
+    tasks="agentgym.babyai.data:task_list",
+    splits="4,000 tasks: AgentGym's 40 BabyAI levels x seeds 0-99 (task i: level i % 40, seed i // 40); "
+           "test ids 0-199 (seeds 0-4), dev 200-399 (seeds 5-9), train 400-3999",
+    expert="openmanus_rl.experts.babyai:BabyAIExpert",
 )

@@ -31,7 +31,7 @@ from ..server import EnvRegistry, Family, create_app
 from .data import NUM_TASKS
 from .env import SokobanEnv
 
-DEFAULT_PORT = 36102
+DEFAULT_PORT = 36106
 DEFAULT_MAX_ENVS = 4096
 
 

@@ -1,0 +1,80 @@
+"""BabyAI's HTTP routes (AgentGym protocol family B, in AgentGym's BabyAI shapes).
+
+==========================  ===========================================  =============================================
+route                       request                                      response
+==========================  ===========================================  =============================================
+GET  /                                                                   ``"ok"``
+POST /create                no body (any body is ignored)                ``{"id"}``: an env with no episode yet
+POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"observation", "reward", "score",
+                                                                         "deleted": false, "done"}``
+POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "score", "done"}``
+GET  /observation           ``?id=``                                      ``{"observation", "reward", "score", "done",
+                                                                         "deleted": false}``
+GET  /list_envs                                                          [int]
+POST /close                 ``{"id"}``                                    ``true``
+==========================  ===========================================  =============================================
+
+``reward`` is the last action's reward (0.0 after a reset), ``score`` the
+episode's total so far; both are minigrid's ``1 - 0.9 * steps / max_steps`` on
+the action that completes the mission and 0 otherwise (`agentgym.babyai.env`).
+``deleted`` is always false: a closed env is gone (its id answers 404).  Ids
+and ``data_idx`` must be JSON integers (not strings or booleans); ``data_idx``
+must be a task id (0 <= data_idx < 4000).  Errors: see ``agentgym.server``
+(unknown id 404, step or observation before a reset and step after done 409,
+bad body 422, env cap 503); an action over 4096 characters is a 422.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fastapi import FastAPI
+
+from ..episodes import ResetRequest, StepRequest
+from ..server import EnvRegistry, EpisodeStateError, Family, create_app
+
+DEFAULT_PORT = 36102
+DEFAULT_MAX_ENVS = 4096
+
+
+def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
+    """The BabyAI app (minigrid is imported here, so that importing this module stays cheap)."""
+    from .env import BabyAIEnv
+
+    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id")
+    app = create_app("BabyAI", registry, Family.B)
+
+    @app.post("/reset")
+    def reset(body: ResetRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            observation = env.reset(body.data_idx)
+            return {"observation": observation, "reward": env.reward, "score": env.score, "deleted": False,
+                    "done": env.done}
+
+    @app.post("/step")
+    def step(body: StepRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            result = env.step(body.action)
+        return {"observation": result.observation, "reward": result.reward, "score": result.score,
+                "done": result.done}
+
+    @app.get("/observation")
+    def observation(id: int) -> dict[str, Any]:
+        with registry.use(id) as env:
+            if env.gym is None:
+                raise EpisodeStateError("no episode yet: POST /reset first")
+            return {"observation": env.observation, "reward": env.reward, "score": env.score, "done": env.done,
+                    "deleted": False}
+
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """BabyAI's server options."""
+    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
+                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    return build_app(args.max_envs)
