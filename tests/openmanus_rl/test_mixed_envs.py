@@ -78,3 +78,39 @@ def test_each_row_goes_to_its_env_and_metrics_are_per_source(servers: tuple[str,
         with pytest.raises(ValueError, match=r"row 1 has data_source 'sokoban', which names none of the envs "
                                              r"\['frozenlake', 'maze'\] of agent.env_name"):
             agent.run_llm_loop(unknown)
+
+
+GRPO = ["algorithm.adv_estimator=grpo", "agent.n=4", "data.train_batch_size=2", "actor_rollout_ref.actor.use_kl_loss=true"]
+
+
+@pytest.mark.parametrize("env_name", ["babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop",
+                                      "wordle", "babyai,webshop"])
+def test_every_env_and_a_mix_pass_the_grpo_jobs_config_check(env_name: str, tiny_model_path: str, tmp_path) -> None:
+    """What ``./train_grpo.sh --env_name <env>`` checks before any work, on that env's own prepared data."""
+    import subprocess
+    import sys
+
+    from verl.trainer.ppo.config import load_config
+
+    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", env_name, "--out", str(tmp_path),
+                    "--train_size", "4", "--dev_size", "2", "--test_size", "2"], check=True, capture_output=True)
+    folder = tmp_path / env_name.replace(",", "+")
+    envs = env_name.split(",")
+    ports = list(range(36901, 36901 + len(envs)))
+    cfg = load_config([*GRPO, f"actor_rollout_ref.model.path={tiny_model_path}",
+                       f"data.train_files={folder / 'train.parquet'}", f"data.val_files={folder / 'dev.parquet'}",
+                       f"agent.env_name='{env_name}'", f"agent.env_ports={ports}", "agent.manage_servers=true",
+                       f"trainer.output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={tmp_path / 'ckpt'}"])
+    assert cfg.agent["env_name"] == env_name
+    assert AgentConfig(**cfg.agent).ports_by_env() == {env: [port] for env, port in zip(envs, ports)}
+
+
+def test_the_config_check_names_a_bad_env_list() -> None:
+    from verl.trainer.ppo.config import load_config
+    from verl.workers.config import ConfigError
+
+    base = ["actor_rollout_ref.model.path=/nowhere"]
+    with pytest.raises(ConfigError, match="agent: unknown env 'nope'"):
+        load_config([*base, "agent.env_name='babyai,nope'", "agent.env_ports=[1,2]"], check_files=False)
+    with pytest.raises(ConfigError, match="agent: env_ports must list the same number of ports for each of the 2 envs"):
+        load_config([*base, "agent.env_name='babyai,maze'", "agent.env_ports=[1,2,3]"], check_files=False)
