@@ -66,7 +66,8 @@ import gymnasium
 import minigrid  # noqa: F401  (registers the BabyAI-* ids)
 import numpy as np
 
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import require_episode
+from ..server import InvalidRequestError
 from .data import gym_id, task_level
 from .plan import DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE, WAIT, Reach
 from .view import Thing, describe, look, visible_cells
@@ -132,10 +133,7 @@ class BabyAIEnv:
         return self._observe(None)
 
     def step(self, action: str) -> StepResult:
-        if self.gym is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /reset to start a new one")
+        require_episode(self.gym is not None, self.done)
         text = normalize(action)
         self.reward = 0.0
         if text == CHECK:

@@ -29,33 +29,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
 
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, parse_move, require_episode
+from ..server import InvalidRequestError
 from .data import task_map
 from .plan import MOVES
 
 MAX_STEPS = 30
 LEGEND = "Legend: P you, S start, F frozen ice (safe), H hole, G goal."
 GYM_ACTIONS = {"left": 0, "down": 1, "right": 2, "up": 3}  # FrozenLake-v1's action numbers
-_ACTION = re.compile(r"^(?:(?:move|go) )?(up|down|left|right)$")
 _HIGHLIGHT = re.compile(r"\x1b\[\d+m(.)\x1b\[0m")  # the ansi rendering's player cell
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
-
-
-def parse_move(action: str) -> str | None:
-    """``" Move UP. "`` -> ``"up"``; None for anything that is not a move."""
-    match = _ACTION.match(" ".join(action.lower().split()).removesuffix("."))
-    return match.group(1) if match else None
 
 
 class FrozenLakeEnv:
@@ -82,10 +68,7 @@ class FrozenLakeEnv:
                              "into a hole H.")
 
     def step(self, action: str) -> StepResult:
-        if self.gym is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /reset to start a new one")
+        require_episode(self.gym is not None, self.done)
         self.steps += 1
         move, reward = parse_move(action), 0.0
         if move is None:

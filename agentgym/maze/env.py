@@ -27,26 +27,17 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 
+from .. import game
+from ..game import StepResult, require_episode
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import GOAL, MAX_STEPS, Cell, is_open, start_of
 from .plan import MOVES, SIDES
-_ACTION = re.compile(r"^(?:move )?(up|down|left|right)$")
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
 
 
 def parse_move(action: str) -> str | None:
     """``" Move  UP. "`` -> ``"up"``; None for anything that is not a move."""
-    match = _ACTION.match(" ".join(action.lower().split()).removesuffix("."))
-    return match.group(1) if match else None
+    return game.parse_move(action, prefixes=("move",))
 
 
 def describe_walls(cell: Cell) -> str:
@@ -84,10 +75,7 @@ class MazeEnv:
         return self._observe("")
 
     def step(self, action: str) -> StepResult:
-        if self.position is None:
-            raise EpisodeStateError("no episode yet: POST /maze/reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /maze/reset to start a new one")
+        require_episode(self.position is not None, self.done, "/maze/reset")
         self.steps += 1
         move, reward = parse_move(action), 0.0
         if move is None:

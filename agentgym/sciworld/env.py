@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from ..game import require_episode
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import Task, task
 
@@ -88,10 +89,7 @@ class SciWorldEnv:
                 "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
 
     def step(self, action: str) -> StepResult:
-        if self.task is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /reset to start a new one")
+        require_episode(self.task is not None, self.done)
         server = self.sim.server
         self.observation = str(server.step(action))
         self.steps += 1

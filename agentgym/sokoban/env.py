@@ -29,28 +29,13 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, parse_move, require_episode
+from ..server import InvalidRequestError
 from .data import MOVES, Board, advance, level
 
 MAX_STEPS = 60
 LEGEND = "Legend: # wall, _ floor, @ you, $ box, . target, * box on a target, + you on a target."
-_ACTION = re.compile(r"^(?:(?:move|go) )?(up|down|left|right)$")
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
-
-
-def parse_move(action: str) -> str | None:
-    """``" Move UP. "`` -> ``"up"``; None for anything that is not a move."""
-    match = _ACTION.match(" ".join(action.lower().split()).removesuffix("."))
-    return match.group(1) if match else None
 
 
 class SokobanEnv:
@@ -73,10 +58,7 @@ class SokobanEnv:
 
     def step(self, action: str) -> StepResult:
         board = self.board
-        if board is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /reset to start a new one")
+        require_episode(board is not None, self.done)
         self.steps += 1
         move = parse_move(action)
         if move is None:

@@ -38,8 +38,8 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass
 
+from ..game import StepResult
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import Cookbook, Recipe, item_name, parse_craft
 
@@ -51,13 +51,6 @@ _GET = re.compile(r"^get (\d{1,9}) (\S.*)$")
 
 class ActionFailed(Exception):
     """An action that changes nothing; its message is the observation."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
 
 
 def normalize(action: str) -> str:

@@ -29,8 +29,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..game import StepResult, require_episode
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import MAX_GUESSES, feedback, guesses, secret_of, spell
 
@@ -39,13 +39,6 @@ INSTRUCTION = (f"Find the secret five-letter word in at most {MAX_GUESSES} guess
                "separated by spaces, e.g. s h i r e. Each guess is answered with one letter per position: g right "
                "letter in the right place, y in the word but elsewhere, b not in the word.")
 _GUESS = re.compile(r"^([a-z] ){4}[a-z]$")
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
 
 
 def parse_guess(action: str) -> str | None:
@@ -79,10 +72,7 @@ class WordleEnv:
         return self._observe(START)
 
     def step(self, action: str) -> StepResult:
-        if self.secret is None:
-            raise EpisodeStateError("no episode yet: POST /wordle/reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /wordle/reset to start a new one")
+        require_episode(self.secret is not None, self.done, "/wordle/reset")
         word, reward = parse_guess(action), 0.0
         if word is None:
             message = (f'invalid word: "{action.strip()}" is not five letters separated by spaces (e.g. s h i r e). '
