@@ -3,7 +3,8 @@
     agentgym serve <env> [--host 127.0.0.1] [--port P] [--log-level info] [env options]
     agentgym list
     webshop --host H --port P [webshop options]        # the upstream console commands
-    textcraft --host H --port P [textcraft options]   (likewise babyai, sciworld; lmrlgym serves maze and wordle)
+    textcraft --host H --port P [textcraft options]   (likewise babyai, sciworld, alfworld;
+                                                      lmrlgym serves maze and wordle)
     python -m agentgym.launcher serve webshop --port 36001
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
@@ -86,6 +87,7 @@ webshop_main = _upstream_command("webshop")
 textcraft_main = _upstream_command("textcraft")
 babyai_main = _upstream_command("babyai")
 sciworld_main = _upstream_command("sciworld")
+alfworld_main = _upstream_command("alfworld")
 lmrlgym_main = _upstream_command("lmrlgym", "agentgym.lmrlgym.app")
 
 

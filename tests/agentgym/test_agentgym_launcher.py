@@ -29,7 +29,7 @@ def test_agentgym_does_not_import_the_trainer_or_torch() -> None:
 @pytest.mark.slow
 def test_cli_lists_envs_and_options() -> None:
     assert run("-m", "agentgym.launcher", "list").stdout == (
-        "babyai\nfrozenlake\nmaze\nsciworld\nsokoban\ntextcraft\nwebshop\nwordle\n")
+        "alfworld\nbabyai\nfrozenlake\nmaze\nsciworld\nsokoban\ntextcraft\nwebshop\nwordle\n")
     usage = run("-m", "agentgym.launcher", "serve", "webshop", "--help").stdout
     for option in ("--host", "--port", "--data-dir", "--goals", "--max-envs", "--show-attrs", "--log-level"):
         assert option in usage

@@ -1,6 +1,6 @@
 """Every env that has a server, through the same three checks: the agent's own client plays the env's expert on
 a test task, 10,000 random and malformed requests get no 5xx but the 503 of the env cap, and memory stays flat
-over repeated create/reset/close cycles (1,000; 40 where each env is a JVM)."""
+over repeated create/reset/close cycles (1,000; 40 where each env is a JVM or each reset loads a planned game)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,15 @@ pytestmark = pytest.mark.slow
 JVM_ENVS = {"sciworld"}  # an env is a JVM: slow to create, so fewer cycles and no closing while fuzzing
 SERVER_ARGS = {"sciworld": ["--max-envs", "2"]}
 FUZZ_REQUESTS = 10_000
-MEMORY_CYCLES = {"sciworld": 40}
+VALID_TASK_SHARE = {"alfworld": 0.03}  # a real ALFWorld reset loads a game into the engine: 0.5-2 s
+MEMORY_CYCLES = {"sciworld": 40, "alfworld": 40}
 MEMORY_SLACK_MB = {"sciworld": 40.0}  # py4j keeps some per-gateway state; a leak of one JVM would be ~100 MB
 DEFAULT_CYCLES, DEFAULT_SLACK_MB, WARMUP = 1000, 15.0, 20
 
 
 def test_every_env_with_a_task_list_and_an_expert_has_a_server() -> None:
-    assert sorted(ENVS) == ["babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop", "wordle"]
+    assert sorted(ENVS) == ["alfworld", "babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop",
+                            "wordle"]
     for name in ENVS:
         spec = get_env_spec(name)
         assert spec.tasks and spec.expert and spec.splits, name
@@ -60,7 +62,8 @@ def test_the_agents_client_plays_the_expert_on_a_test_task(server: tuple[str, st
 
 def test_random_and_malformed_requests_get_no_5xx_but_503(server: tuple[str, str]) -> None:
     name, url = server
-    fuzzer = Fuzzer(get_env_spec(name), url, seed=7, task_ids=first_test_ids(name)[:50], close_known=name not in JVM_ENVS)
+    fuzzer = Fuzzer(get_env_spec(name), url, seed=7, task_ids=first_test_ids(name)[:50], close_known=name not in JVM_ENVS,
+                    valid_task_share=VALID_TASK_SHARE.get(name, 0.6))
     statuses: Counter[int] = Counter()
     bad = []
     for _ in range(FUZZ_REQUESTS):
@@ -86,7 +89,7 @@ def test_memory_stays_flat_over_create_reset_close_cycles(server: tuple[str, str
             client.reset(ids[i % len(ids)])
             client.close()
 
-    cycles(WARMUP if name not in JVM_ENVS else 4)
+    cycles(4 if name in MEMORY_CYCLES else WARMUP)
     before = process.memory_info().rss
     cycles(MEMORY_CYCLES.get(name, DEFAULT_CYCLES))
     grown_mb = (process.memory_info().rss - before) / 2**20

@@ -1,0 +1,102 @@
+"""ALFWorld's HTTP routes (AgentGym protocol family B, in AgentGym's ALFWorld shapes).
+
+==========================  ========================================  ===============================================
+route                       request                                   response
+==========================  ========================================  ===============================================
+GET  /                                                                ``"ok"``
+POST /create                no body (any body is ignored)             ``{"id"}`` (no game yet)
+POST /reset                 ``{"id", "game": int, "world_type"}``     ``{"id", "observation", "available_actions",
+                                                                      "task_type", "reward", "done"}``
+POST /step                  ``{"id", "action"}``                       ``{"observation", "reward", "available_actions",
+                                                                      "done"}``
+GET  /observation           ``?id=``                                   the current observation (str; 409 before reset)
+GET  /available_actions     ``?id=``                                   the actions the engine accepts now ([str])
+GET  /list_envs                                                       [int]
+POST /close                 ``{"id"}``                                 ``true``; the env's engine is unloaded
+==========================  ========================================  ===============================================
+
+``game`` is a generated task id (``0 <= game < 3600``, see `agentgym.alfworld.data`),
+or, when the server runs with ``--data-dir``, the index of a real ALFWorld game in
+that folder.  ``world_type`` is ``"Text"`` (the default; the only world served).
+``done`` is false and ``reward`` 0.0 after reset; reward 1.0 on the step that
+completes the task.  Ids and ``game`` must be JSON integers.  Errors: see
+``agentgym.server`` (unknown id 404, step before reset or after done 409, bad
+body or ``game`` 422, env cap 503); an action over 4096 characters is a 422.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from pydantic import BaseModel, StrictInt
+
+from ..episodes import StepRequest
+from ..server import EnvRegistry, EpisodeStateError, Family, create_app
+from .env import DEFAULT_MAX_STEPS
+
+DEFAULT_PORT = 36105
+DEFAULT_MAX_ENVS = 64  # each holds a copy of Fast Downward's library and its game
+
+
+class ResetRequest(BaseModel):
+    id: StrictInt
+    game: StrictInt = 0
+    world_type: Literal["Text"] = "Text"
+
+
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
+              max_steps: int = DEFAULT_MAX_STEPS) -> FastAPI:
+    """The ALFWorld app: generated games, or the real ALFWorld games under ``data_dir``; ``max_steps`` per episode."""
+    from .data import GameFolder, generated_game
+    from .env import AlfWorldEnv
+
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    games = GameFolder(data_dir).__getitem__ if data_dir else generated_game
+    registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(lambda: AlfWorldEnv(games, max_steps), max_envs, "id")
+    app = create_app("ALFWorld", registry, Family.B)
+
+    @app.post("/reset")
+    def reset(body: ResetRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            return {"id": body.id, **env.reset(body.game)}
+
+    @app.post("/step")
+    def step(body: StepRequest) -> dict[str, Any]:
+        with registry.use(body.id) as env:
+            result = env.step(body.action)
+        return {"observation": result.observation, "reward": result.reward,
+                "available_actions": result.available_actions, "done": result.done}
+
+    @app.get("/observation")
+    def observation(id: int) -> str:
+        with registry.use(id) as env:
+            if env.game is None:
+                raise EpisodeStateError("no episode yet: POST /reset first")
+            return env.observation
+
+    @app.get("/available_actions")
+    def available_actions(id: int) -> list[str]:
+        with registry.use(id) as env:
+            if env.game is None:
+                raise EpisodeStateError("no episode yet: POST /reset first")
+            return list(env.available_actions)
+
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """ALFWorld's server options."""
+    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
+                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    parser.add_argument("--data-dir", default=None,
+                        help="serve the real ALFWorld games under this folder (game.tw-pddl beside traj_data.json) "
+                             "instead of generated ones")
+    parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
+                        help="actions per episode (default %(default)s)")
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    return build_app(args.max_envs, args.data_dir, args.max_steps)

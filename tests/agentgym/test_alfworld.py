@@ -1,0 +1,310 @@
+"""ALFWorld on the real engine: generated games and splits, the planner's plan as oracle, the game's rules and
+messages, the expert in process, and the family-B protocol of a real server (literal exchange, bad input, close,
+memory over many envs, the expert over HTTP).  Loading a game costs the engine about a second."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import psutil
+import pytest
+import requests
+
+from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
+from agentgym.alfworld.env import AlfWorldEnv, normalize
+from agentgym.alfworld.generate import generate
+from agentgym.alfworld.plan import oracle
+from agentgym.registry import get_env_spec
+from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.spawn import serve_subprocess
+
+SPEC = get_env_spec("alfworld")
+ROOM1 = ("You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
+         "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable 1, "
+         "a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp.")
+GO_TO = ["go to armchair 1", "go to coffeetable 1", "go to drawer 1", "go to garbagecan 1", "go to shelf 1",
+         "go to shelf 2", "go to shelf 3", "go to shelf 4", "go to sidetable 1", "go to sidetable 2", "go to sofa 1",
+         "go to tvstand 1"]
+START1 = GO_TO + ["help", "inventory", "look"]
+AT_SIDETABLE2 = (["examine sidetable 2"] + [a for a in GO_TO if a != "go to sidetable 2"]
+                 + ["help", "inventory", "look", "take box 1 from sidetable 2", "take cellphone 2 from sidetable 2",
+                    "take laptop 2 from sidetable 2"])
+HOLDING = (["examine laptop 2", "examine sidetable 2"] + [a for a in GO_TO if a != "go to sidetable 2"]
+           + ["help", "inventory", "look", "move laptop 2 to sidetable 2"])
+AT_TVSTAND = (["examine laptop 2", "examine tvstand 1"] + [a for a in GO_TO if a != "go to tvstand 1"]
+              + ["help", "inventory", "look", "use floorlamp 1"])
+
+
+def shown(text: str, actions: list[str]) -> str:
+    return f"{text}\nAVAILABLE ACTIONS: {', '.join(actions)}"
+
+
+# ---------------------------------------------------------------------- games and splits
+def test_splits_are_disjoint_complete_and_stable() -> None:
+    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
+    assert (test, dev, train) == (list(range(300)), list(range(300, 600)), list(range(600, 3600)))
+    assert task_list("test")[:6] == [
+        (0, "put some keychain on drawer"), (1, "look at laptop under the floorlamp"),
+        (2, "put a clean potato in diningtable"), (3, "heat some potato and put it in diningtable"),
+        (4, "put a cool bread in countertop"), (5, "put two laptop in sidetable")]
+    assert task_list("dev")[0] == (300, "put a keychain in shelf")
+    assert task_list("train")[-1] == (3599, "find two cd and put them in dresser")
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        task_ids("val")  # type: ignore[arg-type]
+
+
+def test_a_task_id_gives_the_same_game_every_time() -> None:
+    task = generate(1)
+    assert (task.task_type, task.scene, task.goal, task.object_target, task.parent_target, task.toggle_target) == (
+        "look_at_obj_in_light", "FloorPlan211", "look at laptop under the floorlamp", "Laptop", "", "FloorLamp")
+    assert generate(1) == task and generated_game(1).source["pddl_problem"] == task.pddl_problem
+    assert "Your task is to: look at laptop under the floorlamp." in generated_game(1).source["grammar"]
+    assert [generate(i).task_type for i in range(6)] == [
+        "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+        "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
+    for bad in (-1, 3600):
+        with pytest.raises(ValueError, match=rf"game {bad} out of range: expected 0 <= game < 3600"):
+            generated_game(bad)
+    with pytest.raises(ValueError, match="no ALFWorld game"):
+        GameFolder(".")  # a folder without game files
+
+
+# ---------------------------------------------------------------------- the oracle and the rules
+@pytest.mark.slow
+def test_oracle_wins_twenty_test_tasks_with_reward_only_on_the_last_step() -> None:
+    assert oracle(1) == ["go to sidetable 1", "take laptop 1 from sidetable 1", "go to tvstand 1", "use floorlamp 1"]
+    ids = [i for i in range(21) if i != 11]  # task 11's plan takes the planner ~20 s
+    env, lengths = AlfWorldEnv(), []
+    try:
+        for task_id in ids:
+            env.reset(task_id, plan=True)
+            results = [env.step(action) for action in env.plan]
+            assert [r.reward for r in results] == [0.0] * (len(results) - 1) + [1.0], task_id
+            assert [r.done for r in results] == [False] * (len(results) - 1) + [True], task_id
+            lengths.append(len(results))
+    finally:
+        env.close()
+    assert lengths == [5, 4, 7, 6, 6, 8, 4, 4, 6, 7, 6, 5, 4, 7, 6, 7, 9, 4, 4, 6]
+
+
+def test_invalid_actions_change_nothing_and_say_so() -> None:
+    env = AlfWorldEnv(max_steps=6)
+    with pytest.raises(EpisodeStateError, match="no episode yet: POST /reset first"):
+        env.step("look")
+    for bad in (-1, 3600, 10**30):
+        with pytest.raises(InvalidRequestError, match=rf"invalid request: game {bad} out of range"):
+            env.reset(bad)
+    try:
+        first = env.reset(1)
+        assert first == {"observation": shown(ROOM1, START1), "available_actions": START1,
+                         "task_type": "look_at_obj_in_light", "reward": 0.0, "done": False}
+        nothing = env.step("  Fly to the   moon ")
+        assert (nothing.observation, nothing.reward, nothing.done, nothing.available_actions) == (shown(
+            'Nothing happens: "Fly to the moon" is not one of the available actions.', START1), 0.0, False, START1)
+        arrived = env.step("Go to sidetable 2.")  # case and a final full stop are ignored
+        assert arrived.observation == shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a "
+                                            "cellphone 2, and a laptop 2.", AT_SIDETABLE2)
+        assert env.step("take laptop 9 from sidetable 2").available_actions == AT_SIDETABLE2  # nothing changed
+        env.step("take laptop 2 from sidetable 2")
+        put = env.step("put laptop 2 in/on sidetable 2")  # AgentGym's wording of the engine's "move ... to ..."
+        assert put.observation == shown("You move the laptop 2 to the sidetable 2.", AT_SIDETABLE2)
+        last = env.step("jump")
+        assert (last.observation, last.reward, last.done) == (shown(
+            'Nothing happens: "jump" is not one of the available actions. You have used all 6 actions.',
+            AT_SIDETABLE2), 0.0, True)
+        with pytest.raises(EpisodeStateError, match="episode is done: POST /reset to start a new one"):
+            env.step("look")
+    finally:
+        env.close()
+    assert normalize("Put mug 1 on shelf 2.", []) == "move mug 1 to shelf 2"
+    assert normalize("put mug 1 in shelf 2", ["put mug 1 in shelf 2"]) == "put mug 1 in shelf 2"
+
+
+# ---------------------------------------------------------------------- the expert, in process
+def test_expert_reads_the_observations() -> None:
+    from openmanus_rl.experts.alfworld import available_actions, read_task, split_list
+
+    assert read_task("put a clean mug in coffeemachine") == ("clean", "mug", "coffeemachine")
+    assert read_task("find two cd and put them in dresser") == ("two", "cd", "dresser")
+    assert read_task("examine the book with the desklamp") == ("look", "book", "desklamp")
+    assert read_task("put some keychain on drawer") == ("place", "keychain", "drawer")
+    assert read_task("dance") is None
+    assert split_list("a box 1, a cellphone 2, and a laptop 2") == ["box 1", "cellphone 2", "laptop 2"]
+    assert split_list("nothing") == []
+    assert available_actions(shown(ROOM1, START1)) == START1 and available_actions("no list") == []
+
+
+@pytest.mark.slow
+def test_expert_wins_twenty_test_tasks_in_process() -> None:
+    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts.alfworld import AlfWorldExpert
+
+    expert = get_expert("alfworld")
+    assert isinstance(expert, AlfWorldExpert)
+    env, steps = AlfWorldEnv(), []
+    try:
+        for task_id in range(20):
+            expert.reset(seed=task_id)
+            observation = env.reset(task_id)["observation"]
+            for turn in range(1, 51):
+                result = env.step(expert.act(observation))
+                observation = result.observation
+                if result.done:
+                    break
+            assert result.reward == 1.0, task_id
+            steps.append(turn)
+    finally:
+        env.close()
+    assert steps == [12, 12, 13, 8, 6, 8, 4, 5, 9, 14, 7, 44, 8, 6, 7, 10, 10, 9, 4, 9]
+
+
+def test_expert_replies_in_each_template_and_noise_takes_detours() -> None:
+    from openmanus_rl.experts import get_expert
+
+    expert = get_expert("alfworld")
+    reply = expert.reply(shown(ROOM1, START1), "react", SPEC)
+    assert reply == ("Thought: I look for a laptop. I have not checked the armchair 1 yet.\n"
+                     "Action: go to armchair 1")
+    at = shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
+               AT_SIDETABLE2)
+    assert expert.reply(at, "xml", SPEC) == ("<think>I take the laptop 2 I see here.</think>\n"
+                                             "<action>take laptop 2 from sidetable 2</action>")
+    fresh = get_expert("alfworld")
+    assert fresh.act("You arrive at sofa 1.") == "look"
+    assert fresh.last_thought == "I do not know the task yet, so I look around."
+    noisy = get_expert("alfworld", noise=1.0, seed=3)
+    assert noisy.act(shown(ROOM1, START1)) in GO_TO and noisy.last_thought.startswith("I take a detour: go to ")
+    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
+        get_expert("alfworld", noise=2)
+
+
+# ---------------------------------------------------------------------- over HTTP
+def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
+    r = requests.request(method, url + path, json=body, params=params, timeout=120)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serve_subprocess("alfworld", timeout_s=120) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_literal_protocol_exchange() -> None:
+    with serve_subprocess("alfworld", timeout_s=120) as u:  # a server of its own, so ids start at 0
+        assert call(u, "GET", "/") == "ok"
+        assert call(u, "POST", "/create") == {"id": 0}
+        assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
+            "error": "no episode yet: POST /reset first"}
+        assert call(u, "POST", "/reset", {"id": 0, "game": 1, "world_type": "Text"}) == {
+            "id": 0, "observation": shown(ROOM1, START1), "available_actions": START1,
+            "task_type": "look_at_obj_in_light", "reward": 0.0, "done": False}
+        arrived = shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a "
+                        "laptop 2.", AT_SIDETABLE2)
+        assert call(u, "POST", "/step", {"id": 0, "action": "go to sidetable 2"}) == {
+            "observation": arrived, "reward": 0.0, "available_actions": AT_SIDETABLE2, "done": False}
+        assert call(u, "GET", "/observation", params={"id": 0}) == arrived
+        assert call(u, "POST", "/step", {"id": 0, "action": "take laptop 2 from sidetable 2"}) == {
+            "observation": shown("You pick up the laptop 2 from the sidetable 2.", HOLDING), "reward": 0.0,
+            "available_actions": HOLDING, "done": False}
+        assert call(u, "POST", "/step", {"id": 0, "action": "fly to the moon"}) == {
+            "observation": shown('Nothing happens: "fly to the moon" is not one of the available actions.', HOLDING),
+            "reward": 0.0, "available_actions": HOLDING, "done": False}
+        assert call(u, "GET", "/available_actions", params={"id": 0}) == HOLDING
+        assert call(u, "POST", "/step", {"id": 0, "action": "go to tvstand 1"}) == {
+            "observation": shown("You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.", AT_TVSTAND),
+            "reward": 0.0, "available_actions": AT_TVSTAND, "done": False}
+        won = shown("You turn on the floorlamp 1.", AT_TVSTAND)
+        assert call(u, "POST", "/step", {"id": 0, "action": "use floorlamp 1"}) == {
+            "observation": won, "reward": 1.0, "available_actions": AT_TVSTAND, "done": True}
+        assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
+            "error": "episode is done: POST /reset to start a new one"}
+        assert call(u, "GET", "/list_envs") == [0]
+        assert call(u, "POST", "/close", {"id": 0}) is True
+        assert call(u, "GET", "/list_envs") == []
+        assert call(u, "POST", "/create", {"ignored": True}) == {"id": 1}
+
+
+@pytest.mark.slow
+def test_close_frees_the_env(server: str) -> None:
+    env_id = call(server, "POST", "/create")["id"]
+    call(server, "POST", "/reset", {"id": env_id, "game": 1, "world_type": "Text"})
+    assert env_id in call(server, "GET", "/list_envs")
+    assert call(server, "POST", "/close", {"id": env_id}) is True
+    assert env_id not in call(server, "GET", "/list_envs")
+    gone = {"error": f"unknown id {env_id}: create one with POST /create"}
+    assert call(server, "POST", "/step", {"id": env_id, "action": "look"}, status=404) == gone
+    assert call(server, "POST", "/reset", {"id": env_id, "game": 0}, status=404) == gone
+    assert call(server, "GET", "/observation", params={"id": env_id}, status=404) == gone
+    assert call(server, "POST", "/close", {"id": env_id}, status=404) == gone
+
+
+@pytest.mark.slow
+def test_bad_input_is_a_4xx_with_a_message(server: str) -> None:
+    env_id, huge = call(server, "POST", "/create")["id"], 10**30
+    assert call(server, "GET", "/observation", params={"id": env_id}, status=409) == {
+        "error": "no episode yet: POST /reset first"}
+    cases = [
+        ("POST", "/step", {"action": "look"}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/step", {"id": env_id}, None, 422, "invalid request: action: Field required"),
+        ("POST", "/step", {"id": str(env_id), "action": "look"}, None, 422,
+         "invalid request: id: Input should be a valid integer"),
+        ("POST", "/step", {"id": env_id, "action": ["look"]}, None, 422,
+         "invalid request: action: Input should be a valid string"),
+        ("POST", "/step", {"id": env_id, "action": "x" * 4097}, None, 422,
+         "invalid request: action: String should have at most 4096 characters"),
+        ("POST", "/step", {"id": huge, "action": "look"}, None, 404,
+         f"unknown id {huge}: create one with POST /create"),
+        ("POST", "/reset", {"game": 0}, None, 422, "invalid request: id: Field required"),
+        ("POST", "/reset", {"id": env_id, "game": 3600}, None, 422,
+         "invalid request: game 3600 out of range: expected 0 <= game < 3600"),
+        ("POST", "/reset", {"id": env_id, "game": -1}, None, 422,
+         "invalid request: game -1 out of range: expected 0 <= game < 3600"),
+        ("POST", "/reset", {"id": env_id, "game": "3"}, None, 422,
+         "invalid request: game: Input should be a valid integer"),
+        ("POST", "/reset", {"id": env_id, "game": True}, None, 422,
+         "invalid request: game: Input should be a valid integer"),
+        ("POST", "/reset", {"id": env_id, "game": 0, "world_type": "Thor"}, None, 422,
+         "invalid request: world_type: Input should be 'Text'"),
+        ("POST", "/close", {"id": "0"}, None, 422, 'invalid request: body must be {"id": <int>}'),
+        ("GET", "/observation", None, None, 422, "invalid request: query.id: Field required"),
+        ("GET", "/available_actions", None, {"id": "zero"}, 422,
+         "invalid request: query.id: Input should be a valid integer, unable to parse string as an integer"),
+    ]
+    for method, path, body, params, status, message in cases:
+        assert call(server, method, path, body, params, status=status) == {"error": message}, (path, body, params)
+    r = requests.post(server + "/step", data=b"{not json", headers={"content-type": "application/json"}, timeout=10)
+    assert r.status_code == 422 and r.json()["error"].startswith("invalid request: body is not valid JSON")
+    assert call(server, "POST", "/close", {"id": env_id}) is True
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_over_forty_create_reset_close_cycles(server: str) -> None:
+    process = psutil.Process(server.pid)
+
+    def cycle() -> None:
+        env_id = call(server, "POST", "/create")["id"]
+        call(server, "POST", "/reset", {"id": env_id, "game": 13, "world_type": "Text"})
+        call(server, "POST", "/step", {"id": env_id, "action": "look"})
+        assert call(server, "POST", "/close", {"id": env_id}) is True
+
+    for _ in range(5):  # warm-up: caches, the allocator's pools
+        cycle()
+    before = process.memory_info().rss
+    for _ in range(40):
+        cycle()
+    grown = (process.memory_info().rss - before) / 2**20
+    assert grown < 20, f"the server grew by {grown:.1f} MiB over 40 envs"  # measured: under 1 MiB
+
+
+@pytest.mark.slow
+def test_expert_over_http_solves_test_tasks(server: str) -> None:
+    from openmanus_rl.experts import evaluate_expert
+
+    ids = [0, 1, 4, 7]
+    score = evaluate_expert("alfworld", "test", len(ids), server, task_ids=ids, max_turns=50, request_timeout_s=120)
+    assert (score.n, score.successes, score.rewards) == (4, [True] * 4, [1.0] * 4)
+    assert score.steps == [12, 12, 6, 5]
