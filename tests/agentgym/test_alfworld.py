@@ -4,7 +4,8 @@ memory over many envs, the expert over HTTP).  Loading a game costs the engine a
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from functools import partial
+from typing import Iterator
 
 import psutil
 import pytest
@@ -17,6 +18,7 @@ from agentgym.alfworld.plan import oracle
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
+import json_call
 
 SPEC = get_env_spec("alfworld")
 ROOM1 = ("You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
@@ -179,11 +181,7 @@ def test_expert_replies_in_each_template_and_noise_takes_detours() -> None:
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=120)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
+call = partial(json_call.call, timeout_s=120)  # the engine may load a game first
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ input, close, the expert over HTTP)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import gymnasium
 import pytest
@@ -17,6 +17,7 @@ from agentgym.babyai.view import Thing, thing_sentence, where
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
+from json_call import call
 
 SPEC = get_env_spec("babyai")
 TASK0_ACTIONS = ('["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
@@ -304,11 +305,6 @@ def test_expert_replies_in_each_template_and_noise_only_changes_the_pace() -> No
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ the family-B protocol of a real server (literal exchange, bad input, close, the 
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import requests
@@ -14,6 +14,7 @@ from agentgym.frozenlake.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
+from json_call import call
 
 SPEC = get_env_spec("frozenlake")
 LEGEND = "Legend: P you, S start, F frozen ice (safe), H hole, G goal."
@@ -212,11 +213,6 @@ def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> N
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from agentgym.maze.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
+from json_call import call
 
 SPEC = get_env_spec("maze")
 WHERE = "The goal is at position 8, 6. Your current position is at position"
@@ -196,11 +197,6 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ expert over HTTP.  Every test here starts JVMs, so all are slow."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from functools import partial
+from typing import Iterator
 
 import psutil
 import pytest
-import requests
 
 from agentgym.sciworld.app import build_app
 from agentgym.sciworld.data import NUM_TASKS, VARIATIONS, task, task_ids, task_list
@@ -16,6 +16,7 @@ from agentgym.sciworld.env import SciWorldEnv
 from agentgym.sciworld.plan import oracle
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
+import json_call
 
 pytestmark = pytest.mark.slow
 
@@ -108,11 +109,7 @@ def test_bad_server_options_fail_at_start() -> None:
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=60)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
+call = partial(json_call.call, timeout_s=60)  # a create starts a JVM
 
 
 def jvms(pid: int) -> list[psutil.Process]:

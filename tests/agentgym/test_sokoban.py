@@ -3,7 +3,7 @@ process, and the family-B protocol of a real server (literal exchange, bad input
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import requests
@@ -14,6 +14,7 @@ from agentgym.sokoban.data import Board, level, parse_board, room_shape, task_id
 from agentgym.sokoban.env import SokobanEnv
 from agentgym.sokoban.plan import oracle, solve
 from agentgym.spawn import serve_subprocess
+from json_call import call
 
 SPEC = get_env_spec("sokoban")
 LEGEND = "Legend: # wall, _ floor, @ you, $ box, . target, * box on a target, + you on a target."
@@ -240,11 +241,6 @@ def _played(actions: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")

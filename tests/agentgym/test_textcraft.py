@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import requests
@@ -16,6 +16,7 @@ from agentgym.spawn import serve_subprocess
 from agentgym.textcraft.data import cookbook, task_ids, task_list
 from agentgym.textcraft.env import TextCraftEnv, first_observation
 from agentgym.textcraft.plan import NoPlan, oracle, plan
+from json_call import call
 
 SPEC = get_env_spec("textcraft")
 CRAFTING_TABLE = 183  # task id of "crafting table": its recipe takes the kind "planks"
@@ -237,11 +238,6 @@ def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() 
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-import requests
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
@@ -18,6 +17,7 @@ from agentgym.wordle.data import (NUM_TASKS, answers, feedback, guesses, secret_
                                   task_order)
 from agentgym.wordle.env import INSTRUCTION, WordleEnv
 from agentgym.wordle.plan import OPENER, consistent, oracle, solver_guess
+from json_call import call
 
 SPEC = get_env_spec("wordle")
 LMRLGYM = [sys.executable, "-c", "import sys; from agentgym.launcher import lmrlgym_main; lmrlgym_main(sys.argv[1:])",
@@ -213,11 +213,6 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
 
 
 # ---------------------------------------------------------------------- over HTTP
-def call(url: str, method: str, path: str, body: Any = None, params: Any = None, status: int = 200) -> Any:
-    r = requests.request(method, url + path, json=body, params=params, timeout=10)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    return r.json()
 
 
 @pytest.fixture(scope="module")
