@@ -20,7 +20,7 @@ import statistics
 import sys
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Iterator
 
 from agentgym.launcher import ENVS
@@ -32,6 +32,7 @@ from verl.utils.precision import describe_cpu
 
 EPISODE_STEPS = 20
 JVM_CLIENTS = 4
+JVM_ENVS = {"sciworld"}  # every env is a JVM of its own
 ACTIONS: dict[str, list[str]] = {
     "webshop": ["search[red shoes]", "click[back to search]", "click[next >]", "click[description]", "click[< prev]",
                 "search[women's shirt]", "click[buy now]"],
@@ -107,8 +108,7 @@ def create_reset_latency(env: str, url: str, n: int, tasks: list[int]) -> tuple[
 @contextmanager
 def server_for(env: str, url: str | None) -> Iterator[str]:
     if url is not None:
-        with nullcontext(url.rstrip("/")) as given:
-            yield given
+        yield url.rstrip("/")
         return
     try:
         with serve_subprocess(env, timeout_s=120) as own:
@@ -138,7 +138,7 @@ def main() -> None:
           f"{'step p50 ms':>11} | {'p95 ms':>7}")
     print("-" * 92)
     for env in envs:
-        jvm = get_env_spec(env).extra == "sciworld"
+        jvm = env in JVM_ENVS
         tasks = [task_id for task_id, _ in load_object(get_env_spec(env).tasks)("test")][:200]
         with server_for(env, args.url) as url:
             c50, c95 = create_reset_latency(env, url, max(2, args.resets // 10) if jvm else args.resets, tasks)
