@@ -5,7 +5,12 @@
   engine) wrapped in ALFWorld's ``AlfredDemangler`` (objects are called
   ``mug 1``, ``countertop 2``).  Loading a game translates its PDDL (about a
   second; translations run one at a time in a process, the translator keeps
-  global state).  `Engine.close` unloads the library.
+  global state).  `Engine.close` puts the engine back in a pool of idle engines
+  that the next `Engine()` in the process reuses: a library copy, once loaded,
+  is never unloaded, because the copies share Fast Downward's plugin registry,
+  and unloading one leaves that registry pointing into freed code (the process
+  then crashes when it exits).  The pool holds at most as many engines as were
+  ever open at once.
 * ``AlfWorldEnv.reset(game)`` loads game ``game`` (a generated task id, or the
   index of a real game when the server has a `data.GameFolder`) and answers the
   first observation: ALFWorld's room description and ``Your task is to: ...``
@@ -40,6 +45,8 @@ BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 ACTIONS_PREFIX = "AVAILABLE ACTIONS: "
 _PUT = re.compile(r"^put (.+?) (?:in/on|in|on) (.+)$")
 _TRANSLATE_LOCK = threading.Lock()  # Fast Downward's translator keeps global options (and rewrites sys.argv)
+_POOL_LOCK = threading.Lock()
+_IDLE_ENGINES: list[tuple[Any, Any, "Game | None"]] = []  # (PddlEnv, AlfredDemangler, loaded game) of closed engines
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,18 @@ class Engine:
     """ALFWorld's text engine for one game at a time (see the module docstring)."""
 
     def __init__(self) -> None:
+        with _POOL_LOCK:
+            idle = _IDLE_ENGINES.pop() if _IDLE_ENGINES else None
+        self.pddl, self.game, self.loaded = idle if idle is not None else self._new_engine()
+
+    @staticmethod
+    def _new_engine() -> tuple[Any, Any, Game | None]:
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
         from textworld.envs.pddl import PddlEnv
 
-        self.pddl = PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True))
-        self.game = AlfredDemangler(self.pddl, shuffle=False)
-        self.loaded: Game | None = None
+        pddl = PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True))
+        return pddl, AlfredDemangler(pddl, shuffle=False), None
 
     def reset(self, game: Game, plan: bool = False) -> Any:
         """Load ``game`` (unless it is the one loaded) and start it; the engine's first state.
@@ -84,12 +96,12 @@ class Engine:
         return self.game.step(command)
 
     def close(self) -> None:
+        """Give the engine back to the pool (see the module docstring); a closed engine is not used again."""
         if self.pddl is None:
             return
-        import fast_downward
-
-        fast_downward.close_lib(self.pddl.downward_lib)
-        self.pddl = self.game = None  # type: ignore[assignment]
+        with _POOL_LOCK:
+            _IDLE_ENGINES.append((self.pddl, self.game, self.loaded))
+        self.pddl = self.game = self.loaded = None  # type: ignore[assignment]
 
 
 def with_actions(text: str, actions: list[str]) -> str:

@@ -7,6 +7,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator
 
+import subprocess
+import sys
+
 import psutil
 import pytest
 import requests
@@ -87,6 +90,24 @@ def test_oracle_wins_twenty_test_tasks_with_reward_only_on_the_last_step() -> No
     finally:
         env.close()
     assert lengths == [5, 4, 7, 6, 6, 8, 4, 4, 6, 7, 6, 5, 4, 7, 6, 7, 9, 4, 4, 6]
+
+
+@pytest.mark.slow
+def test_a_process_that_closed_two_open_engines_exits_cleanly() -> None:
+    """Fast Downward's library copies share one plugin registry: unloading one made the process crash at exit."""
+    script = (
+        "from agentgym.alfworld.data import generated_game\n"
+        "from agentgym.alfworld.env import Engine\n"
+        "first, second = Engine(), Engine()\n"
+        "first.reset(generated_game(0)); second.reset(generated_game(1))\n"
+        "libraries = {first.pddl.downward_lib._handle, second.pddl.downward_lib._handle}\n"
+        "first.close(); second.close()\n"
+        "again = Engine()\n"
+        "assert again.pddl.downward_lib._handle in libraries and len(libraries) == 2\n"
+        "print('reused', again.loaded.game_id)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (0, "reused 1\n"), done.stderr[-2000:]
 
 
 def test_invalid_actions_change_nothing_and_say_so() -> None:
