@@ -12,6 +12,9 @@
   action marker) must fully match to be taken as an action. An env with
   ``accepts_answer`` takes a final answer; ``answer_template`` turns it into
   the env's action.
+* ``max_turns``: the agent's turn cap for this env when the run does not set
+  one (``agent.max_turns: null``): enough for the expert's episodes on the
+  train tasks, so that demonstrations and RL episodes are not cut short.
 * The success rule: the episode's reward (the last step's ``reward_key``
   value) is at least ``success_reward``; ``reward_scale`` maps it to 0..1.
 * ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
@@ -50,6 +53,7 @@ class EnvSpec:
     reward_scale: float = 1.0
     accepts_answer: bool = False
     answer_template: str = "{}"
+    max_turns: int = 8
     reward_score: str = "agentgym"
     app: str | None = None
     tasks: str | None = None

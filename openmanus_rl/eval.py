@@ -4,7 +4,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
 
     python -m openmanus_rl.eval --model PATH [--env_name webshop] [--split test] [--data_dir data] [--limit N]
         [--n 1] [--temperature 1.0] [--server_url http://127.0.0.1:PORT] [--out results/NAME.json] [--seed 0]
-        [--max_turns 5] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256]
+        [--max_turns N] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256]
         [--max_trajectory_length 3072] [--action_format react] [--engine vllm|hf] [--dtype auto] [--threads 2]
         [--device cpu|cuda] [--batch_size 64]
 
@@ -605,7 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server_url", default=None, help="a running env server (default: start one on a free port)")
     parser.add_argument("--out", default=None, help="summary JSON (default results/<model>_<env>_<split>.json)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
-    parser.add_argument("--max_turns", type=int, default=5)
+    parser.add_argument("--max_turns", type=int, default=None,
+                        help="turns per episode (default: the env's own cap, EnvSpec.max_turns)")
     parser.add_argument("--max_prompt_length", type=int, default=1024)
     parser.add_argument("--max_response_length", type=int, default=96)
     parser.add_argument("--max_obs_length", type=int, default=256)

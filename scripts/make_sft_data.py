@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/make_sft_data.py --env_name webshop --n 100 --action_format react \\
         --out data/sft/webshop_react_100.parquet [--server_url http://127.0.0.1:PORT] [--noise 0.0] [--seed 0] \\
-        [--max_turns 8] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256] \\
+        [--max_turns N] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256] \\
         [--max_trajectory_length 3072] [--keep successful|failed|all] [--sample] [--tokenizer DIR]
 
 The env's expert (`openmanus_rl.experts`) plays TRAIN tasks only (the first
@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--noise", type=float, default=0.0, help="expert noise in [0, 1] (0: the best expert)")
     parser.add_argument("--seed", type=int, default=0, help="agent seed (trajectory seeds, expert noise, --sample)")
     parser.add_argument("--sample", action="store_true", help="a seeded sample of n train ids instead of the first n")
-    parser.add_argument("--max_turns", type=int, default=8)
+    parser.add_argument("--max_turns", type=int, default=None, help="default: the env's own cap (EnvSpec.max_turns)")
     parser.add_argument("--max_prompt_length", type=int, default=1024)
     parser.add_argument("--max_response_length", type=int, default=96)
     parser.add_argument("--max_obs_length", type=int, default=256)
@@ -73,6 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--n must be >= 1")
     if not 0.0 <= args.noise <= 1.0:
         parser.error("--noise must be in [0, 1]")
+    if args.max_turns is None:
+        from openmanus_rl.envs.specs import get_env_spec
+
+        args.max_turns = get_env_spec(args.env_name).max_turns
     return args
 
 

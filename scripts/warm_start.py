@@ -1,12 +1,14 @@
 """The warm start before RL: expert demonstrations, then SFT, cached under a key of everything that shapes them.
 
     python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 32] [--n_dev_demos 8]
-        [--action_format react] [--server_url URL] [--cache_dir DIR] [sft overrides, e.g. train.epochs=2]
+        [--action_format react] [--server_url URL] [--cache_dir DIR] [overrides: agent.max_turns=12, train.epochs=2]
     python scripts/warm_start.py --env_name babyai,webshop    # a mixed-env run: demonstrations of each env
 
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
-limits, the SFT defaults (``sft_trainer.yaml``) and the SFT overrides; changing any of them rebuilds the warm start,
+limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
+the demonstrations are cut exactly as RL's episodes are), the SFT defaults (``sft_trainer.yaml``) and the SFT
+overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
 ``--server_url`` the demonstration script starts its own env server.  With
@@ -23,6 +25,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -30,13 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
 
 
-def agent_limits() -> dict[str, int]:
-    """The agent limits of the RL config (``ppo_trainer.yaml``): demonstrations are written under the same ones,
-    so SFT trains on exactly the prompts and truncations RL will show the model."""
+def agent_limits(agent_overrides: Sequence[str] = ()) -> dict[str, int | None]:
+    """The agent limits of the RL config (``ppo_trainer.yaml`` with ``agent.key=value`` overrides): demonstrations
+    are written under the same ones, so SFT trains on exactly the prompts and truncations RL will show the model.
+    ``max_turns`` may be None: each env's own cap (``EnvSpec.max_turns``), as in RL."""
     from omegaconf import OmegaConf
 
     agent = OmegaConf.load(ROOT / "verl" / "trainer" / "config" / "ppo_trainer.yaml").agent
-    return {key: int(agent[key]) for key in LIMIT_KEYS}
+    given = OmegaConf.from_dotlist([item.removeprefix("agent.") for item in agent_overrides])
+    agent = OmegaConf.merge(agent, {key: given[key] for key in LIMIT_KEYS if key in given})
+    return {key: None if agent[key] is None else int(agent[key]) for key in LIMIT_KEYS}
 
 
 def model_fingerprint(model: Path) -> list:
@@ -47,7 +53,8 @@ def model_fingerprint(model: Path) -> list:
 
 def cache_key(args: argparse.Namespace, model: Path) -> str:
     fields = {"model": model_fingerprint(model), "env": args.env_name, "action_format": args.action_format,
-              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise, "agent": agent_limits(),
+              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise,
+              "agent": agent_limits(args.agent_overrides),
               "sft": sorted(args.sft_overrides),
               "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text()}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
@@ -82,8 +89,12 @@ def main() -> None:
     parser.add_argument("--action_format", default="react")
     parser.add_argument("--server_url", default=None)
     parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
-    parser.add_argument("sft_overrides", nargs="*", help="Hydra overrides for verl.trainer.main_sft")
+    parser.add_argument("overrides", nargs="*", help="agent.<limit>=value (the RL run's agent limits, e.g. "
+                        "agent.max_turns=12) or Hydra overrides for verl.trainer.main_sft")
     args = parser.parse_args()
+    args.agent_overrides = [item for item in args.overrides if item.startswith("agent.")]
+    args.sft_overrides = [item for item in args.overrides if not item.startswith("agent.")]
+    limits = agent_limits(args.agent_overrides)
     envs = [name.strip() for name in args.env_name.split(",")]
     if args.server_url and len(envs) > 1:
         parser.error("--server_url names one server, so it goes with one env only")
@@ -106,13 +117,13 @@ def main() -> None:
             parts.append(folder / f"demos_{split}_{env}.parquet")
             cmd = [py, "scripts/make_sft_data.py", "--env_name", env, "--split", split, "--n", str(n),
                    "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
-                   "--out", str(parts[-1])] + [f"--{k}={v}" for k, v in agent_limits().items()]
+                   "--out", str(parts[-1])] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
             if args.server_url:
                 cmd += ["--server_url", args.server_url]
             run(cmd)
         pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
     run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
-         f"data.val_files={demos['dev']}", f"data.max_length={agent_limits()['max_trajectory_length']}",
+         f"data.val_files={demos['dev']}", f"data.max_length={limits['max_trajectory_length']}",
          f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{'+'.join(envs)}", *args.sft_overrides])
     print(hf)
 

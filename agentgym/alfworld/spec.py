@@ -22,5 +22,6 @@ SPEC = EnvSpec(
     splits="3,600 games generated from ALFWorld's 120 room layouts, the six task types in turn: test ids 0-299, "
            "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
     expert="openmanus_rl.experts.alfworld:AlfWorldExpert",
+    max_turns=20,  # its observations list the admissible actions, so the token budget ends most episodes first
     extra="alfworld",
 )

@@ -23,5 +23,6 @@ SPEC = EnvSpec(
     splits="4,639 (task, variation) pairs of 23 ScienceWorld tasks, split by ScienceWorld's own variation splits: "
            "train 2,312, dev 1,156, test 1,171",
     expert="openmanus_rl.experts.sciworld:SciWorldExpert",
+    max_turns=20,  # gold paths average 64 actions; the token budget ends episodes long before that
     extra="sciworld",
 )

@@ -48,7 +48,7 @@ class AgentConfig:
     # override: agent.env_name='babyai,webshop'): each row goes to the env its data_source names
     env_server_base: str = "http://127.0.0.1"
     env_ports: list[int] = field(default_factory=lambda: [36001])  # k envs: k equal runs, one per env, in order
-    max_turns: int = 8
+    max_turns: int | None = None  # None: each env's own cap (EnvSpec.max_turns); an int caps every env
     max_prompt_length: int = 1024
     max_response_length: int = 96  # per model turn
     max_obs_length: int = 256  # per observation
@@ -89,6 +89,12 @@ class AgentConfig:
         per_env = len(self.env_ports) // len(names)
         return {name: self.env_ports[i * per_env:(i + 1) * per_env] for i, name in enumerate(names)}
 
+    def turn_cap(self, env: str) -> int:
+        """Model turns an episode of ``env`` may take: ``max_turns``, or the env's ``EnvSpec.max_turns`` when it is None."""
+        from openmanus_rl.envs.specs import get_env_spec
+
+        return self.max_turns if self.max_turns is not None else get_env_spec(env).max_turns
+
     @property
     def response_budget(self) -> int:
         """Tokens a trajectory may hold after its prompt."""
@@ -123,8 +129,11 @@ class AgentConfig:
                              f"but env_server_base is {self.env_server_base!r}")
         for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):
             value = getattr(self, name)
+            if name == "max_turns" and value is None:
+                continue  # each env's own cap
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+                allowed = " (or null: each env's own cap)" if name == "max_turns" else ""
+                raise ValueError(f"{name} must be an int >= 1{allowed}, got {value!r}")
         if self.response_budget < self.max_response_length + 1:
             raise ValueError(
                 f"max_trajectory_length ({self.max_trajectory_length}) must leave room after max_prompt_length "

@@ -4,7 +4,7 @@
 and is rolled out ``n`` times (one GRPO group, same task, distinct seeds, one
 ``uid``).  Env calls (create/reset, step) run on a thread pool (only HTTP
 runs there; all tokenisation stays on the calling thread).  A trajectory
-ends when its env says done, at ``max_turns``, when the token budget is
+ends when its env says done, at its turn cap (`AgentConfig.turn_cap`), when the token budget is
 spent (see `AgentConfig`), or when its env fails (the episode is marked
 failed and never scored).
 
@@ -118,6 +118,7 @@ class EnvSide:
     instructions: str
     bare_prompt: list[int]
     pool: EnvPool
+    max_turns: int  # the turn cap of this env's episodes (`AgentConfig.turn_cap`)
 
 
 class OpenManusAgent:
@@ -150,7 +151,8 @@ class OpenManusAgent:
                                  f"{MIN_FIRST_OBSERVATION_TOKENS}")
             composer = RewardComposer.from_config(cfg.reward_components, name, [self.template.format_pattern])
             self.envs[name] = EnvSide(spec, composer, instructions, bare_prompt,
-                                      EnvPool(spec, cfg.env_server_base, ports, policy, cfg.env_cooldown_s))
+                                      EnvPool(spec, cfg.env_server_base, ports, policy, cfg.env_cooldown_s),
+                                      cfg.turn_cap(name))
         self.specs = {name: side.spec for name, side in self.envs.items()}
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
         self._start_errors_reported = 0
@@ -257,9 +259,11 @@ class OpenManusAgent:
             for t in trajectories:
                 if t.running:
                     self._build_prompt(t)
-            for turn in range(self.config.max_turns):
+            for turn in range(max(side.max_turns for side in self.envs.values())):
                 for t in trajectories:
-                    if t.running and turn:
+                    if t.running and turn >= self.envs[t.env_name].max_turns:
+                        t.status = "turn_limit"
+                    elif t.running and turn:
                         self._append_observation(t)
                 active = [t for t in trajectories if t.running]
                 if not active:
@@ -342,7 +346,7 @@ class OpenManusAgent:
         False when it ends here instead (turn limit, token budget)."""
         if t.num_turns == 0:
             self._build_prompt(t)
-        elif t.num_turns >= self.config.max_turns:
+        elif t.num_turns >= self.envs[t.env_name].max_turns:
             t.status = "turn_limit"
         else:
             self._append_observation(t)

@@ -172,10 +172,11 @@ class ExpertScore:
 
 
 def evaluate_expert(env_name: str, split: str, n: int, server_url: str, expert_kwargs: Mapping[str, Any] | None = None,
-                    max_turns: int = 8, task_ids: list[int] | None = None, max_obs_length: int | None = None,
+                    max_turns: int | None = None, task_ids: list[int] | None = None, max_obs_length: int | None = None,
                     tokenizer: Any = None, request_timeout_s: float = 30.0) -> ExpertScore:
     """Play the first ``n`` tasks of ``split`` (or ``task_ids``) with the env's expert against the server at
-    ``server_url`` (``http://host:port``), at most ``max_turns`` actions an episode.
+    ``server_url`` (``http://host:port``), at most ``max_turns`` actions an episode (default: the env's cap,
+    ``EnvSpec.max_turns``).
 
     Success is the agent's rule (`openmanus_rl.agent.output.success`: the last step's reward at least the spec's
     ``success_reward``, the episode's reward being its last step's).  With ``max_obs_length`` (and the model's
@@ -183,6 +184,7 @@ def evaluate_expert(env_name: str, split: str, n: int, server_url: str, expert_k
     the task id as its seed.
     """
     spec = get_env_spec(env_name)
+    max_turns = spec.max_turns if max_turns is None else max_turns
     ids = list(task_ids) if task_ids is not None else list(split_task_ids(env_name, split)[:n])
     chat = ChatFormat(tokenizer) if max_obs_length is not None else None
     if max_obs_length is not None and tokenizer is None:

@@ -27,7 +27,8 @@ def test_config_from_plain_and_omegaconf_dicts():
 def test_config_defaults_fit_the_small_box():
     cfg = AgentConfig()
     cfg.validate()
-    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (8, 96, 256, 3072, 1)
+    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (None, 96, 256, 3072, 1)
+    assert cfg.turn_cap("webshop") == 8  # WebShop's own cap
     assert cfg.response_budget == 3072 - 1024
 
 

@@ -214,11 +214,25 @@ def _one_episode_batch(task_id: int) -> DataProto:
     return DataProto.from_dict(non_tensors={"data_source": ["webshop"], "extra_info": [{"index": task_id, "split": "train"}]})
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("make_sft_data", REPO / "scripts" / "make_sft_data.py")
+def _load_script(name: str = "make_sft_data"):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
+    """The warm start plays its demonstrations under RL's agent limits: each env's own turn cap unless the run
+    sets ``agent.max_turns`` (other agent keys do not shape demonstrations)."""
+    warm_start, make_sft_data = _load_script("warm_start"), _load_script("make_sft_data")
+    assert warm_start.agent_limits() == {"max_turns": None, "max_prompt_length": 1024, "max_response_length": 96,
+                                         "max_obs_length": 256, "max_trajectory_length": 3072}
+    assert warm_start.agent_limits(["agent.max_turns=12", "agent.n=4", "agent.max_obs_length=128"]) == {
+        "max_turns": 12, "max_prompt_length": 1024, "max_response_length": 96, "max_obs_length": 128,
+        "max_trajectory_length": 3072}
+    assert [make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]).max_turns
+            for env in ("webshop", "maze", "sokoban")] == [8, 15, 20]
+    assert make_sft_data.parse_args(["--env_name", "maze", "--out", "x", "--max_turns", "9"]).max_turns == 9
 
 
 @pytest.mark.slow

@@ -14,6 +14,8 @@ from openmanus_rl.agent import AgentConfig, OpenManusAgent
 from openmanus_rl.experts import ExpertGenerator
 from verl.protocol import DataProto
 
+from agent_helpers import ScriptedGenerator, StreamingScriptedGenerator, text_policy
+
 ROWS = [("frozenlake", 0), ("maze", 3), ("frozenlake", 1), ("maze", 7)]
 
 
@@ -35,6 +37,17 @@ def test_ports_are_cut_into_one_run_per_env() -> None:
         config(env_name="maze,maze").validate()
     with pytest.raises(ValueError, match="unknown env 'chess'"):
         config(env_name="maze,chess").validate()
+
+
+def test_each_env_has_its_own_turn_cap_unless_the_run_sets_one() -> None:
+    assert AgentConfig().max_turns is None
+    assert [config().turn_cap(env) for env in ("frozenlake", "maze")] == [12, 15]
+    assert [AgentConfig(env_name=env).turn_cap(env) for env in ("webshop", "wordle", "sokoban", "babyai")] == [
+        8, 8, 20, 15]
+    assert [config(max_turns=5).turn_cap(env) for env in ("frozenlake", "maze")] == [5, 5]
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match=rf"max_turns must be an int >= 1 \(or null: each env's own cap\), got {bad!r}"):
+            config(max_turns=bad).validate()
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +127,20 @@ def test_the_config_check_names_a_bad_env_list() -> None:
         load_config([*base, "agent.env_name='babyai,nope'", "agent.env_ports=[1,2]"], check_files=False)
     with pytest.raises(ConfigError, match="agent: env_ports must list the same number of ports for each of the 2 envs"):
         load_config([*base, "agent.env_name='babyai,maze'", "agent.env_ports=[1,2,3]"], check_files=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_episode_ends_at_its_own_envs_turn_cap(servers: tuple[str, str], tokenizer: Any, mode: str) -> None:
+    """A policy that never writes an action: FrozenLake rows stop after 12 turns, Maze rows after 15, in one batch."""
+    lake, maze = servers
+    policy = text_policy(tokenizer, lambda prompt: "I am not sure yet.")
+    generator = (StreamingScriptedGenerator if mode == "async" else ScriptedGenerator)(policy)
+    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_trajectory_length": 8192,
+                    "rollout_mode": mode, "write_viewer": False}
+    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
+                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    with OpenManusAgent(tokenizer, generator, agent_config) as agent:
+        nt = agent.run_llm_loop(batch).non_tensor_batch
+    assert list(nt["num_turns"]) == [12, 15, 12, 15]
+    assert list(nt["status"]) == ["turn_limit"] * 4 and list(nt["success"]) == [False] * 4
