@@ -4,11 +4,10 @@ memory over many envs, the expert over HTTP).  Loading a game costs the engine a
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Iterator
-
 import subprocess
 import sys
+from functools import partial
+from typing import Iterator
 
 import psutil
 import pytest
