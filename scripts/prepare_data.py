@@ -10,12 +10,21 @@ split (the sizes apply per env), in the order the envs are named; each row's
 The splits are disjoint: ``train`` for demonstrations and RL, ``dev`` for SFT
 early stopping and RL validation, ``test`` for the final evaluation only.
 
+The folder also gets ``tasks.sha256``, the fingerprint of the envs' task lists
+(``task_fingerprint``: every split's ids and texts, so it changes whenever an
+env's tasks do, e.g. when WebShop's generated catalogue changes).  With
+``--if_changed`` the files are rewritten only when that fingerprint or the sizes
+differ from the ones they were written with; the training scripts run it that way
+before every run, and the warm start keys its cache on the same fingerprint.
+
 Columns: ``data_source`` (the env name), ``prompt`` (chat messages with the
 task text), ``ability``, ``reward_model`` (``{"style": "env", "ground_truth": ""}``:
 the environment scores), ``extra_info`` (``{"index": <env task id>, "split": ...}``).
 """
 
 import argparse
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -42,6 +51,16 @@ def rows(env: str, split: str, limit: int) -> list[dict]:
     ]
 
 
+def task_fingerprint(env_names: list[str]) -> str:
+    """sha256 (16 hex digits) of every named env's task list, all three splits, ids and texts."""
+    digest = hashlib.sha256()
+    for env in env_names:
+        for split in ("train", "dev", "test"):
+            tasks = load_object(ENV_SPECS[env].tasks)(split)
+            digest.update(json.dumps([env, split, [[int(i), text] for i, text in tasks]]).encode())
+    return digest.hexdigest()[:16]
+
+
 def dataset_name(env_names: list[str]) -> str:
     """The folder name of a dataset of these envs: ``webshop``, or ``babyai+webshop`` for a mixed one."""
     return "+".join(env_names)
@@ -54,6 +73,8 @@ def main() -> int:
     parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks of each env (-1: all)")
     parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks of each env (-1: all)")
     parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks of each env (-1: all)")
+    parser.add_argument("--if_changed", action="store_true",
+                        help="leave the files as they are when they were written from the same tasks and sizes")
     args = parser.parse_args()
     with_tasks = sorted(name for name, spec in ENV_SPECS.items() if spec.tasks)
     envs = [name.strip() for name in args.env_name.split(",")]
@@ -65,12 +86,19 @@ def main() -> int:
         print(f"--env_name names an env twice: {args.env_name}", file=sys.stderr)
         return 2
     folder = Path(args.out) / dataset_name(envs)
+    stamp = f"{task_fingerprint(envs)} {args.train_size} {args.dev_size} {args.test_size}\n"
+    stamp_file = folder / "tasks.sha256"
+    written = all((folder / f"{split}.parquet").is_file() for split in ("train", "dev", "test"))
+    if args.if_changed and written and stamp_file.is_file() and stamp_file.read_text() == stamp:
+        print(f"{folder} is up to date (tasks {stamp.split()[0]})")
+        return 0
     folder.mkdir(parents=True, exist_ok=True)
     for split, limit in (("train", args.train_size), ("dev", args.dev_size), ("test", args.test_size)):
         frame = pd.DataFrame([row for env in envs for row in rows(env, split, limit)])
         path = folder / f"{split}.parquet"
         frame.to_parquet(path, index=False)
         print(f"wrote {len(frame)} {split} tasks to {path}")
+    stamp_file.write_text(stamp)
     return 0
 
 

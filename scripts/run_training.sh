@@ -91,9 +91,8 @@ fi
 if [[ -z "$MODEL" ]]; then
     MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
 fi
-if [[ ! -f "$DATA_DIR/$DATA_NAME/train.parquet" || ! -f "$DATA_DIR/$DATA_NAME/dev.parquet" ]]; then
-    "$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR"
-fi
+# rewritten when an env's task list changed since (e.g. a new WebShop catalogue); a no-op otherwise
+"$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR" --if_changed
 
 EXP="${DATA_NAME}_${ALGO}${SUFFIX}"
 PORTS=()  # NUM_SERVERS per env, env after env: the agent cuts the list into one run per env

@@ -7,7 +7,8 @@
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
 limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
-the demonstrations are cut exactly as RL's episodes are), the SFT defaults (``sft_trainer.yaml``) and the SFT
+the demonstrations are cut exactly as RL's episodes are), the envs' task lists (``prepare_data.task_fingerprint``:
+a new WebShop catalogue is a new key), the SFT defaults (``sft_trainer.yaml``) and the SFT
 overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
+
+from prepare_data import task_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
@@ -52,7 +55,9 @@ def model_fingerprint(model: Path) -> list:
 
 
 def cache_key(args: argparse.Namespace, model: Path) -> str:
-    fields = {"model": model_fingerprint(model), "env": args.env_name, "action_format": args.action_format,
+    envs = [name.strip() for name in args.env_name.split(",")]
+    fields = {"model": model_fingerprint(model), "env": args.env_name, "tasks": task_fingerprint(envs),
+              "action_format": args.action_format,
               "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise,
               "agent": agent_limits(args.agent_overrides),
               "sft": sorted(args.sft_overrides),

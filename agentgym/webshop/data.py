@@ -168,6 +168,18 @@ def _product(raw: dict[str, Any], attributes: list[str]) -> Product:
     )
 
 
+def parse_products(raw_products: list[dict[str, Any]], ins: dict[str, Any]) -> list[Product]:
+    """Products as the env reads them from the product file's entries (the first entry of an ASIN wins; entries
+    without an ASIN or a name are skipped), with attributes from ``ins`` (the synthetic goal file) by ASIN."""
+    products: list[Product] = []
+    seen: set[str] = set()
+    for raw in raw_products:
+        if raw.get("asin") and raw.get("name") and raw["asin"] not in seen:
+            seen.add(raw["asin"])
+            products.append(_product(raw, (ins.get(raw["asin"]) or {}).get("attributes") or []))
+    return products
+
+
 def _price_limit(rng: random.Random, price: float) -> tuple[float, str]:
     steps = [p for p in _PRICE_STEPS if p > price][:4]
     if len(steps) < 2:
@@ -236,12 +248,7 @@ def _load(data_dir: Path, goal_source: GoalSource) -> Shop:
     goal_data = _read_json(data_dir / goal_file, digest)
     ins = goal_data if goal_source == "synthetic" else (
         _read_json(data_dir / ATTRIBUTES_FILE, digest) if (data_dir / ATTRIBUTES_FILE).is_file() else {})
-    products: list[Product] = []
-    seen: set[str] = set()
-    for raw in raw_products:
-        if raw.get("asin") and raw.get("name") and raw["asin"] not in seen:
-            seen.add(raw["asin"])
-            products.append(_product(raw, (ins.get(raw["asin"]) or {}).get("attributes") or []))
+    products = parse_products(raw_products, ins)
     build = _synthetic_goals if goal_source == "synthetic" else _human_goals
     goal_dicts = build(products, goal_data)
     random.Random(GOAL_SHUFFLE_SEED).shuffle(goal_dicts)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Kind:
-    category: str  # beauty | electronics | fashion | food | furniture
+    category: str  # beauty | electronics | fashion | garden (home and furniture) | grocery
     query: str  # the search query this type of product is filed under
     path: str  # category path, "›"-separated as in WebShop's data
     noun: str  # singular noun for sentences ("this <noun> ...")
@@ -264,7 +264,7 @@ KINDS: tuple[Kind, ...] = (
          {"color": ("black", "khaki", "navy", "red", "white", "olive")},
          (8.0, 30.0), ("for Men and Women", "Sun Hat", "Unstructured"), ("for golf", "for hiking")),
     # -------------------------------------------------------------------- food
-    Kind("food", "coffee beans", f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Coffee › Whole Coffee Beans", "bag of coffee",
+    Kind("grocery", "coffee beans", f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Coffee › Whole Coffee Beans", "bag of coffee",
          ("Whole Bean Coffee", "Coffee Beans", "Medium Roast Whole Bean"),
          ("coffee beans", "a bag of whole bean coffee", "whole bean coffee"),
          ("organic", "fair trade", "low acid", "single origin", "small batch"),
@@ -272,14 +272,14 @@ KINDS: tuple[Kind, ...] = (
          {"flavor": ("medium roast", "dark roast", "light roast", "espresso roast", "decaf"),
           "size": ("12 ounce", "2 pound", "5 pound")},
          (9.0, 55.0), ("Gourmet Coffee", "Fresh Roasted", "Bulk Bag"), ("for my espresso machine", "for the office")),
-    Kind("food", "green tea", f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Tea › Green", "box of tea",
+    Kind("grocery", "green tea", f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Tea › Green", "box of tea",
          ("Green Tea", "Green Tea Bags", "Loose Leaf Green Tea"),
          ("green tea", "green tea bags", "a box of green tea", "loose leaf green tea"),
          ("organic", "caffeine free", "sugar free", "non gmo", "antioxidant rich"),
          ("individually wrapped bags", "jasmine blossoms", "matcha powder"),
          {"flavor": ("jasmine", "mint", "lemon ginger", "honey", "original"), "size": ("20 count", "50 count", "100 count")},
          (4.0, 25.0), ("Tea Bags", "Herbal Blend", "Premium Tea"), ("for my morning routine", "for the office")),
-    Kind("food", "protein bars", f"{FOOD} › Snack Foods › Bars › Protein Bars", "box of protein bars",
+    Kind("grocery", "protein bars", f"{FOOD} › Snack Foods › Bars › Protein Bars", "box of protein bars",
          ("Protein Bars", "High Protein Snack Bars", "Keto Protein Bar"),
          ("protein bars", "a box of protein bars", "high protein snack bars"),
          ("gluten free", "low sugar", "keto friendly", "high protein", "non gmo", "plant based"),
@@ -287,7 +287,7 @@ KINDS: tuple[Kind, ...] = (
          {"flavor": ("chocolate peanut butter", "cookies and cream", "salted caramel", "birthday cake", "cinnamon roll"),
           "size": ("12 count", "24 count")},
          (12.0, 45.0), ("Healthy Snack", "Meal Replacement", "Variety Pack"), ("for after workouts", "for my kids' lunches")),
-    Kind("food", "beef jerky", f"{FOOD} › Snack Foods › Jerky & Dried Meats › Beef Jerky", "bag of jerky",
+    Kind("grocery", "beef jerky", f"{FOOD} › Snack Foods › Jerky & Dried Meats › Beef Jerky", "bag of jerky",
          ("Beef Jerky", "Grass Fed Beef Jerky", "Beef Jerky Strips"),
          ("beef jerky", "a bag of beef jerky", "grass fed beef jerky"),
          ("high protein", "low fat", "gluten free", "grass fed", "keto friendly"),
@@ -295,42 +295,42 @@ KINDS: tuple[Kind, ...] = (
          {"flavor": ("original", "teriyaki", "peppered", "sweet and spicy", "smoky barbecue"),
           "size": ("3.25 ounce", "8 ounce", "16 ounce")},
          (7.0, 38.0), ("Meat Snacks", "Healthy Snack", "Bulk Pack"), ("for road trips", "for hiking")),
-    Kind("food", "mixed nuts", f"{FOOD} › Snack Foods › Nuts & Seeds › Mixed Nuts", "can of nuts",
+    Kind("grocery", "mixed nuts", f"{FOOD} › Snack Foods › Nuts & Seeds › Mixed Nuts", "can of nuts",
          ("Mixed Nuts", "Deluxe Mixed Nuts", "Roasted Nut Mix"),
          ("mixed nuts", "a can of mixed nuts", "roasted mixed nuts"),
          ("lightly salted", "unsalted", "roasted", "non gmo", "keto friendly"),
          ("cashews", "almonds", "pecans", "macadamia nuts"),
          {"size": ("15 ounce", "30 ounce", "3 pound")},
          (8.0, 40.0), ("Snack Pack", "Party Size", "Gift Tin"), ("for a party", "as a holiday gift")),
-    Kind("food", "dark chocolate", f"{FOOD} › Candy & Chocolate › Chocolate › Chocolate Bars", "chocolate bar",
+    Kind("grocery", "dark chocolate", f"{FOOD} › Candy & Chocolate › Chocolate › Chocolate Bars", "chocolate bar",
          ("Dark Chocolate Bar", "Dark Chocolate", "Artisan Chocolate Bars"),
          ("dark chocolate", "a dark chocolate bar", "chocolate bars", "artisan dark chocolate"),
          ("vegan", "organic", "dairy free", "fair trade", "low sugar"),
          ("72% cacao", "sea salt", "almond pieces", "orange peel"),
          {"flavor": ("sea salt", "mint", "raspberry", "chili", "plain"), "size": ("single bar", "6 bars", "12 bars")},
          (4.0, 35.0), ("Gourmet Gift", "Snack Bars", "Bulk Box"), ("as a gift for my mom", "for snacking")),
-    Kind("food", "olive oil", f"{FOOD} › Pantry Staples › Cooking & Baking › Oils, Vinegars & Salad Dressings › Oils › Olive",
+    Kind("grocery", "olive oil", f"{FOOD} › Pantry Staples › Cooking & Baking › Oils, Vinegars & Salad Dressings › Oils › Olive",
          "bottle of olive oil", ("Extra Virgin Olive Oil", "Olive Oil", "Cold Pressed Olive Oil"),
          ("olive oil", "a bottle of extra virgin olive oil", "cold pressed olive oil"),
          ("cold pressed", "first harvest", "organic", "non gmo", "kosher"),
          ("glass bottle", "italian olives", "pour spout"),
          {"size": ("500 ml", "1 liter", "3 liter tin")},
          (8.0, 48.0), ("for Cooking", "Imported", "Premium"), ("for salads", "for cooking")),
-    Kind("food", "pasta", f"{FOOD} › Pantry Staples › Pasta & Noodles › Dry Pasta › Spaghetti", "box of pasta",
+    Kind("grocery", "pasta", f"{FOOD} › Pantry Staples › Pasta & Noodles › Dry Pasta › Spaghetti", "box of pasta",
          ("Pasta", "Whole Wheat Spaghetti", "Chickpea Pasta"),
          ("pasta", "a box of spaghetti", "chickpea pasta", "whole wheat pasta"),
          ("gluten free", "high protein", "organic", "vegan", "non gmo"),
          ("durum wheat", "chickpea flour", "bronze cut"),
          {"flavor": ("spaghetti", "penne", "rotini", "fusilli", "elbows"), "size": ("1 pound (pack of 4)", "8 ounce (pack of 6)")},
          (5.0, 28.0), ("Family Pack", "Italian Pasta", "Pantry Pack"), ("for family dinners", "for meal prep")),
-    Kind("food", "hot sauce", f"{FOOD} › Condiments & Salad Dressings › Sauces › Hot Sauce", "bottle of hot sauce",
+    Kind("grocery", "hot sauce", f"{FOOD} › Condiments & Salad Dressings › Sauces › Hot Sauce", "bottle of hot sauce",
          ("Hot Sauce", "Habanero Hot Sauce", "Craft Hot Sauce"),
          ("hot sauce", "a bottle of hot sauce", "a craft hot sauce"),
          ("extra hot", "small batch", "gluten free", "vegan", "no sugar added"),
          ("fresh peppers", "garlic", "glass bottle"),
          {"flavor": ("habanero", "chipotle", "jalapeno", "ghost pepper", "garlic"), "size": ("5 fl oz", "2 pack", "gift set of 4")},
          (5.0, 30.0), ("Gift Set", "Spicy Sauce", "Small Batch"), ("as a gift for my dad", "for tacos")),
-    Kind("food", "gummy candy", f"{FOOD} › Candy & Chocolate › Candy › Gummy Candy", "bag of gummies",
+    Kind("grocery", "gummy candy", f"{FOOD} › Candy & Chocolate › Candy › Gummy Candy", "bag of gummies",
          ("Gummy Candy", "Sour Gummy Worms", "Fruit Gummies"),
          ("gummy candy", "a bag of gummies", "sour gummy worms", "fruit gummies"),
          ("vegan", "gelatin free", "fat free", "gluten free", "individually wrapped"),
@@ -338,70 +338,70 @@ KINDS: tuple[Kind, ...] = (
          {"flavor": ("assorted fruit", "sour", "strawberry", "watermelon", "peach"), "size": ("5 ounce", "2 pound bag", "24 pack")},
          (4.0, 26.0), ("Party Favors", "Bulk Candy", "Snack Bag"), ("for a birthday party", "for movie night")),
     # --------------------------------------------------------------- furniture
-    Kind("furniture", "office chair", f"{HOME} › Furniture › Home Office Furniture › Home Office Chairs › Home Office Desk Chairs",
+    Kind("garden", "office chair", f"{HOME} › Furniture › Home Office Furniture › Home Office Chairs › Home Office Desk Chairs",
          "chair", ("Office Chair", "Ergonomic Desk Chair", "Mesh Computer Chair"),
          ("an office chair", "an ergonomic desk chair", "a computer chair"),
          ("ergonomic", "height adjustable", "easy to assemble", "breathable", "sturdy"),
          ("lumbar support", "padded armrests", "swivel wheels", "headrest"),
          {"color": ("black", "grey", "white", "blue")},
          (60.0, 260.0), ("for Home Office", "High Back", "Task Chair"), ("for my home office", "for long work days")),
-    Kind("furniture", "coffee table", f"{HOME} › Furniture › Living Room Furniture › Tables › Coffee Tables", "table",
+    Kind("garden", "coffee table", f"{HOME} › Furniture › Living Room Furniture › Tables › Coffee Tables", "table",
          ("Coffee Table", "Lift Top Coffee Table", "Round Coffee Table"),
          ("a coffee table", "a lift top coffee table", "a round coffee table"),
          ("easy to assemble", "sturdy", "mid century modern", "space saving", "rustic"),
          ("storage shelf", "hidden compartment", "metal frame", "solid wood legs"),
          {"color": _WOOD_COLORS},
          (45.0, 220.0), ("for Living Room", "Modern Center Table", "Cocktail Table"), ("for my living room", "for a small apartment")),
-    Kind("furniture", "bookshelf", f"{HOME} › Furniture › Living Room Furniture › Bookcases", "bookshelf",
+    Kind("garden", "bookshelf", f"{HOME} › Furniture › Living Room Furniture › Bookcases", "bookshelf",
          ("Bookshelf", "5 Tier Bookcase", "Ladder Shelf"),
          ("a bookshelf", "a bookcase", "a ladder shelf", "a tall bookshelf"),
          ("easy to assemble", "sturdy", "space saving", "industrial", "freestanding"),
          ("open shelves", "anti tip kit", "metal frame"),
          {"color": _WOOD_COLORS, "size": ("3 tier", "4 tier", "5 tier")},
          (35.0, 190.0), ("for Home Office", "Storage Shelves", "Display Rack"), ("for my home office", "for the kids' room")),
-    Kind("furniture", "nightstand", f"{HOME} › Furniture › Bedroom Furniture › Nightstands", "nightstand",
+    Kind("garden", "nightstand", f"{HOME} › Furniture › Bedroom Furniture › Nightstands", "nightstand",
          ("Nightstand", "Bedside Table", "End Table with Drawer"),
          ("a nightstand", "a bedside table", "an end table with a drawer"),
          ("easy to assemble", "compact", "modern", "sturdy", "space saving"),
          ("charging station", "storage drawer", "open shelf", "usb ports"),
          {"color": _WOOD_COLORS, "size": ("1 piece", "set of 2")},
          (30.0, 150.0), ("for Bedroom", "Side Table", "Night Stand"), ("for my bedroom", "for a guest room")),
-    Kind("furniture", "bar stools", f"{HOME} › Furniture › Game & Recreation Room Furniture › Home Bar Furniture › Barstools",
+    Kind("garden", "bar stools", f"{HOME} › Furniture › Game & Recreation Room Furniture › Home Bar Furniture › Barstools",
          "bar stool", ("Bar Stools", "Counter Height Bar Stools", "Swivel Barstools"),
          ("bar stools", "counter height stools", "a set of swivel bar stools"),
          ("counter height", "swivel", "easy to assemble", "sturdy", "adjustable"),
          ("back support", "footrest", "upholstered seat", "metal legs"),
          {"color": ("black", "grey", "white", "brown"), "size": ("set of 2", "set of 3", "set of 4")},
          (55.0, 240.0), ("for Kitchen Island", "Modern", "Pub Chairs"), ("for my kitchen island", "for the home bar")),
-    Kind("furniture", "tv stand", f"{HOME} › Furniture › Living Room Furniture › Television Stands & Entertainment Centers",
+    Kind("garden", "tv stand", f"{HOME} › Furniture › Living Room Furniture › Television Stands & Entertainment Centers",
          "tv stand", ("TV Stand", "Entertainment Center", "Media Console"),
          ("a tv stand", "an entertainment center", "a media console"),
          ("easy to assemble", "modern", "sturdy", "farmhouse", "low profile"),
          ("led lights", "cable management", "sliding barn doors", "storage cabinets"),
          {"color": _WOOD_COLORS, "size": ("fits 55 inch tv", "fits 65 inch tv", "fits 75 inch tv")},
          (70.0, 280.0), ("for Living Room", "Media Cabinet", "Console Table"), ("for my living room", "for the bedroom tv")),
-    Kind("furniture", "ottoman", f"{HOME} › Furniture › Living Room Furniture › Ottomans", "ottoman",
+    Kind("garden", "ottoman", f"{HOME} › Furniture › Living Room Furniture › Ottomans", "ottoman",
          ("Storage Ottoman", "Ottoman", "Round Pouf Ottoman"),
          ("an ottoman", "a storage ottoman", "a pouf", "a foot stool"),
          ("foldable", "soft", "easy to clean", "sturdy", "lightweight"),
          ("storage space", "velvet fabric", "faux leather", "wooden legs"),
          {"color": _FABRIC_COLORS},
          (25.0, 120.0), ("Foot Rest", "for Living Room", "Bench"), ("for my living room", "for the bedroom")),
-    Kind("furniture", "computer desk", f"{HOME} › Furniture › Home Office Furniture › Home Office Desks", "desk",
+    Kind("garden", "computer desk", f"{HOME} › Furniture › Home Office Furniture › Home Office Desks", "desk",
          ("Computer Desk", "Writing Desk", "Standing Desk"),
          ("a computer desk", "a writing desk", "a standing desk", "an office desk"),
          ("easy to assemble", "height adjustable", "sturdy", "space saving", "modern"),
          ("monitor shelf", "storage drawers", "headphone hook", "keyboard tray"),
          {"color": _WOOD_COLORS, "size": ("40 inch", "47 inch", "55 inch")},
          (55.0, 300.0), ("for Home Office", "Study Table", "Workstation"), ("for my home office", "for gaming")),
-    Kind("furniture", "bed frame", f"{HOME} › Furniture › Bedroom Furniture › Beds, Frames & Bases › Bed Frames", "bed frame",
+    Kind("garden", "bed frame", f"{HOME} › Furniture › Bedroom Furniture › Beds, Frames & Bases › Bed Frames", "bed frame",
          ("Bed Frame", "Platform Bed Frame", "Upholstered Bed"),
          ("a bed frame", "a platform bed frame", "an upholstered bed"),
          ("noise free", "easy to assemble", "sturdy", "no box spring needed"),
          ("headboard", "under bed storage", "wooden slats", "metal frame"),
          {"color": ("black", "grey", "white", "beige"), "size": ("twin", "full", "queen", "king")},
          (90.0, 320.0), ("for Bedroom", "Mattress Foundation", "Heavy Duty"), ("for the guest room", "for my kid's room")),
-    Kind("furniture", "shoe rack", f"{HOME} › Storage & Organization › Clothing & Closet Storage › Shoe Organizers", "shoe rack",
+    Kind("garden", "shoe rack", f"{HOME} › Storage & Organization › Clothing & Closet Storage › Shoe Organizers", "shoe rack",
          ("Shoe Rack", "Shoe Organizer", "Shoe Storage Cabinet"),
          ("a shoe rack", "a shoe organizer", "a shoe storage cabinet"),
          ("space saving", "easy to assemble", "stackable", "sturdy", "freestanding"),
@@ -410,7 +410,7 @@ KINDS: tuple[Kind, ...] = (
          (18.0, 90.0), ("for Entryway", "for Closet", "Storage Shelf"), ("for my entryway", "for the closet")),
 )
 
-CATEGORIES: tuple[str, ...] = ("beauty", "electronics", "fashion", "food", "furniture")
+CATEGORIES: tuple[str, ...] = ("beauty", "electronics", "fashion", "garden", "grocery")  # WebShop's own names
 
 BRAND_HEADS = ("Vel", "Kor", "Lum", "Ost", "Bri", "Cal", "Dar", "Fen", "Gal", "Hav", "Ivo", "Jun", "Kai", "Mar",
                "Nor", "Pell", "Quin", "Ros", "Sol", "Tam", "Ul", "Ver", "Wyn", "Zel")
@@ -419,3 +419,79 @@ BRAND_TAILS = ("mora", "ella", "ix", "ana", "orra", "wick", "field", "stone", "c
 LEADS = ("i need", "i want", "i am looking for", "i'm looking for", "i'm searching for", "find me", "help me find",
          "can you find me", "i would like", "i'd like to buy", "show me", "please get me", "i want to buy",
          "i'm shopping for", "look for", "i need to find", "get me", "i want to order", "search for", "i am after")
+
+# ------------------------------------------------------------------ realism
+# What real shop pages add on top of a kind's own word lists: long titles, more
+# option groups with many values (some with odd names) and long feature bullets.
+
+# longer option pools per group name; a kind's own values come first
+MORE_VALUES: dict[str, tuple[str, ...]] = {
+    "apparel size": ("x-small", "small", "medium", "large", "x-large", "xx-large", "3x-large", "4x-large", "5x-large",
+                     "small petite", "medium tall", "x-large tall", "large big", "1x", "2x", "3x", "one size"),
+    "shoe size": ("5", "5.5", "6", "6.5", "7", "7.5", "8", "8.5", "9", "9.5", "10", "10.5", "11", "11.5", "12", "13",
+                  "8 wide", "9 wide", "10 wide", "11 wide"),
+    "count": ("1 count (pack of 1)", "2 count (pack of 1)", "pack of 2", "pack of 3", "pack of 4", "pack of 6",
+              "pack of 12", "6 count (pack of 2)", "12 count (pack of 3)", "24 count (pack of 4)"),
+    "weight": ("2 ounce", "4 ounce", "6.5 ounce", "8 ounce (pack of 1)", "12 ounce (pack of 2)", "1 pound",
+               "1.5 pound (pack of 1)", "3 pound", "7 ounce (pack of 6)", "32 ounce"),
+    "volume": ("1 fl oz", "2 fl oz (pack of 1)", "3.4 fl oz", "6.7 fl oz", "10 fl oz (pack of 2)", "13.5 fl oz",
+               "25.4 fl oz", "1 gallon", "100 ml", "250 ml (pack of 3)"),
+    "dimension": ("16 x 24 inch", "20 x 30 inch", "24 x 36 inch", "31.5 inch", "39.4 inch", "47.2 inch", "59 inch",
+                  "63 x 15.7 inch", "small (19.7 inch)", "large (27.6 inch)"),
+    "color": ("black", "white", "grey", "navy blue", "beige", "brown", "khaki", "wine red", "army green", "sky blue",
+              "pink", "purple", "orange", "yellow", "multicolor", "clear", "dark grey", "light brown", "rose red",
+              "coffee", "apricot", "mint green", "dusty blue", "silver", "gold"),
+}
+# codes and suffixes real listings put on colour values ("a1-black", "green2", "black | white")
+COLOR_CODES = ("a", "b", "c", "x", "y", "z", "01", "02", "03", "a1", "b2", "c3", "y1", "z04", "style", "type")
+
+# extra option groups by category: (group name, values)
+EXTRA_GROUPS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "beauty": (("style", ("travel size", "full size", "refill", "gift box", "value set", "mini kit")),
+               ("item package quantity", ("1", "2", "3", "4", "6", "10"))),
+    "electronics": (("style", ("basic", "pro", "with charger", "2 pack", "upgraded version", "bundle with case")),
+                    ("configuration", ("single", "dual", "starter kit", "expansion pack"))),
+    "fashion": (("style", ("classic fit", "slim fit", "relaxed", "athletic cut", "cropped", "long sleeve", "short sleeve")),
+                ("pattern name", ("solid", "striped", "plaid", "floral", "camouflage", "polka dot", "leopard"))),
+    "grocery": (("style", ("original", "family size", "gift box", "variety pack", "single serve", "bulk")),
+             ("item package quantity", ("1", "2", "3", "4", "6", "12"))),
+    "garden": (("style", ("modern", "farmhouse", "industrial", "mid-century", "classic", "scandinavian")),
+                  ("material type", ("solid wood", "engineered wood", "metal", "bamboo", "velvet", "linen", "leather"))),
+}
+
+# phrases real titles are padded with, by category (besides a kind's extras and purposes)
+TITLE_PADS: dict[str, tuple[str, ...]] = {
+    "beauty": ("for Women and Men", "Salon Quality", "Travel Size", "All Skin Types", "Gift Set", "Natural Ingredients",
+               "Professional Grade", "Cruelty Free and Vegan", "Daily Use", "Dermatologist Recommended"),
+    "electronics": ("Compatible with iPhone Samsung Android", "Upgraded 2023 Version", "Plug and Play", "for Home Office",
+                    "with USB C Cable", "Easy Setup", "1 Year Warranty", "Portable", "for Travel", "Universal Fit"),
+    "fashion": ("for Women", "for Men", "Casual Summer", "Plus Size", "Fashion Comfortable", "Gift for Her",
+                "All Season", "Soft Stretchy", "Trendy Streetwear", "Outdoor Sports"),
+    "grocery": ("Non GMO", "Gluten Free", "Family Size", "Resealable Bag", "Individually Wrapped", "Gift Basket",
+             "Kosher Certified", "Keto Friendly", "Great for Snacking", "Made in USA"),
+    "garden": ("for Living Room Bedroom", "Easy Assembly", "Space Saving", "Home Office", "Modern Design",
+                  "Heavy Duty Frame", "Rustic Farmhouse", "Small Spaces", "Entryway Hallway", "Apartment Dorm"),
+}
+
+# feature bullets: an upper-case lead, then one or two sentences (fields filled in by the generator)
+BULLET_LEADS = ("{A}", "{A} DESIGN", "PREMIUM {A}", "{A} YOU CAN TRUST", "WHY {A} MATTERS", "{A} FOR EVERY DAY")
+BULLET_BODIES = (  # for adjective-like attributes ("is {a}")
+    "Every {noun} is {a}, so it keeps up with busy mornings, long weekends and everything in between.",
+    "We made this {noun} {a} after listening to thousands of customers; the difference shows from the first use.",
+    "Being {a} means less to worry about: the {noun} looks and works the same after months of use.",
+    "Our team tested the {noun} again and again to make sure it stays {a}, day after day.",
+)
+BULLET_FEATURE_BODIES = (  # for feature-like attributes ("with {a}")
+    "Comes with {a}, a detail you will appreciate every time you reach for this {noun}.",
+    "Thanks to {a}, the {noun} is a practical choice for your home, your office or your next trip.",
+    "Built around {a}: the part of this {noun} our customers mention first in their reviews.",
+)
+BULLET_FILLERS = (
+    "Please check the size chart or the measurements in the pictures before ordering.",
+    "Due to different monitor settings the actual color may vary slightly from the pictures.",
+    "If you have any question, contact us and we will reply within 24 hours.",
+    "Satisfaction guaranteed: return or exchange within 30 days, no questions asked.",
+    "Makes a great gift for birthdays, holidays, anniversaries and any other occasion.",
+    "Package includes the {noun} and a user guide; other items in the pictures are not included.",
+    "Manual measurement allows a small error of 1-3 cm; thank you for your understanding.",
+)

@@ -18,10 +18,11 @@ Strategy, per page:
   the options and attributes in the query pull up products that offer them.
 * Results page: open the first listed product not tried yet whose price (the
   low end of a range) is within the limit; without one, the first untried
-  product.  The engine's order is a better guide than the titles: ranking
-  results by how many instruction words their titles share solved 72.5% of
-  the first 200 test tasks, the engine's order 93% (titles show only part of
-  a product's attributes; the engine also reads the description).
+  product.  The engine's order is a better guide than the titles: on the
+  first catalogue version, ranking results by how many instruction words
+  their titles share solved 72.5% of the first 200 test tasks, the engine's
+  order 93% (titles show only part of a product's attributes; the engine also
+  reads the bullets and the description).
 * Item page: if the page's price is above the limit, or a wanted option value
   is not offered, go back (``click[< Prev]``) and take the next candidate
   while the step budget allows it.  Otherwise click every wanted option value
@@ -65,7 +66,8 @@ _FILLER = frozenset("""
 _OPTION_GROUPS = frozenset("""
     color colour size style flavor flavour scent pattern material fit type capacity count length width height
     configuration model pack quantity item package
-""".split())
+""".split()) | {"flavor name", "pattern name", "material type", "item package quantity", "fit type", "scent name",
+                "size name", "style name"}
 _PRICE = re.compile(r"[,;]?\s*(?:and\s+)?price\s+(?:lower|less)\s+than\s+\$?\s*([\d,]+(?:\.\d+)?)\s*(?:dollars?)?\.?\s*$",
                     re.IGNORECASE)
 _OPTION_PAIR = re.compile(r"^[a-z][a-z0-9 ]*?:\s")

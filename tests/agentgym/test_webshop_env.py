@@ -97,9 +97,9 @@ def test_pagination(shop: Any, env: WebShopEnv) -> None:
 
 
 def test_item_page_options_and_sub_pages(shop: Any, env: WebShopEnv) -> None:
-    goal = shop.goal(0)
+    goal = next(g for g in shop.goals if shop.by_asin[g.asin].options and shop.by_asin[g.asin].description)
     product = shop.by_asin[goal.asin]
-    env.reset(0)
+    env.reset(goal.session_id)
     results = env.step(f"search[{product.title}]").observation
     item = env.step(f"click[{product.asin.lower()}]").observation
     opts = "".join(f" [SEP] {g} [SEP] " + " [SEP] ".join(vs) for g, vs in product.options.items())
@@ -119,7 +119,7 @@ def test_item_page_options_and_sub_pages(shop: Any, env: WebShopEnv) -> None:
     env.step("click[< prev]")
     assert env.step("click[attributes]").observation == item  # no Attributes button by default
     assert env.step("click[< prev]").observation == results
-    assert env.step("click[back to search]").observation == env.reset(0)
+    assert env.step("click[back to search]").observation == env.reset(goal.session_id)
 
 
 def test_attributes_page_when_shown(shop: Any, engine: SearchEngine) -> None:

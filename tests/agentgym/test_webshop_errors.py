@@ -66,7 +66,7 @@ def test_malformed_bodies_are_422(server: str, bystander: Client) -> None:
     assert call(server, "POST", "/close", json={"env_idx": "x"}) == (
         422, {"error": 'invalid request: body must be {"env_idx": <int>}'})
     assert call(server, "POST", "/reset", json={"env_idx": env, "session_id": 10**9}) == (
-        422, {"error": "session_id 1000000000 out of range: expected 0 <= session_id < 5673"})
+        422, {"error": "session_id 1000000000 out of range: expected 0 <= session_id < 2361"})
     assert_unharmed(server, bystander, before)
 
 

@@ -10,12 +10,13 @@ from webshop_client import Client
 
 pytestmark = pytest.mark.slow
 
-# session 0: "... box of protein bars that is non gmo and high protein, featuring whey protein with flavor:
-# cinnamon roll, and size: 24 count, and price lower than 70.00 dollars"; target B0VTKLIE2F ($38.95),
-# "Bribly High Protein Snack Bars" (title nouns {protein, snack, bars}: "bribly" ends in -ly).
-# session 2: "... airline approved portable charger that has usb c input ... with color: pink, and size:
-# 5000mah, and price lower than 50.00 dollars"; target title "Tamana Lightweight Battery Pack, Airline
-# Approved Bank" (title nouns {tamana, battery, pack, airline, bank}).
+# session 209: "help me find a phone case that's shockproof with raised edges with color: wine red | sky blue,
+# and size: pixel 8, and price lower than 40.00 dollars"; target B0X7ANODZG ("$7.00 - $16.99": the low end
+# counts), "Zelorra Scratch Resistant Slim Protective Case with Screen Protector" (title nouns {zelorra,
+# scratch, case, screen, protector}: "resistant", "slim" and "protective" are adjectives).
+# session 34: "i want to buy a space saving office desk with color: rustic grey, and price lower than 170.00
+# dollars"; target a computer desk whose title has 17 nouns (apartment, computer, desk, dorm, drawers, entryway,
+# hallway, headphone, height, home, hook, office, quinorra, space, storage, study, design).
 
 
 @pytest.fixture()
@@ -43,45 +44,47 @@ def buy(client: Client, session_id: int, query: str, asin: str, options: list[st
 
 
 def test_perfect_purchase(client: Client) -> None:
-    # 3 attributes + 2 options + price: (3 + 2 + 1) / (3 + 2 + 1) = 1.0
-    r = buy(client, 0, "protein bars whey", "B0VTKLIE2F", ["cinnamon roll", "24 count"])
+    # 2 attributes + 2 options + price: (2 + 2 + 1) / (2 + 2 + 1) = 1.0
+    r = buy(client, 209, "zelorra phone case", "B0X7ANODZG", ["wine red | sky blue", "pixel 8"])
     assert r["reward"] == 1.0
 
 
-def test_wrong_flavour(client: Client) -> None:
-    # "salted caramel" instead of "cinnamon roll": (3 + 1 + 1) / 6 = 0.8333
-    r = buy(client, 0, "protein bars whey", "B0VTKLIE2F", ["salted caramel", "24 count"])
-    assert r["reward"] == pytest.approx(5 / 6)
+def test_wrong_colour(client: Client) -> None:
+    # "lavender purple" instead of "wine red | sky blue": (2 + 1 + 1) / 5 = 0.8
+    r = buy(client, 209, "zelorra phone case", "B0X7ANODZG", ["lavender purple", "pixel 8"])
+    assert r["reward"] == pytest.approx(0.8)
     assert (r["info"]["n_opt_matched"], r["info"]["r_option"]) == (1, 0.5)
 
 
 def test_no_options_selected(client: Client) -> None:
-    # (3 + 0 + 1) / 6 = 0.6667
-    assert buy(client, 0, "protein bars whey", "B0VTKLIE2F", [])["reward"] == pytest.approx(4 / 6)
+    # (2 + 0 + 1) / 5 = 0.6
+    assert buy(client, 209, "zelorra phone case", "B0X7ANODZG", [])["reward"] == pytest.approx(0.6)
 
 
 def test_over_budget(client: Client) -> None:
-    # B07MPNK5GZ "Darstone Battery Pack Compact" $58.99 > 50: same query (power bank), attributes
-    # "usb c input" and "airline approved" both listed, both options offered; title nouns {darstone,
-    # battery, pack} share 2 of 5 -> r_type 1.  (2 + 2 + 0) / (2 + 2 + 1) = 0.8
-    r = buy(client, 2, "Darstone Battery Pack Compact", "B07MPNK5GZ", ["pink", "5000mah"])
-    assert r["reward"] == pytest.approx(0.8)
-    assert (r["info"]["r_price"], r["info"]["price"], r["info"]["price_upper"]) == (False, 58.99, 50.0)
+    # B0BIVLD32I "Norco Easy to Assemble Computer Desk ..." $266.95 > 170: same query (computer desk), attribute
+    # "space saving" listed, "rustic grey" offered; title nouns share 8 of 17 (apartment, computer, desk, dorm,
+    # home, office, space, study) -> r_type 1.  (1 + 1 + 0) / (1 + 1 + 1) = 0.6667
+    r = buy(client, 34, "Norco computer desk", "B0BIVLD32I", ["rustic grey"])
+    assert r["reward"] == pytest.approx(2 / 3)
+    assert (r["info"]["r_price"], r["info"]["price"], r["info"]["price_upper"]) == (False, 266.95, 170.0)
+    assert r["info"]["title_score"] == pytest.approx(8 / 17)
 
 
 def test_other_type_with_a_shared_noun_halves(client: Client) -> None:
-    # B0RFDBB3ZR protein bars for the power-bank goal: only "pack" is shared, 1/5 = 0.2 (not > 0.2), no
-    # query or category match -> r_type 0.5; no attributes, no options, price 27.97 <= 50:
+    # B07KGCVZ5B "Lumora Bubble Free Matte Screen Film with USB C Cable - 1 Year Warranty" (a screen protector) for
+    # the phone-case goal: only "screen" is shared, 1/5 = 0.2 (not > 0.2); the category paths share one level
+    # (Electronics), the queries differ -> r_type 0.5; neither attribute, no options, $8.00 <= 40:
     # 0.5 * (0 + 0 + 1) / 5 = 0.1
-    r = buy(client, 2, "Pellella Low Sugar High Protein Snack Bars Variety Pack", "B0RFDBB3ZR", [])
+    r = buy(client, 209, "Lumora screen film", "B07KGCVZ5B", [])
     assert r["reward"] == pytest.approx(0.1)
     assert (r["info"]["r_type"], r["info"]["title_score"]) == (0.5, pytest.approx(0.2))
 
 
 def test_other_type_without_shared_noun_scores_zero(client: Client) -> None:
-    # B0ZD0OI3E8 "Bribly Fair Trade Dark Chocolate Bar, Organic Bar": nouns {fair, trade, bar} ("chocolate"
-    # is a colour word, "dark" an adjective) share nothing with {protein, snack, bars} -> r_type 0 -> 0.0
-    r = buy(client, 0, "Bribly Fair Trade Dark Chocolate Bar", "B0ZD0OI3E8", [])
+    # B0N089QRAY "Space Saving End Table with Drawer Side Table": nouns {space, end, drawer, side} share nothing
+    # with the phone case's -> r_type 0 -> 0.0
+    r = buy(client, 209, "Space Saving End Table with Drawer Side Table", "B0N089QRAY", [])
     assert (r["reward"], r["info"]["r_type"]) == (0.0, 0.0)
 
 
