@@ -34,3 +34,13 @@ def test_dataclass_defaults_match_the_yaml():
 def test_the_drift_check_sees_a_changed_default():
     yaml = OmegaConf.to_container(compose(["actor_rollout_ref.actor.clip_ratio=0.3", "+agent.extra=1"]), resolve=True)
     assert drift(PPOConfig(), yaml) == ["actor_rollout_ref.actor.clip_ratio: dataclass 0.2, YAML 0.3", "agent.extra: only in the YAML"]
+
+
+def test_gigpo_has_its_own_std_switch_on_by_default():
+    from verl.workers.config import from_dict
+
+    assert OmegaConf.to_container(compose([]), resolve=True)["algorithm"]["gigpo"] == {
+        "step_gamma": 0.95, "step_weight": 1.0, "norm_by_std": True}
+    yaml = OmegaConf.to_container(compose(["algorithm.gigpo.norm_by_std=false", "actor_rollout_ref.model.path=m"]), resolve=True)
+    alg = from_dict(PPOConfig, yaml, "config").algorithm
+    assert (alg.gigpo.norm_by_std, alg.norm_adv_by_std_in_grpo) == (False, True)

@@ -123,6 +123,25 @@ def test_failed_rows_take_no_part_in_groups_and_equal_groups_are_counted():
     assert metrics == {"adv/no_baseline_rows": 0.0, "adv/equal_score_group_share": 0.5}
 
 
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "gigpo"])
+def test_every_group_estimator_logs_the_equal_score_group_share(name):
+    # groups a: 1, 1 (equal); b: 0, 2; c: 0.5, 0.5, 0.5 (equal); d: 3 alone (not a group of two or more);
+    # e: 4, 4 with the second row failed (no model token), so e is a group of one -> 2 equal of 3 groups
+    scores = [1.0, 1.0, 0.0, 2.0, 0.5, 0.5, 0.5, 3.0, 4.0, 4.0]
+    idx = np.array(["a", "a", "b", "b", "c", "c", "c", "d", "e", "e"], dtype=object)
+    m = torch.ones(10, 2, **f64)
+    m[9] = 0.0
+    # GiGPO groups trajectories: one one-step trajectory per row, each at its own state
+    nt = {"traj_uid": np.arange(10).astype(object), "step": np.zeros(10, dtype=object),
+          "anchor_obs": np.arange(10).astype(object)}
+    metrics = {}
+    ca.get_adv_estimator_fn(name)(token_level_rewards=torch.zeros(10, 2, **f64), response_mask=m, index=idx,
+                                  scores=torch.tensor(scores, **f64), non_tensor_batch=nt, metrics=metrics)
+    assert metrics["adv/equal_score_group_share"] == 2 / 3
+    assert ca.equal_score_group_share([[1.0, 1.0], [0.0, 2.0], [0.5, 0.5, 0.5], [3.0]]) == 2 / 3
+    assert ca.equal_score_group_share([[3.0], []]) == 0.0
+
+
 def test_dr_grpo_does_not_divide_by_std():
     adv, _ = ca.compute_grpo_outcome_advantage(REWARDS, MASK, INDEX, norm_adv_by_std_in_grpo=False)
     close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0], **f64).unsqueeze(-1) * MASK)  # score - group mean; b alone: 0

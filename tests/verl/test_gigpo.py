@@ -104,13 +104,18 @@ def test_normalised_episode_plus_anchor_advantages():
     assert ret is adv
     assert adv.dtype == torch.float64
     # 12 live rows; anchor groups of >= 2 rows: (g1,a) 3, (g1,b) 2, (g2,a) 2, (g3,h) 2 -> 9 rows in 4 groups
-    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4}
+    # episode groups of >= 2 trajectories: g1 (R 4, 0, 2) and g2 (R 1, 3), neither all equal; g3 has one
+    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4,
+                       "adv/equal_score_group_share": 0.0}
 
 
 def test_without_std_division():
     rewards, mask, index, nt, scores = batch()
-    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5,
-                                           norm_adv_by_std_in_grpo=False)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False)
+    close(adv, per_token(EXPECTED_CENTRED))
+    # GRPO's switch is not GiGPO's: the trainer passes it to every estimator, and GiGPO ignores it
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False,
+                                           norm_adv_by_std_in_grpo=True)
     close(adv, per_token(EXPECTED_CENTRED))
 
 
@@ -148,7 +153,7 @@ def test_step_gamma_and_step_weight():
     rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u1", 2, "y", 1.0, True),
             ("g", "u2", 0, "s", 1.0, True)]
     rewards, mask, index, nt, scores = batch(rows)
-    kw = dict(scores=scores, norm_adv_by_std_in_grpo=False)
+    kw = dict(scores=scores, norm_by_std=False)
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.9, **kw)
     close(adv, per_token([-0.095, 0.0, 0.0, 0.095], mask))  # (1 - 0.81) / 2 = 0.095
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.5, step_weight=2.0, **kw)
@@ -165,7 +170,8 @@ def test_default_epsilon_and_equal_values():
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
     a = 0.5 / (math.sqrt(0.5) + 1e-6)  # 0.70710578...
     close(adv, per_token([-a, a], mask))
-    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0}  # no shared state
+    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0,  # no shared state
+                       "adv/equal_score_group_share": 0.0}
     # equal outcomes at a shared state: std 0 -> 0 / (0 + eps) = 0 everywhere, not nan
     rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u2", 0, "s", 1.0, True)]
     rewards, mask, index, nt, scores = batch(rows)
@@ -179,7 +185,8 @@ def test_all_rows_failed_gives_zeros_and_zero_metrics():
     metrics = {}
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
     close(adv, torch.zeros(2, 3, **f64))
-    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0}
+    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0,
+                       "adv/equal_score_group_share": 0.0}
 
 
 @pytest.mark.parametrize("missing", ["traj_uid", "step", "anchor_obs"])
@@ -199,3 +206,61 @@ def test_registered_and_callable_by_keyword():
         step_gamma=0.5, epsilon=0.0, values=None, reward_baselines=None, gamma=1.0, lam=1.0,
         norm_adv_by_std_in_grpo=True)
     close(adv, per_token(EXPECTED_NORMALISED))
+
+
+# Intermediate rewards (SciWorld-like: the score rises along the episode; step_reward = increment / 100).
+# One group, both trajectories end with R = 1, so A_E = 0 and only the steps can tell them apart:
+#   u1: K=3 anchors s, x, y1; step_reward 0.2, 0.3, (0.9: the last turn's is ignored) -> r = 0.2, 0.3, 1 - 0.5 = 0.5
+#   u2: K=3 anchors s, x, y2; step_reward 0, 0, 0                                      -> r = 0, 0, 1
+# step_gamma = 0.5, G_k = r_k + 0.5 * G_{k+1}:
+#   u1: G_2 = 0.5, G_1 = 0.3 + 0.25 = 0.55, G_0 = 0.2 + 0.275 = 0.475
+#   u2: G_2 = 1,   G_1 = 0 + 0.5 = 0.5,     G_0 = 0 + 0.25 = 0.25
+#   anchor s: 0.475, 0.25 -> mean 0.3625 -> centred +-0.1125;  anchor x: 0.55, 0.5 -> mean 0.525 -> +-0.025
+#   anchors y1, y2: one row each -> 0
+# Without the step rewards both have G = 0.25, 0.5, 1: every advantage would be 0.
+PAID = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u1", 2, "y1", 1.0, True),
+        ("g", "u2", 0, "s", 1.0, True), ("g", "u2", 1, "x", 1.0, True), ("g", "u2", 2, "y2", 1.0, True)]
+STEP_REWARD = [0.2, 0.3, 0.9, 0.0, 0.0, 0.0]
+
+
+def test_step_returns_sum_the_rewards_paid_along_the_episode():
+    rewards, mask, index, nt, scores = batch(PAID)
+    nt["step_reward"] = objects(STEP_REWARD)
+    metrics = {}
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False,
+                                           metrics=metrics)
+    close(adv, per_token([0.1125, 0.025, 0.0, -0.1125, -0.025, 0.0], mask))
+    assert metrics["adv/equal_score_group_share"] == 1.0  # the one episode group scored 1, 1
+    # normalised (default epsilon; A_E = 0 / (0 + eps) = 0): a pair +-d has std d*sqrt2 -> +-d / (d*sqrt2 + eps)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5)
+    s, x = 0.1125 / (0.1125 * math.sqrt(2) + 1e-6), 0.025 / (0.025 * math.sqrt(2) + 1e-6)
+    close(adv, per_token([s, x, 0.0, -s, -x, 0.0], mask))
+    # the rewards add up to R: undiscounted, G_k is what is still to earn; u1 0.2+0.3+0.5, 0.3+0.5, 0.5 vs u2 1, 1, 1
+    #   anchor s: 1, 1 -> 0;  anchor x: 0.8, 1 -> mean 0.9 -> -0.1, +0.1
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=1.0, norm_by_std=False)
+    close(adv, per_token([0.0, -0.1, 0.0, 0.0, 0.1, 0.0], mask))
+    # the last step's remainder may be negative: u1 ends at R = 0.4 after 0.5 paid -> r = 0.2, 0.3, -0.1
+    #   A_E: R = 0.4, 1 -> mean 0.7 -> -0.3, +0.3
+    #   u1: G_2 = -0.1, G_1 = 0.3 - 0.05 = 0.25, G_0 = 0.2 + 0.125 = 0.325; u2 as above
+    #   anchor s: 0.325, 0.25 -> mean 0.2875 -> +-0.0375;  anchor x: 0.25, 0.5 -> mean 0.375 -> -+0.125
+    scores = torch.tensor([0.4, 0.4, 0.4, 1.0, 1.0, 1.0], **f64)
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False)
+    close(adv, per_token([-0.3 + 0.0375, -0.3 - 0.125, -0.3, 0.3 - 0.0375, 0.3 + 0.125, 0.3], mask))
+
+
+def test_has_signal_sees_step_returns_that_differ_under_equal_outcomes():
+    rewards, mask, index, nt, scores = batch(PAID)
+    assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)  # same R, same lengths: every G equal
+    nt["step_reward"] = objects(STEP_REWARD)
+    assert gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)  # anchors s and x now differ
+    # equal R, no step rewards, but reached the shared state s at different distances from the end: 0.5 vs 1
+    rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u2", 0, "s", 1.0, True)]
+    rewards, mask, index, nt, scores = batch(rows)
+    assert gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
+    assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=1.0)
+    # outcomes that differ are a signal on their own (t1 vs t2 of ROWS); a failed row's score is not
+    rewards, mask, index, nt, scores = batch(ROWS[:5])
+    assert gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
+    rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u2", 0, "t", 1.0, True), ("g", "u3", 0, "s", 0.0, False)]
+    rewards, mask, index, nt, scores = batch(rows)
+    assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)

@@ -144,7 +144,16 @@ def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, tasks, server, tmp_p
                     "agent.history_window=1", "trainer.val_before_train=false", "trainer.save_freq=0")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
-        assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and "actor/pg_loss" in r
+        assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and 0.0 <= r["adv/equal_score_group_share"] <= 1.0
+        assert "actor/pg_loss" in r
+
+
+def test_remax_two_steps_with_the_greedy_baseline(tiny_model_path, tasks, server, tmp_path):
+    rows = run_main(tiny_model_path, tasks, server, tmp_path / "remax", "algorithm.adv_estimator=remax", "agent.n=2",
+                    "trainer.val_before_train=false", "trainer.save_freq=0")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:  # every greedy baseline rollout came back, so no sampled row was failed for want of one
+        assert r["remax/failed_baseline_rows"] == 0.0 and "actor/pg_loss" in r
 
 
 def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, tmp_path):

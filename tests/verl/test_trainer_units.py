@@ -75,6 +75,9 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
         (["trainer.staleness=1"], r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: set actor_rollout_ref.actor.tis_cap"),
         (["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
          r"trainer.staleness=1 cannot run with algorithm.adv_estimator=remax"),
+        (["algorithm.adv_estimator=remax", "algorithm.filter_groups.enable=true"],
+         r"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group estimator "
+         r"\(grpo, dr_grpo, rloo, gigpo\) has; algorithm.adv_estimator=remax"),
     ],
 )
 def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, extra, message):
@@ -261,6 +264,120 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     batch, metrics = collected.batch, collected.metrics
     assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0
     assert list(batch.non_tensor_batch["uid"]) == ["task4", "task4", "task5", "task5"]
+
+
+class StepRollout:
+    """Step-wise rows (one per turn), as the agent's step-wise mode lays them out: per call, per task row,
+    ``agent.n`` trajectories given as ``(R, [anchor of each turn])``."""
+
+    pad_id = 0
+
+    def __init__(self, trajectories_per_call):
+        self.trajectories_per_call, self.calls = list(trajectories_per_call), []
+
+    def run_llm_loop(self, tasks, output_dir=None, global_step=0, do_sample=True):
+        ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
+        self.calls.append(ids)
+        rows = [(task, copy, k, anchor, reward) for task, trajectories in zip(ids, self.trajectories_per_call.pop(0))
+                for copy, (reward, anchors) in enumerate(trajectories) for k, anchor in enumerate(anchors)]
+        packed = pack_sequences([[1, 2]] * len(rows), [[5]] * len(rows), pad_id=0)
+        return DataProto.from_dict(packed, {
+            "uid": [f"task{t}" for t, *_ in rows], "traj_uid": [f"task{t}/{c}" for t, c, *_ in rows],
+            "step": [k for _, _, k, _, _ in rows], "anchor_obs": [a for *_, a, _ in rows],
+            "data_source": ["webshop"] * len(rows), "task_id": [t for t, *_ in rows],
+            "reward_total": [r for *_, r in rows], "success": [r == 1.0 for *_, r in rows], "failed": [False] * len(rows)})
+
+
+def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_differ(tiny_model_path, task_files):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=gigpo", "agent.n=2", "agent.history_window=1",
+                          "data.train_batch_size=2", "data.shuffle=false", "algorithm.filter_groups.enable=true",
+                          "algorithm.filter_groups.max_rounds=1"))
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    trainer.rollout = StepRollout([
+        # task 0: both R = 1, but one met state s one turn before the end (G = 0.95) and the other at the end (G = 1): kept
+        # task 1: both R = 0: every G is 0, dropped
+        [[(1.0, ["s", "x"]), (1.0, ["s"])], [(0.0, ["s", "x"]), (0.0, ["s"])]],
+        # refill: task 2 with outcomes 1 and 0: kept; task 3 not needed
+        [[(1.0, ["s"]), (0.0, ["s"])], [(1.0, ["s"]), (1.0, ["s"])]],
+    ])
+    collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
+    assert trainer.rollout.calls == [[0, 1], [2, 3]]
+    assert list(collected.batch.non_tensor_batch["uid"]) == ["task0"] * 3 + ["refill1-task2"] * 2
+    assert collected.metrics["filter/dropped_groups"] == 2.0 and collected.metrics["filter/refill_rounds"] == 1.0
+
+
+class GreedyRollout:
+    """The ReMax baseline rollout: one greedy trajectory per task, with its composed reward, or failed (None)."""
+
+    pad_id = 0
+
+    def __init__(self, reward_of_task):
+        self.reward_of_task = reward_of_task
+
+    def run_llm_loop(self, tasks, output_dir=None, global_step=0, do_sample=True):
+        assert do_sample is False
+        ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
+        failed = [self.reward_of_task[t] is None for t in ids]
+        packed = pack_sequences([[1, 2]] * len(ids), [[5]] * len(ids), response_masks=[[int(not f)] for f in failed], pad_id=0)
+        return DataProto.from_dict(packed, {
+            "uid": [f"task{t}" for t in ids], "data_source": ["webshop"] * len(ids), "task_id": ids,
+            "reward_total": [self.reward_of_task[t] or 0.0 for t in ids], "success": [False] * len(ids),
+            "failed": failed, "status": ["failed" if f else "done" for f in failed], "error": ["env down" if f else "" for f in failed]})
+
+
+def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_baseline(tiny_model_path, task_files):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, TooManyFailures
+
+    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=remax", "agent.n=2", "data.train_batch_size=2",
+                          "data.shuffle=false"))
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    tasks = trainer.train_loader.next_batch()
+    batch = ScriptedRollout([[(1.0, 0.0), (0.5, 0.25)]]).run_llm_loop(tasks)  # task 0: 1, 0; task 1: 0.5, 0.25
+    batch.non_tensor_batch["status"] = np.array(["done"] * 4, dtype=object)
+    trainer.reward_manager(batch)
+    trainer.val_rollout = GreedyRollout({0: 0.25, 1: None})  # task 1's greedy rollout failed
+
+    assert trainer._remax_baselines(tasks, batch) == {"remax/failed_baseline_rows": 2.0}
+    nt = batch.non_tensor_batch
+    assert list(nt["failed"]) == [False, False, True, True] and list(nt["status"]) == ["done", "done", "failed", "failed"]
+    assert nt["error"][2] == "remax: the greedy baseline rollout of this task failed"
+    assert batch.batch["response_mask"].tolist() == [[1], [1], [0], [0]]
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
+    trainer.compute_advantage(batch)
+    # task 0: s - b = 1 - 0.25, 0 - 0.25; task 1 is out of the loss (a baseline of 0 would have given 0.5, 0.25)
+    assert batch.batch["advantages"].tolist() == [[0.75], [-0.25], [0.0], [0.0]]
+    trainer.config.trainer.max_failed_fraction = 0.25  # the failed rows count as failed: 2 of 4
+    with pytest.raises(TooManyFailures, match=r"2 of 4 trajectories failed .* most common error: remax: the greedy baseline"):
+        trainer._check_failures(batch)
+
+
+@pytest.mark.parametrize("estimator, extra, own", [
+    ("grpo", [], {}),
+    ("gigpo", ["agent.history_window=1", "algorithm.gigpo.norm_by_std=false"],
+     {"step_gamma": 0.95, "step_weight": 1.0, "norm_by_std": False}),
+])
+def test_an_estimator_gets_its_own_options_and_no_other_estimators(tiny_model_path, task_files, monkeypatch, estimator, extra, own):
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2", *extra)), TEXT_STUB)
+    seen = {}
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return torch.zeros(2, 4), torch.zeros(2, 4)
+
+    monkeypatch.setitem(core_algos.ADV_ESTIMATORS, estimator, spy)
+    batch = rollout_like_batch()
+    batch.non_tensor_batch["uid"] = np.array(["a", "a"], dtype=object)
+    batch.batch["outcome_scores"] = torch.zeros(2)
+    batch.batch["token_level_scores"] = batch.batch["token_level_rewards"] = torch.zeros(2, 4)
+    trainer.compute_advantage(batch)
+    common = {"token_level_rewards", "response_mask", "index", "scores", "values", "reward_baselines", "gamma", "lam",
+              "norm_adv_by_std_in_grpo", "non_tensor_batch", "metrics"}
+    assert set(seen) == common | set(own) and {k: seen[k] for k in own} == own
 
 
 def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):

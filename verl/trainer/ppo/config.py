@@ -20,6 +20,7 @@ from verl.utils.precision import announce, resolve_dtype
 from verl.workers.config import ActorRolloutRefConfig, ConfigError, CriticConfig, from_dict, resolve_policy_precision
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gigpo")  # baselines from the other samples of the task (agent.n >= 2)
 
 
 @dataclass
@@ -44,11 +45,15 @@ class KLCtrlConfig:
 
 @dataclass
 class GiGPOConfig:
-    """GiGPO's step level: per-step returns discounted over turns by ``step_gamma``
-    (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``."""
+    """GiGPO's options (`verl.trainer.ppo.gigpo`): per-step returns discounted over turns by ``step_gamma``
+    (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``; ``norm_by_std`` divides both
+    levels by their group's std (on by default, as in the GiGPO paper: the step returns met at one state
+    differ by a few discount factors, so centred alone ``A_step`` would be dwarfed by ``A_episode``);
+    GiGPO ignores ``norm_adv_by_std_in_grpo``."""
 
     step_gamma: float = 0.95
     step_weight: float = 1.0
+    norm_by_std: bool = True
 
 
 @dataclass
@@ -213,6 +218,9 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}")
     if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
         raise ConfigError(f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}")
+    if alg.filter_groups.enable and alg.adv_estimator not in GROUP_ESTIMATORS:
+        raise ConfigError(f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
+                          f"estimator ({', '.join(GROUP_ESTIMATORS)}) has; algorithm.adv_estimator={alg.adv_estimator}")
     if alg.filter_groups.max_rounds < 0:
         raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
     if alg.reward_timeout_s <= 0:
@@ -234,7 +242,7 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"agent: {exc}") from None
     n = int(cfg.agent.get("n", 1))  # samples per task: the rollout's group size
-    if alg.adv_estimator in ("grpo", "dr_grpo", "rloo", "gigpo") and n < 2:
+    if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})")
     if alg.adv_estimator == "gigpo" and int(cfg.agent.get("history_window", 0)) < 1:
         raise ConfigError("algorithm.adv_estimator=gigpo needs the rollout's step-wise mode (one row per turn): set agent.history_window >= 1")

@@ -14,7 +14,7 @@ KL estimators k1/k2/k3 (Schulman 2020).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -74,10 +74,11 @@ def register_adv_est(name: str, needs_critic: bool = False) -> Callable[[Advanta
     ``values``, ``reward_baselines``, ``gamma``, ``lam``,
     ``norm_adv_by_std_in_grpo``, ``non_tensor_batch`` (the batch's non-tensor
     columns, e.g. step ids or observation keys), the estimator's own
-    ``algorithm.<name>`` options (e.g. ``step_gamma``), and ``metrics`` (a dict
-    the estimator may add ``adv/*`` entries to). An estimator takes what it
-    needs and accepts the rest through ``**kwargs``. It returns
-    ``(advantages, returns)``, both ``(B, T)``.
+    ``algorithm.<name>`` options when the config has that section (only
+    ``algorithm.gigpo``: ``step_gamma``, ``step_weight``, ``norm_by_std``), and
+    ``metrics`` (a dict the estimator may add ``adv/*`` entries to). An
+    estimator takes what it needs and accepts the rest through ``**kwargs``.
+    It returns ``(advantages, returns)``, both ``(B, T)``.
     """
 
     def decorator(fn: AdvantageFn) -> AdvantageFn:
@@ -154,15 +155,24 @@ def group_rows(index: np.ndarray, response_mask: torch.Tensor) -> dict[object, l
     return groups
 
 
+EQUAL_SCORE_GROUP_SHARE = "adv/equal_score_group_share"  # every group estimator logs it
+
+
+def equal_score_group_share(groups: Iterable[Sequence[float]]) -> float:
+    """The zero-variance share: among the groups of two or more scores, the share whose scores are all
+    equal (their group-relative outcome advantages are all 0); 0.0 when there is no such group."""
+    multi = [list(scores) for scores in groups if len(scores) > 1]
+    equal = sum(all(s == scores[0] for s in scores) for scores in multi)
+    return equal / len(multi) if multi else 0.0
+
+
 def record_group_metrics(groups: dict[object, list[int]], scores: torch.Tensor, metrics: dict | None) -> None:
     """``adv/no_baseline_rows``: rows alone in their group (advantage 0); ``adv/equal_score_group_share``:
-    share of groups of two or more whose scores are all equal (every advantage 0)."""
+    `equal_score_group_share` of the groups' scores."""
     if metrics is None:
         return
-    multi = [rows for rows in groups.values() if len(rows) > 1]
-    equal = sum(bool((scores[rows] == scores[rows[0]]).all()) for rows in multi)
     metrics["adv/no_baseline_rows"] = float(sum(len(rows) == 1 for rows in groups.values()))
-    metrics["adv/equal_score_group_share"] = equal / len(multi) if multi else 0.0
+    metrics[EQUAL_SCORE_GROUP_SHARE] = equal_score_group_share(scores[rows].tolist() for rows in groups.values())
 
 
 @register_adv_est("grpo")
@@ -275,7 +285,9 @@ def compute_remax_outcome_advantage(
 
     ``A_t = (s - b) * mask_t`` with ``s`` the row's outcome score
     (`outcome_scores`) and ``b = reward_baselines`` ``(B,)``, scored by the
-    same reward path. Returns ``(advantages, s broadcast over the mask)``.
+    same reward path. A task whose greedy rollout failed has no baseline: the
+    trainer marks its rows failed (mask 0), so their advantage is 0.
+    Returns ``(advantages, s broadcast over the mask)``.
     """
     s = outcome_scores(token_level_rewards, scores).unsqueeze(-1)
     advantages = (s - reward_baselines.to(s.dtype).unsqueeze(-1)) * response_mask

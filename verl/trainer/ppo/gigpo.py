@@ -10,21 +10,26 @@ Critic-free, like GRPO, but with two nested groups:
 
 ``A = A_E + step_weight * A_S``. The batch is the agent's step-wise layout
 (``agent.history_window > 0``): one row per model turn, with the non-tensor
-columns ``traj_uid``, ``step`` and ``anchor_obs``.
-Importing this module registers the estimator as ``"gigpo"``.
+columns ``traj_uid``, ``step`` and ``anchor_obs``, and optionally
+``step_reward`` (the reward a turn earned before the episode's end, see
+`compute_gigpo_advantage`). Importing this module registers the estimator as ``"gigpo"``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Hashable
 
 import numpy as np
 import torch
 
-from verl.trainer.ppo.core_algos import register_adv_est
+from verl.trainer.ppo.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 
 REQUIRED_COLUMNS = ("traj_uid", "step", "anchor_obs")
+STEP_REWARD = "step_reward"
+
+Key = tuple[Hashable, Hashable]  # (index, traj_uid) for a trajectory, (index, anchor_obs) for an anchor group
 
 
 def _columns(non_tensor_batch: dict[str, Any] | None, rows: int) -> tuple[list[Hashable], list[int], list[Hashable]]:
@@ -34,8 +39,8 @@ def _columns(non_tensor_batch: dict[str, Any] | None, rows: int) -> tuple[list[H
     if missing:
         raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}, which only the "
                          "agent's step-wise mode (agent.history_window > 0) builds: one row per model turn")
-    for name in REQUIRED_COLUMNS:
-        if len(non_tensor_batch[name]) != rows:
+    for name in (*REQUIRED_COLUMNS, STEP_REWARD):
+        if name in non_tensor_batch and len(non_tensor_batch[name]) != rows:
             raise ValueError(f"non-tensor column '{name}' has length {len(non_tensor_batch[name])} "
                              f"but the batch has {rows} rows")
     return (list(non_tensor_batch["traj_uid"]), [int(k) for k in non_tensor_batch["step"]],
@@ -50,6 +55,73 @@ def _normalised(values: np.ndarray, norm_by_std: bool, epsilon: float) -> np.nda
     return centred / (values.std(ddof=1) + epsilon) if norm_by_std else centred
 
 
+def _varies(values: list[float]) -> bool:
+    return any(v != values[0] for v in values[1:])
+
+
+@dataclass
+class _Episodes:
+    """A step-wise batch seen as trajectories (only those with a live row, i.e. a model token)."""
+
+    traj_of: list[Key]  # each row's trajectory
+    outcomes: dict[Key, float]  # R per trajectory
+    episode_groups: dict[Hashable, list[Key]]  # index -> its trajectories
+    step_returns: np.ndarray  # (rows,) G of each live row, 0 elsewhere
+    anchor_groups: dict[Key, list[int]]  # (index, anchor_obs) -> its live rows
+
+
+def _episodes(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tensor_batch: dict[str, Any] | None,
+             step_gamma: float) -> _Episodes:
+    """Trajectories, outcomes ``R``, step returns ``G`` and anchor groups, as `compute_gigpo_advantage` defines them."""
+    rows = len(outcome)
+    if len(index) != rows:
+        raise ValueError(f"index has length {len(index)} but the batch has {rows} rows")
+    traj_uids, steps, anchors = _columns(non_tensor_batch, rows)
+    paid = np.asarray(non_tensor_batch.get(STEP_REWARD, np.zeros(rows)), dtype=np.float64)
+    traj_of = [(index[i], traj_uids[i]) for i in range(rows)]
+    members: dict[Key, list[int]] = defaultdict(list)
+    for i, key in enumerate(traj_of):
+        members[key].append(i)
+
+    outcomes: dict[Key, float] = {}
+    step_returns = np.zeros(rows, dtype=np.float64)
+    for key, traj_rows in members.items():
+        live_rows = [i for i in traj_rows if live[i]]
+        if not live_rows:
+            continue
+        outcomes[key] = float(outcome[max(live_rows, key=lambda i: steps[i])])
+        r = np.zeros(max(steps[i] for i in traj_rows) + 1)  # r_0 .. r_{K-1}
+        for i in traj_rows:
+            r[steps[i]] = paid[i]
+        r[-1] = outcomes[key] - r[:-1].sum()
+        returns = np.zeros_like(r)
+        running = 0.0
+        for k in reversed(range(len(r))):
+            running = r[k] + step_gamma * running
+            returns[k] = running
+        step_returns[live_rows] = returns[[steps[i] for i in live_rows]]
+
+    episode_groups: dict[Hashable, list[Key]] = defaultdict(list)
+    for key in outcomes:
+        episode_groups[key[0]].append(key)
+    anchor_groups: dict[Key, list[int]] = defaultdict(list)
+    for i in range(rows):
+        if live[i]:
+            anchor_groups[(index[i], anchors[i])].append(i)
+    return _Episodes(traj_of, outcomes, episode_groups, step_returns, anchor_groups)
+
+
+def has_signal(scores: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+               non_tensor_batch: dict[str, Any], step_gamma: float) -> bool:
+    """Whether GiGPO can give a row a non-zero advantage: the outcomes ``R`` of an episode group differ, or
+    the step returns ``G`` of an anchor group differ (so a group whose episodes all scored the same still
+    teaches which step was better when, e.g., one reached the same state later or earned more on the way)."""
+    live = (response_mask != 0).any(dim=-1).cpu().numpy()
+    ep = _episodes(scores.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch, step_gamma)
+    return (any(_varies([ep.outcomes[k] for k in keys]) for keys in ep.episode_groups.values())
+            or any(_varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()))
+
+
 @register_adv_est("gigpo")
 @torch.no_grad()
 def compute_gigpo_advantage(
@@ -60,7 +132,7 @@ def compute_gigpo_advantage(
     scores: torch.Tensor | None = None,
     step_gamma: float = 0.95,
     step_weight: float = 1.0,
-    norm_adv_by_std_in_grpo: bool = True,
+    norm_by_std: bool = True,
     epsilon: float = 1e-6,
     metrics: dict[str, float] | None = None,
     **kwargs: Any,
@@ -68,82 +140,71 @@ def compute_gigpo_advantage(
     """GiGPO advantage over step-wise rows (one row per model turn).
 
     Rows with an all-zero ``response_mask`` (failed) join no group and get 0.
-    A trajectory is the set of rows sharing ``(index, traj_uid)``; its outcome
-    ``R`` is ``scores`` (or ``token_level_rewards.sum(-1)`` when None) at its
-    last non-failed step, and ``K = max(step) + 1`` over its rows.
+    A trajectory is the set of rows sharing ``(index, traj_uid)``, its turns
+    ``k = 0 .. K-1`` (``step``; ``K = max(step) + 1`` over its rows); its
+    outcome ``R`` is ``scores`` (or ``token_level_rewards.sum(-1)`` when None)
+    at its last non-failed step.
 
     Episode level, over the trajectories of a group ``g`` (same ``index``)::
 
         A_E = (R - mean_g(R)) / (std_g(R) + eps)      (unbiased std)
-        A_E = R - mean_g(R)                           (norm_adv_by_std_in_grpo=False)
+        A_E = R - mean_g(R)                           (norm_by_std=False)
         A_E = 0                                       (a group of one trajectory)
 
-    Step level, with the outcome paid at the last step and discounted back::
+    Step level: the discounted sum of the rewards from turn ``k`` on::
 
-        G_k = step_gamma ** (K - 1 - k) * R
+        G_k = sum_{j=k}^{K-1} step_gamma ** (j - k) * r_j
+        r_j = step_reward_j                           (j < K-1)
+        r_{K-1} = R - sum_{j<K-1} r_j                 (what the outcome adds at the end)
 
-    over the rows of an anchor group ``a`` (same ``(index, anchor_obs)``)::
+    where ``step_reward_j`` is the non-tensor column ``step_reward`` of turn
+    ``j``'s row: the reward the environment paid for that turn, in the units of
+    ``R`` (e.g. SciWorld's score increment over its reward scale); 0 when the
+    column is absent, which leaves ``G_k = step_gamma ** (K-1-k) * R``. The
+    turns' rewards add up to the outcome (``sum_j r_j = R``), so with
+    ``step_gamma = 1`` ``G_k`` is what the episode still earned from turn ``k`` on.
+    Over the rows of an anchor group ``a`` (same ``(index, anchor_obs)``)::
 
-        A_S = (G - mean_a(G)) / (std_a(G) + eps)      (unbiased std; no division when the flag is False)
+        A_S = (G - mean_a(G)) / (std_a(G) + eps)      (unbiased std; no division when norm_by_std=False)
         A_S = 0                                       (an anchor group of one row)
 
     ``A = (A_E + step_weight * A_S) * response_mask``, broadcast over the tokens.
-    With ``metrics`` (a dict): ``gigpo/anchor_step_share`` (share of non-failed
-    rows in an anchor group of >= 2 rows) and ``gigpo/anchor_group_size/mean``
-    (mean size of those groups; 0.0 if none). Returns ``(advantages, advantages)``.
+    ``norm_by_std`` defaults to True, as in the GiGPO paper: the step returns met
+    at one state differ by little (a few discount factors), so without the std
+    division ``A_S`` would be far smaller than ``A_E`` and ``step_weight`` would
+    need retuning per env. With ``metrics`` (a dict): ``gigpo/anchor_step_share``
+    (share of non-failed rows in an anchor group of >= 2 rows),
+    ``gigpo/anchor_group_size/mean`` (mean size of those groups; 0.0 if none)
+    and ``adv/equal_score_group_share`` (episode groups of >= 2 trajectories whose
+    ``R`` are all equal, `equal_score_group_share`). Returns ``(advantages, advantages)``.
     """
     rows = token_level_rewards.shape[0]
-    if len(index) != rows:
-        raise ValueError(f"index has length {len(index)} but the batch has {rows} rows")
-    traj_uids, steps, anchors = _columns(non_tensor_batch, rows)
     outcome = token_level_rewards.sum(dim=-1) if scores is None else scores
     if outcome.shape != (rows,):
         raise ValueError(f"scores must have shape ({rows},), got {tuple(outcome.shape)}")
-    outcome = outcome.detach().to("cpu", torch.float64).numpy()
     live = (response_mask != 0).any(dim=-1).cpu().numpy()
+    ep = _episodes(outcome.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch, step_gamma)
 
-    # trajectories: K from all their rows, R from the last live row; only those with a live row take part
-    trajectories: dict[tuple[Hashable, Hashable], list[int]] = defaultdict(list)
-    for i in range(rows):
-        trajectories[(index[i], traj_uids[i])].append(i)
-    num_steps = {key: max(steps[i] for i in members) + 1 for key, members in trajectories.items()}
-    returns_of: dict[tuple[Hashable, Hashable], float] = {}
-    for key, members in trajectories.items():
-        live_members = [i for i in members if live[i]]
-        if live_members:
-            returns_of[key] = float(outcome[max(live_members, key=lambda i: steps[i])])
-
-    # episode level: one value per trajectory, grouped by index
-    episode_groups: dict[Hashable, list[tuple[Hashable, Hashable]]] = defaultdict(list)
-    for key in returns_of:
-        episode_groups[key[0]].append(key)
-    episode_adv: dict[tuple[Hashable, Hashable], float] = {}
-    for keys in episode_groups.values():
-        outcomes = np.array([returns_of[k] for k in keys], dtype=np.float64)
-        episode_adv.update(zip(keys, _normalised(outcomes, norm_adv_by_std_in_grpo, epsilon).tolist()))
-
-    # step level: G_k = step_gamma ** (K - 1 - k) * R, grouped by (index, anchor_obs)
-    anchor_groups: dict[tuple[Hashable, Hashable], list[int]] = defaultdict(list)
-    step_returns = np.zeros(rows, dtype=np.float64)
-    for i in range(rows):
-        if live[i]:
-            key = (index[i], traj_uids[i])
-            step_returns[i] = step_gamma ** (num_steps[key] - 1 - steps[i]) * returns_of[key]
-            anchor_groups[(index[i], anchors[i])].append(i)
+    episode_adv: dict[Key, float] = {}
+    for keys in ep.episode_groups.values():
+        outcomes = np.array([ep.outcomes[k] for k in keys], dtype=np.float64)
+        episode_adv.update(zip(keys, _normalised(outcomes, norm_by_std, epsilon).tolist()))
     step_adv = np.zeros(rows, dtype=np.float64)
-    for members in anchor_groups.values():
-        step_adv[members] = _normalised(step_returns[members], norm_adv_by_std_in_grpo, epsilon)
+    for members in ep.anchor_groups.values():
+        step_adv[members] = _normalised(ep.step_returns[members], norm_by_std, epsilon)
 
     combined = np.zeros(rows, dtype=np.float64)
     for i in range(rows):
         if live[i]:
-            combined[i] = episode_adv[(index[i], traj_uids[i])] + step_weight * step_adv[i]
+            combined[i] = episode_adv[ep.traj_of[i]] + step_weight * step_adv[i]
     per_row = torch.as_tensor(combined, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
     advantages = per_row.unsqueeze(-1) * response_mask
 
     if metrics is not None:
-        shared = [len(members) for members in anchor_groups.values() if len(members) >= 2]
+        shared = [len(members) for members in ep.anchor_groups.values() if len(members) >= 2]
         live_rows = int(live.sum())
         metrics["gigpo/anchor_step_share"] = sum(shared) / live_rows if live_rows else 0.0
         metrics["gigpo/anchor_group_size/mean"] = sum(shared) / len(shared) if shared else 0.0
+        metrics[EQUAL_SCORE_GROUP_SHARE] = equal_score_group_share(
+            [ep.outcomes[k] for k in keys] for keys in ep.episode_groups.values())
     return advantages, advantages

@@ -50,7 +50,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, WorkerError
-from verl.trainer.ppo import core_algos
+from verl.trainer.ppo import core_algos, gigpo
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.reward import RewardManager
@@ -169,14 +169,17 @@ class RayPPOTrainer:
             self.pool.release()
 
     # ------------------------------------------------------------------ advantages
-    def compute_advantage(self, batch: DataProto, reward_baselines: torch.Tensor | None = None) -> dict[str, float]:
+    def compute_advantage(self, batch: DataProto) -> dict[str, float]:
         """Fill ``advantages`` and ``returns`` with the configured estimator; returns its ``adv/*`` metrics.
 
         Each row's outcome score is its reward R plus the in-reward KL penalty
         summed over its tokens. Failed trajectories (masked out of the loss)
         get a group of their own, so they do not shift their task's baseline.
+        The estimator gets its own options, ``algorithm.<name>``, when that
+        section exists (``algorithm.gigpo`` for GiGPO), and no other's.
         """
         alg = self.config.algorithm
+        own = getattr(alg, alg.adv_estimator, None)
         index = np.array(batch.non_tensor_batch["uid"], dtype=object)
         failed = np.array(batch.non_tensor_batch.get("failed", [False] * len(batch)), dtype=bool)
         index = np.array([f"failed-{i}" if failed[i] else index[i] for i in range(len(index))], dtype=object)
@@ -190,23 +193,32 @@ class RayPPOTrainer:
             index=index,
             scores=scores,
             values=b.get("values"),
-            reward_baselines=reward_baselines,
+            reward_baselines=b.get("reward_baselines"),
             gamma=alg.gamma,
             lam=alg.lam,
             norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo,
             non_tensor_batch=batch.non_tensor_batch,
             metrics=metrics,
-            **dataclasses.asdict(alg.gigpo),
+            **(dataclasses.asdict(own) if dataclasses.is_dataclass(own) else {}),
         )
         b["advantages"], b["returns"] = advantages, returns
         return metrics
 
-    def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> torch.Tensor:
-        """ReMax: the greedy rollout's outcome score of each task (through the same reward path), broadcast to its samples."""
+    def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> dict[str, float]:
+        """ReMax: put ``reward_baselines`` (B,) in ``batch``, the outcome score of each task's greedy rollout
+        (through the same reward path). A task whose greedy rollout failed has no baseline: its sampled rows
+        are marked failed (`mark_failed`), out of every group, loss and metric, and counted in
+        ``remax/failed_baseline_rows``."""
         greedy = self.val_rollout.run_llm_loop(tasks, do_sample=False, global_step=self.global_step)
         self.reward_manager(greedy)
-        by_task = dict(zip(greedy.non_tensor_batch["task_id"], greedy.batch["outcome_scores"].tolist()))
-        return torch.tensor([by_task[t] for t in batch.non_tensor_batch["task_id"]], dtype=torch.float32)
+        g = greedy.non_tensor_batch
+        by_task = {task: score for task, score, failed in zip(g["task_id"], greedy.batch["outcome_scores"].tolist(), g["failed"])
+                   if not failed}
+        nt = batch.non_tensor_batch
+        orphans = [i for i, task in enumerate(nt["task_id"]) if task not in by_task and not nt["failed"][i]]
+        mark_failed(batch, orphans, "remax: the greedy baseline rollout of this task failed")
+        batch.batch["reward_baselines"] = torch.tensor([by_task.get(t, 0.0) for t in nt["task_id"]], dtype=torch.float32)
+        return {"remax/failed_baseline_rows": float(len(orphans))}
 
     def _balance(self, batch: DataProto) -> None:
         """Reorder rows so every rank gets a similar number of tokens (snake order over sorted lengths)."""
@@ -246,8 +258,19 @@ class RayPPOTrainer:
             uids[:] = [f"refill{round_}-{u}" for u in uids]
         return batch
 
+    def _informative(self, group: DataProto) -> bool:
+        """Whether the estimator can give a row of ``group`` (one task's rows) a non-zero advantage: the outcome
+        scores of its live rows differ; under GiGPO also when the step returns at a shared state differ
+        (`gigpo.has_signal`), though every episode scored the same."""
+        b, alg = group.batch, self.config.algorithm
+        if alg.adv_estimator == "gigpo":
+            return gigpo.has_signal(b["outcome_scores"], b["response_mask"], group.non_tensor_batch["uid"],
+                                    group.non_tensor_batch, alg.gigpo.step_gamma)
+        scores = b["outcome_scores"][b["response_mask"].sum(dim=-1) > 0]
+        return scores.numel() > 1 and bool((scores != scores[0]).any())
+
     def _keep_informative_groups(self, batch: DataProto, metrics: dict[str, float], step: int) -> DataProto:
-        """Dynamic sampling (DAPO): drop the groups whose outcome scores are all equal (every advantage 0)
+        """Dynamic sampling (DAPO): drop the groups in which every advantage would be 0 (`_informative`)
         and refill from the next prompts, up to ``filter_groups.max_rounds`` extra rollouts.
 
         The step keeps ``data.train_batch_size`` groups: the first informative ones in rollout order;
@@ -260,9 +283,7 @@ class RayPPOTrainer:
         seen_dropped, round_ = 0, 0
         while True:
             for group in _groups(batch):
-                live = group.batch["response_mask"].sum(dim=-1) > 0
-                scores = group.batch["outcome_scores"][live]
-                informative = scores.numel() > 1 and bool((scores != scores[0]).any())
+                informative = self._informative(group)
                 (kept if informative else dropped).append(group)
                 seen_dropped += not informative
             if len(kept) >= target or round_ >= max_rounds:
@@ -345,6 +366,8 @@ class RayPPOTrainer:
             ready = self._collect(tasks, self.global_step)
         metrics.update(ready.metrics)
         batch = ready.batch
+        if cfg.algorithm.adv_estimator == "remax":  # before the failure check: a task without a baseline fails its rows
+            metrics.update(self._remax_baselines(tasks, batch))
         self._check_failures(batch)
         metrics["rollout/staleness"] = float(self._policy_version - ready.policy_version)
         if self.overlap:
@@ -373,9 +396,8 @@ class RayPPOTrainer:
             metrics.update(kl_metrics)
         else:
             batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
-        baselines = self._remax_baselines(tasks, batch) if cfg.algorithm.adv_estimator == "remax" else None
         with timer("adv"):
-            metrics.update(self.compute_advantage(batch, baselines))
+            metrics.update(self.compute_advantage(batch))
 
         if self.critic_wg is not None:
             with timer("update_critic"):
@@ -623,6 +645,18 @@ class RayPPOTrainer:
                  if latest is not None else "no checkpoint was written; re-running starts from the beginning")
         print(f"[trainer] stopping: {cause}", flush=True)
         raise RunStopped(f"{cause}\n{where}")
+
+
+def mark_failed(batch: DataProto, rows: list[int], error: str) -> None:
+    """Mark ``rows`` failed as the reward path does: ``failed``, status ``failed``, ``error``, no model token."""
+    nt = batch.non_tensor_batch
+    for i in rows:
+        nt["failed"][i] = True
+        if "status" in nt:
+            nt["status"][i] = "failed"
+        if "error" in nt:
+            nt["error"][i] = error
+    batch.batch["response_mask"][rows] = 0
 
 
 def _groups(batch: DataProto) -> list[DataProto]:
