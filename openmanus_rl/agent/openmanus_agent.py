@@ -479,9 +479,12 @@ class OpenManusAgent:
     def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
                 global_step: int, dataset_columns: dict | None = None) -> DataProto:
         cfg = self.config
-        scores = score(trajectories, {name: side.composer for name, side in self.envs.items()}, self.specs)
-        build = build_step_batch if cfg.history_window else build_batch
-        out = build(trajectories, scores, self.specs, self.pad_id, dataset_columns or {})
+        composers = {name: side.composer for name, side in self.envs.items()}
+        scores = score(trajectories, composers, self.specs)
+        if cfg.history_window:
+            out = build_step_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers)
+        else:
+            out = build_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {})
         start_errors = sum(side.pool.stats["errors"] for side in self.envs.values())
         metrics = rollout_metrics(trajectories, scores, self.specs, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors

@@ -114,13 +114,17 @@ def normalize_observation(text: str) -> str:
 
 
 def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
-                     pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
+                     pad_id: int, dataset_columns: dict[str, np.ndarray],
+                     composers: Mapping[str, RewardComposer] | None = None) -> DataProto:
     """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
 
     Every row of a trajectory carries its ``reward_total`` (the reward path pays each row the trajectory's
-    reward).  Non-tensors as in `build_batch` (``turn_ends`` aside), repeated per row, plus ``traj_uid``, ``step`` and ``anchor_obs``: the state turn ``k``
-    acted on, i.e. `normalize_observation` of the last env observation before it in ``t.turns`` (the reset
-    observation for ``k = 0``; the agent's invalid-action feedback is skipped, the state did not change).
+    reward).  Non-tensors as in `build_batch` (``turn_ends`` aside), repeated per row, plus ``traj_uid``,
+    ``step``, ``anchor_obs``: the state turn ``k`` acted on, i.e. `normalize_observation` of the last env
+    observation before it in ``t.turns`` (the reset observation for ``k = 0``; the agent's invalid-action
+    feedback is skipped, the state did not change), and, with ``composers``, ``step_reward``: what turn ``k``
+    earned of the total on the way (`RewardComposer.paid_per_turn` of the env's running reward, which a turn
+    without an env step leaves as it was; 0 for a failed trajectory), GiGPO's per-turn reward.
     """
     rows: list[tuple[int, int]] = [(b, k) for b, t in enumerate(trajectories) for k in range(len(t.turn_spans))]
     if not rows:
@@ -155,7 +159,22 @@ def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, d
                                f"but has {len(t.turn_spans)} model turns")
         anchors.append(per_turn)
     non_tensors["anchor_obs"] = objects([anchors[b][k] for b, k in rows])
+    if composers is not None:
+        paid = [_paid_per_turn(t, composers[t.env_name], specs[t.env_name]) for t in trajectories]
+        non_tensors["step_reward"] = objects([paid[b][k] for b, k in rows])
     return DataProto.from_dict(tensors, non_tensors)
+
+
+def _paid_per_turn(t: Trajectory, composer: RewardComposer, spec: EnvSpec) -> list[float]:
+    """Each model turn's share of ``t``'s total earned on the way (see `build_step_batch`)."""
+    if t.failed:
+        return [0.0] * len(t.turn_spans)
+    running, reward = [], 0.0
+    for entry in t.turns:
+        if entry["role"] == "assistant":
+            reward = float(entry.get("reward", reward))
+            running.append(reward)
+    return composer.paid_per_turn(running[:len(t.turn_spans)], spec.reward_scale)
 
 
 def _mean(values: list[float]) -> float:

@@ -51,6 +51,15 @@ class RewardComposer:
         breakdown = {name: weight * component(outcome) for name, weight, component in self.components}
         return sum(breakdown.values()), breakdown
 
+    def paid_per_turn(self, running: Sequence[float], reward_scale: float) -> list[float]:
+        """What the total earns turn by turn, before the episode ends: with ``s_k`` the env's running reward
+        after turn ``k`` (``s_{-1} = 0``), turn ``k`` is paid ``sum_goal w * (s_k - s_{k-1}) / reward_scale``
+        over the goal components in ``reward`` mode (weight ``w``); the other components (success-mode goal,
+        length, format) are judged on the whole episode, so they pay nothing here."""
+        weight = sum(w for _, w, c in self.components if isinstance(c, GoalReward) and c.mode == "reward")
+        previous = [0.0, *running[:-1]]
+        return [weight * (s - p) / reward_scale for s, p in zip(running, previous)]
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any], env_name: str, default_format_patterns: Sequence[str] = ()) -> "RewardComposer":
         """Build from ``AgentConfig.reward_components``; ValueError naming the bad entry."""

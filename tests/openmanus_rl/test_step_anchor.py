@@ -120,3 +120,32 @@ def test_agent_step_rows_carry_the_anchor(tokenizer, toy_server):
     assert [t["role"] for t in nt["trajectory"][0]] == ["observation", "assistant"] * 2 + ["observation"]
     assert list(nt["step"]) == [0, 1]
     assert list(nt["anchor_obs"]) == ["task 3: value 0.", "task 3: value 0."]  # the feedback turn changed nothing
+
+
+SCORED = register_env(EnvSpec(name="toy-scored", family="B", reset_field="data_idx", reward_scale=100.0,
+                              instructions="Raise the score.", action_pattern=r"add \d+"), replace=True)
+
+
+def test_step_rows_carry_what_each_turn_earned_on_the_way():
+    """``step_reward``: the goal weight times the running env score's increment over the reward scale; a turn
+    without an env step (invalid action) earns 0; a failed trajectory earns nothing."""
+    from openmanus_rl.rewards import RewardComposer
+
+    composer = RewardComposer.from_config({"goal": 2.0, "length": {"weight": 0.1, "max_length": 1}}, "toy-scored")
+    t = episode("g", 0, [("obs", "score 0"), ("model", [11, EOT]), ("obs", "score 10"), ("model", [12, EOT]),
+                         ("feedback", "Invalid action: x"), ("model", [13, EOT]), ("obs", "score 35"),
+                         ("model", [14, EOT]), ("obs", "score 35")], reward=35.0)
+    assistant = [e for e in t.turns if e["role"] == "assistant"]
+    for entry, reward in zip(assistant, (10.0, None, 35.0, 35.0)):  # turn 1 was invalid: no env step, no reward
+        if reward is not None:
+            entry["reward"] = reward
+    failed = episode("h", 0, [("obs", "score 0"), ("model", [21, EOT]), ("obs", "score 50")], reward=50.0)
+    failed.turns[1]["reward"] = 50.0
+    failed.fail("EnvClientError: boom")
+    t.env = failed.env = "toy-scored"
+    scores = [(0.7, {"goal": 0.7}), (0.0, {"goal": 0.0})]
+    specs = {"toy-scored": SCORED}
+    out = build_step_batch([t, failed], scores, specs, pad_id=0, dataset_columns={}, composers={"toy-scored": composer})
+    # 2 * (10 - 0) / 100, 2 * (10 - 10) / 100, 2 * (35 - 10) / 100, 2 * (35 - 35) / 100; then the failed one
+    assert list(out.non_tensor_batch["step_reward"]) == pytest.approx([0.2, 0.0, 0.5, 0.0, 0.0])
+    assert "step_reward" not in build_step_batch([t], scores[:1], specs, pad_id=0, dataset_columns={}).non_tensor_batch
