@@ -6,7 +6,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--n 1] [--temperature 1.0] [--server_url http://127.0.0.1:PORT] [--out results/NAME.json] [--seed 0]
         [--max_turns N] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256]
         [--max_trajectory_length 3072] [--action_format react] [--engine vllm|hf] [--dtype auto] [--threads 2]
-        [--device cpu|cuda] [--batch_size 64]
+        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s 30]
 
 Compare two evaluations task by task (paired, over the task ids both hold)::
 
@@ -363,7 +363,7 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
         "num_threads": args.threads,
         "device": args.device,
         "seed": args.seed,
-        "rollout": {"name": args.engine, "dtype": args.dtype, "kv_cache_gb": 1, "seed": args.seed,
+        "rollout": {"name": args.engine, "dtype": args.dtype, "kv_cache_gb": args.kv_cache_gb, "seed": args.seed,
                     "max_model_len": args.max_trajectory_length + 64},
     }, role="rollout")
     worker.init_model()
@@ -423,7 +423,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                   "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
                   "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
                   "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
-                  "temperature": args.temperature, "seed": args.seed, "write_viewer": False}
+                  "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
+                  "request_timeout_s": args.request_timeout_s}
         agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
         print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
               f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
@@ -445,6 +446,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary["per_source"] = {source: summarize(rows, args.n, args.seed) for source, rows in sorted(by_source.items())}
     summary["ci_method"] = _ci_methods(args.n, args.seed)
     summary["wall_s"] = time.perf_counter() - start
+    summary["tasks_per_s"] = len({r.task_id for r in results}) / summary["wall_s"]
     summary["tasks_file"] = tasks_path_for(out_path).name
     summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_url": server_url,
                          "out": str(out_path)}
@@ -487,6 +489,8 @@ def format_summary(s: Mapping[str, Any]) -> str:
                          f"{_fmt(p['mean_reward']):>8} {p['failed']:>6}")
     methods = s.get("ci_method") or {}
     lines += [f"CI ({k}): {v}" for k, v in methods.items()]
+    if "wall_s" in s:
+        lines.append(f"wall {s['wall_s']:.0f} s, {s['tasks_per_s']:.3f} tasks/s")
     return "\n".join(lines)
 
 
@@ -618,6 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the engine runs")
     parser.add_argument("--batch_size", type=int, default=64,
                         help="tasks per rollout call (all their trajectories generate together); <= 0: all at once")
+    parser.add_argument("--kv_cache_gb", type=float, default=4.0,
+                        help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
+    parser.add_argument("--request_timeout_s", type=float, default=30.0,
+                        help="env server request timeout (s); raise it for envs that load slowly (ALFWorld)")
     return parser
 
 

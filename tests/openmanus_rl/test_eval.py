@@ -291,7 +291,7 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     data_dir = tmp_path / "data"  # missing: eval writes it with scripts/prepare_data.py
     code = ev.main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
                     "--max_turns", "2", "--server_url", server, "--data_dir", str(data_dir), "--out", str(out),
-                    "--threads", "2"])
+                    "--threads", "2", "--request_timeout_s", "45"])
     assert code == 0
     assert (data_dir / "webshop" / "test.parquet").is_file()
     summary = json.loads(out.read_text())
@@ -306,6 +306,8 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert summary["failed"] == 0 and set(summary["per_source"]) == {"webshop"}
     assert 1 <= summary["mean_turns"] <= 2
     assert summary["config"]["engine"] == "hf" and summary["config"]["server_url"] == server
+    assert (summary["config"]["kv_cache_gb"], summary["config"]["request_timeout_s"]) == (4.0, 45.0)
+    assert summary["tasks_per_s"] == pytest.approx(3 / summary["wall_s"])
 
     lines = [json.loads(line) for line in (tmp_path / "results" / "tiny.tasks.jsonl").read_text().splitlines()]
     assert len(lines) == 3
@@ -313,7 +315,8 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     for row in lines:
         assert {"task_id", "sample", "success", "env_reward", "turns", "invalid_actions", "failed"} <= set(row)
         assert 0 <= row["invalid_actions"] <= row["turns"] <= 2
-    assert "success_rate" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "success_rate" in printed and f"wall {summary['wall_s']:.0f} s, {summary['tasks_per_s']:.3f} tasks/s" in printed
 
     # the run compared with itself: no gain, no discordant pair
     c = ev.compare(out, out)
