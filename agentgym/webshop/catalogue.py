@@ -17,12 +17,18 @@ original files the same way:
   list of option values).
 
 The catalogue has ``PRODUCTS_PER_KIND`` products for each of the 50 product
-kinds in ``vocab.py`` (1,000 products over beauty, electronics, fashion, food
-and furniture) and yields over 5,000 synthetic goals.  Everything is drawn
-from one ``random.Random(seed)`` stream over lists (never sets), so a seed
-always gives byte-identical files.  Within a product's option group no two
-values match each other under the reward's option matcher, so a wrong option
-is always scored wrong.
+kinds in ``vocab.py`` (1,000 products over WebShop's categories beauty,
+electronics, fashion, garden and grocery) and yields about 2,400 synthetic
+goals.  Its shapes follow statistics of WebShop's original files (the constants
+below; ``scripts/webshop_catalogue_stats.py`` compares): long titles padded
+with selling points, most products without options and the rest with one to
+three groups of long-tailed size, values written the odd ways real listings
+write them, a few price ranges and missing prices, bullets that carry every
+attribute, mostly no description.  Everything is drawn from one
+``random.Random(seed)`` stream over lists (never sets), so a seed always gives
+byte-identical files.  Within a product's option group no two values match each
+other under the reward's option matcher, so a wrong option is always scored
+wrong, and no value is offered in two groups.
 """
 
 from __future__ import annotations
