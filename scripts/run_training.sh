@@ -83,6 +83,7 @@ for env in "${ENVS[@]}"; do
     fi
 done
 DATA_NAME="$(IFS=+; echo "${ENVS[*]}")"
+PHASE_START=0  # phases for the summary at the end (scripts/run_summary.py), from the start of this script
 EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec
 print(",".join(sorted({get_env_spec(n).extra for n in sys.argv[1:]} - {None})))' "${ENVS[@]}")"
 if [[ -n "$EXTRA" ]]; then
@@ -91,6 +92,7 @@ fi
 if [[ -z "$MODEL" ]]; then
     MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
 fi
+SETUP_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 # rewritten when an env's task list changed since (e.g. a new WebShop catalogue); a no-op otherwise
 "$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR" --if_changed
 
@@ -104,6 +106,7 @@ RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet"
 # every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
 "$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
 
+DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 RL_MODEL="$MODEL"
 if [[ "$WARM_START" == 1 ]]; then
     AGENT_OVERRIDES=()  # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...)
@@ -117,5 +120,20 @@ if [[ "$WARM_START" == 1 ]]; then
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
 fi
-echo "[train] the trainer starts $NUM_SERVERS server(s) of each of $ENV_NAME on port(s) ${PORTS[*]} (logs in outputs/$EXP/env_logs)"
-exec "$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}"
+WARM_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
+OUT_DIR="outputs/$EXP"
+for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
+    case "$item" in
+        trainer.output_dir=*) OUT_DIR="${item#*=}" ;;
+        trainer.experiment_name=*) [[ "$OUT_DIR" == outputs/* ]] && OUT_DIR="outputs/${item#*=}" ;;
+    esac
+done
+echo "[train] the trainer starts $NUM_SERVERS server(s) of each of $ENV_NAME on port(s) ${PORTS[*]} (logs in $OUT_DIR/env_logs)"
+STATUS=0
+"$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}" || STATUS=$?
+WARM_ARGS=()
+[[ "$WARM_START" == 1 ]] && WARM_ARGS=(--warm_start "$(dirname "$(dirname "$RL_MODEL")")")
+"$PY" scripts/run_summary.py --phase "set-up and model=$SETUP_S" --phase "data and config check=$DATA_S" \
+    --phase "warm start=$WARM_S" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"} --trainer_s $((SECONDS - PHASE_START)) \
+    --metrics "$OUT_DIR/metrics.jsonl" || true
+exit "$STATUS"

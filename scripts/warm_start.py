@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -33,6 +34,7 @@ import pandas as pd
 from prepare_data import task_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
+TIMING_FILE = "timing.json"  # how long the demonstrations and SFT took when the warm start was built
 LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
 
 
@@ -114,6 +116,7 @@ def main() -> None:
         print(hf)
         return
     say(f"building {folder} (no warm start yet for this model, env, format, demos and SFT config)")
+    started = time.perf_counter()
     demos = {}
     for split, n in (("train", args.n_demos), ("dev", args.n_dev_demos)):
         demos[split] = folder / f"demos_{split}.parquet"
@@ -127,9 +130,12 @@ def main() -> None:
                 cmd += ["--server_url", args.server_url]
             run(cmd)
         pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
+    demos_s = time.perf_counter() - started
     run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
          f"data.val_files={demos['dev']}", f"data.max_length={limits['max_trajectory_length']}",
          f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{'+'.join(envs)}", *args.sft_overrides])
+    sft_s = time.perf_counter() - started - demos_s
+    (folder / TIMING_FILE).write_text(json.dumps({"demonstrations_s": demos_s, "sft_s": sft_s}) + "\n")
     print(hf)
 
 
