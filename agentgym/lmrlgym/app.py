@@ -9,6 +9,8 @@ POST /maze/reset                ``{"id", "game": int}``                  ``{"id"
 POST /wordle/reset              ``{"id", "seed": int}``                  ``{"id", "observation", "reward", "done"}``
 POST /<g>/step                  ``{"id", "action": str}``                ``{"observation", "reward", "done"}``
 GET  /<g>/observation           ``?id=``                                 the current observation (str)
+GET  /wordle/filtered_vocab     ``?id=``                                 the words that can still be the secret
+                                                                         ([str])
 GET  /<g>/list_envs                                                      [int]
 POST /<g>/close                 ``{"id"}``                               ``true``
 GET  /<g>/                                                               ``"ok"``
@@ -21,6 +23,17 @@ Wordle task id.  Errors (see ``agentgym.server``): unknown id 404; a step
 before the first reset or after the end, or an observation before the first
 reset, 409; bad body or query 422 (an action over 4096 characters too);
 env cap 503.  The games: `agentgym.maze.env`, `agentgym.wordle.env`.
+
+``/wordle/filtered_vocab`` is the route AgentGym's Wordle client calls right
+after ``/wordle/create`` to list the game's words in its first prompt.  As
+upstream (LMRL-Gym's ``Vocabulary.filtered_vocab``), it answers the words of
+the secret list still consistent with every guess of the episode so far: all
+2,135 answers (alphabetical) for a new env or right after a reset, fewer after
+each guess (`agentgym.wordle.plan.consistent`); it needs no reset first and
+still answers once the episode is over.  Upstream serves one list as both the
+guess list and the secret list; here the game also accepts the larger guess
+list (`agentgym.wordle.data.guesses`), so every listed word is a valid guess
+but not every valid guess is listed.
 """
 
 import argparse
@@ -77,6 +90,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
     from ..maze.env import MazeEnv
     from ..wordle.data import answers, guesses
     from ..wordle.env import WordleEnv
+    from ..wordle.plan import consistent
 
     answers(), guesses()  # read the word lists now, not on the first reset
     app = FastAPI(title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None)
@@ -87,7 +101,16 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
         return "ok"
 
     app.mount("/maze", _game_app("Maze", EnvRegistry(MazeEnv, max_envs, "id"), MazeReset, "game"))
-    app.mount("/wordle", _game_app("Wordle", EnvRegistry(WordleEnv, max_envs, "id"), WordleReset, "seed"))
+    words = EnvRegistry(WordleEnv, max_envs, "id")
+    wordle = _game_app("Wordle", words, WordleReset, "seed")
+
+    @wordle.get("/filtered_vocab")
+    def filtered_vocab(id: int) -> list[str]:
+        with words.use(id) as env:
+            history = list(env.history)
+        return consistent(history)
+
+    app.mount("/wordle", wordle)
     return app
 
 
