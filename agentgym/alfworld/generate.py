@@ -90,10 +90,6 @@ def layouts_dir() -> Path:
     return Path(_constants().__file__).parent / "layouts"
 
 
-def room_kind(scene_number: int) -> str:
-    return next(kind for kind, numbers in ROOMS.items() if scene_number in numbers)
-
-
 @functools.lru_cache(maxsize=None)
 def scene(scene_number: int) -> tuple[dict[str, tuple[str, str]], tuple[str, ...]]:
     """Room ``FloorPlan<scene_number>``: ({receptacle id: (receptacle type, location name)}, small object types).

@@ -103,44 +103,6 @@ def forward_response(
     return out[:, start - 1 : start - 1 + width], width
 
 
-def forward_logits_at(
-    module: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    position_ids: torch.Tensor,
-    response_mask: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits that predict the response columns any row learns from, and those columns.
-
-    ``response_mask`` is ``(B, T)`` over the response window. Only the columns
-    ``cols`` where some row has mask 1 (the model's own turns, not the
-    observations between them) go through the LM head, so a multi-turn batch
-    pays the vocabulary projection for its action tokens only. Returns
-    ``(logits (B, K, V), cols (K,))``; ``logits[:, k]`` predicts response token ``cols[k]``.
-    """
-    T = response_mask.shape[1]
-    lead, trail = response_window(attention_mask, T)
-    end = input_ids.shape[1] - trail
-    cols = response_mask[:, : T - trail].bool().any(dim=0).nonzero().flatten()
-    if cols.numel() == 0:  # every row failed: one column keeps the graph (and the FSDP collectives) alive
-        cols = torch.zeros(1, dtype=torch.long, device=response_mask.device)
-    start = input_ids.shape[1] - T - lead
-    out = module(
-        input_ids=input_ids[:, lead:end],
-        attention_mask=attention_mask[:, lead:end],
-        position_ids=position_ids[:, lead:end],
-        use_cache=False,
-        logits_to_keep=cols + (start - 1),
-    )
-    return out.logits, cols
-
-
-def scatter_columns(x: torch.Tensor, cols: torch.Tensor, width: int) -> torch.Tensor:
-    """``(B, K)`` values at columns ``cols`` -> ``(B, width)``, zero elsewhere (differentiable)."""
-    out = x.new_zeros(x.shape[0], width)
-    return out.index_copy(1, cols, x)
-
-
 def pad_right(x: torch.Tensor, width: int) -> torch.Tensor:
     """Zero-pad dim 1 of ``x`` up to ``width``."""
     if x.shape[1] == width:
