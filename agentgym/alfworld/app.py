@@ -4,6 +4,9 @@
 route                       request                                   response
 ==========================  ========================================  ===============================================
 GET  /                                                                ``"ok"``
+GET  /health                                                          ``{"open", "max_envs", "reaped",
+                                                                      "idle_timeout_s", "in_flight",
+                                                                      "oldest_request_s"}``
 POST /create                no body (any body is ignored)             ``{"id"}`` (no game yet)
 POST /reset                 ``{"id", "game": int, "world_type"}``     ``{"id", "observation", "available_actions",
                                                                       "task_type", "reward", "done"}``
@@ -20,7 +23,7 @@ or, when the server runs with ``--data-dir``, the index of a real ALFWorld game 
 that folder.  ``world_type`` is ``"Text"`` (the default; the only world served).
 ``done`` is false and ``reward`` 0.0 after reset; reward 1.0 on the step that
 completes the task.  Ids and ``game`` must be JSON integers.  Errors: see
-``agentgym.server`` (unknown id 404, step before reset or after done 409, bad
+``agentgym.server`` (unknown id 404, an id closed for idleness 410, step before reset or after done 409, bad
 body or ``game`` 422, env cap 503); an action over 4096 characters is a 422.
 """
 
@@ -33,7 +36,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel, StrictInt
 
 from ..episodes import StepRequest
-from ..server import EnvRegistry, EpisodeStateError, Family, create_app
+from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, add_idle_timeout_argument,
+                      create_app)
 from .env import DEFAULT_MAX_STEPS
 
 DEFAULT_PORT = 36105
@@ -47,15 +51,17 @@ class ResetRequest(BaseModel):
 
 
 def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS) -> FastAPI:
-    """The ALFWorld app: generated games, or the real ALFWorld games under ``data_dir``; ``max_steps`` per episode."""
+              max_steps: int = DEFAULT_MAX_STEPS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The ALFWorld app: generated games, or the real ALFWorld games under ``data_dir``; ``max_steps`` per episode;
+    an env idle for ``idle_timeout_s`` is closed and its engine released (0: never)."""
     from .data import GameFolder, generated_game
     from .env import AlfWorldEnv
 
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     games = GameFolder(data_dir).__getitem__ if data_dir else generated_game
-    registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(lambda: AlfWorldEnv(games, max_steps), max_envs, "id")
+    registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(lambda: AlfWorldEnv(games, max_steps), max_envs, "id",
+                                                     idle_timeout_s)
     app = create_app("ALFWorld", registry, Family.B)
 
     @app.post("/reset")
@@ -96,7 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of generated ones")
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
                         help="actions per episode (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.data_dir, args.max_steps)
+    return build_app(args.max_envs, args.data_dir, args.max_steps, args.idle_timeout_s)

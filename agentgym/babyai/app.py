@@ -4,6 +4,9 @@
 route                       request                                      response
 ==========================  ===========================================  =============================================
 GET  /                                                                   ``"ok"``
+GET  /health                                                             ``{"open", "max_envs", "reaped",
+                                                                         "idle_timeout_s", "in_flight",
+                                                                         "oldest_request_s"}``
 POST /create                no body (any body is ignored)                ``{"id"}``: an env with no episode yet
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"observation", "reward", "score",
                                                                          "deleted": false, "done"}``
@@ -20,7 +23,7 @@ the action that completes the mission and 0 otherwise (`agentgym.babyai.env`).
 ``deleted`` is always false: a closed env is gone (its id answers 404).  Ids
 and ``data_idx`` must be JSON integers (not strings or booleans); ``data_idx``
 must be a task id (0 <= data_idx < 4000).  Errors: see ``agentgym.server``
-(unknown id 404, step or observation before a reset and step after done 409,
+(unknown id 404, an id closed for idleness 410, step or observation before a reset and step after done 409,
 bad body 422, env cap 503); an action over 4096 characters is a 422.
 """
 
@@ -32,17 +35,19 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
-from ..server import EnvRegistry, EpisodeStateError, Family, create_app
+from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, add_idle_timeout_argument,
+                      create_app)
 
 DEFAULT_PORT = 36102
 DEFAULT_MAX_ENVS = 4096
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
-    """The BabyAI app (minigrid is imported here, so that importing this module stays cheap)."""
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The BabyAI app (minigrid is imported here, so that importing this module stays cheap); envs idle for
+    ``idle_timeout_s`` are closed (0: never)."""
     from .env import BabyAIEnv
 
-    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id")
+    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id", idle_timeout_s)
     app = create_app("BabyAI", registry, Family.B)
 
     @app.post("/reset")
@@ -74,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """BabyAI's server options."""
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs)
+    return build_app(args.max_envs, args.idle_timeout_s)

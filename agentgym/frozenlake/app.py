@@ -4,6 +4,9 @@
 route                       request                                      response
 ==========================  ===========================================  =============================================
 GET  /                                                                   ``"ok"``
+GET  /health                                                             ``{"open", "max_envs", "reaped",
+                                                                         "idle_timeout_s", "in_flight",
+                                                                         "oldest_request_s"}``
 POST /create                no body (any body is ignored)                ``{"id", "observation", "done", "reward"}``
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
 POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "done"}``
@@ -15,7 +18,7 @@ POST /close                 ``{"id"}``                                    ``true
 ``/create`` starts the new env on task ``id % 1300``, as TextCraft's does.
 ``done`` is false and ``reward`` 0.0 after create and reset.  Ids and
 ``data_idx`` must be JSON integers (not strings or booleans); ``data_idx`` must
-be a task id.  Errors: see ``agentgym.server`` (unknown id 404, step after done
+be a task id.  Errors: see ``agentgym.server`` (unknown id 404, an id closed for idleness 410, step after done
 409, bad body 422, env cap 503); an action over 4096 characters is a 422.
 """
 
@@ -26,18 +29,19 @@ import argparse
 from fastapi import FastAPI
 
 from ..episodes import add_episode_routes
-from ..server import EnvRegistry, Family, create_app
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
 from .data import NUM_TASKS
 
 DEFAULT_PORT = 36101
 DEFAULT_MAX_ENVS = 4096
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
-    """The FrozenLake app (gymnasium is imported here, so that importing this module stays cheap)."""
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The FrozenLake app (gymnasium is imported here, so that importing this module stays cheap); envs idle for
+    ``idle_timeout_s`` are closed (0: never)."""
     from .env import FrozenLakeEnv
 
-    registry: EnvRegistry[FrozenLakeEnv] = EnvRegistry(FrozenLakeEnv, max_envs, "id")
+    registry: EnvRegistry[FrozenLakeEnv] = EnvRegistry(FrozenLakeEnv, max_envs, "id", idle_timeout_s)
     app = create_app("FrozenLake", registry, Family.B)
     add_episode_routes(app, registry, NUM_TASKS)
     return app
@@ -47,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """FrozenLake's server options."""
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs)
+    return build_app(args.max_envs, args.idle_timeout_s)

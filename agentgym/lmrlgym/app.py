@@ -4,6 +4,8 @@
 route (``<g>``: maze, wordle)   request                                  response
 ==============================  =======================================  ==========================================
 GET  /                                                                   ``"ok"`` (the health check)
+GET  /health                                                             the JSON health: both games summed, ``games``
+                                                                         per game (see ``agentgym.server``)
 POST /<g>/create                no body (any body is ignored)            ``{"id"}``: a new env, no episode yet
 POST /maze/reset                ``{"id", "game": int}``                  ``{"id", "observation", "reward", "done"}``
 POST /wordle/reset              ``{"id", "seed": int}``                  ``{"id", "observation", "reward", "done"}``
@@ -19,7 +21,7 @@ GET  /<g>/                                                               ``"ok"`
 Each game keeps its own envs and ids (both count from 0).  ``reward`` is 0.0
 and ``done`` false after a reset.  Ids, ``game`` and ``seed`` must be JSON
 integers (not strings or booleans), ``game`` a maze task id and ``seed`` a
-Wordle task id.  Errors (see ``agentgym.server``): unknown id 404; a step
+Wordle task id.  Errors (see ``agentgym.server``): unknown id 404; an id closed for idleness 410; a step
 before the first reset or after the end, or an observation before the first
 reset, 409; bad body or query 422 (an action over 4096 characters too);
 env cap 503.  The games: `agentgym.maze.env`, `agentgym.wordle.env`.
@@ -43,7 +45,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel, StrictInt
 
 from ..episodes import StepRequest
-from ..server import EnvRegistry, Family, create_app, install_error_handlers
+from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app,
+                      install_error_handlers, registries_lifespan)
 
 DEFAULT_PORT = 36103
 DEFAULT_MAX_ENVS = 4096
@@ -85,23 +88,34 @@ def _game_app(title: str, registry: EnvRegistry, reset_model: type[BaseModel], t
     return app
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
-    """The LMRL-Gym app; ``max_envs`` caps each game's open envs.  The games are imported here."""
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The LMRL-Gym app; ``max_envs`` caps each game's open envs, an env idle for ``idle_timeout_s`` is closed
+    (0: never).  The games are imported here."""
     from ..maze.env import MazeEnv
     from ..wordle.data import answers, guesses
     from ..wordle.env import WordleEnv
     from ..wordle.plan import consistent
 
     answers(), guesses()  # read the word lists now, not on the first reset
-    app = FastAPI(title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None)
+    mazes = EnvRegistry(MazeEnv, max_envs, "id", idle_timeout_s)
+    words = EnvRegistry(WordleEnv, max_envs, "id", idle_timeout_s)
+    # a mounted app's lifespan never runs: the top app sweeps and closes both games' envs
+    app = FastAPI(title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=registries_lifespan(mazes, words))
     install_error_handlers(app)
 
     @app.get("/")
-    def health() -> str:
+    async def alive() -> str:
         return "ok"
 
-    app.mount("/maze", _game_app("Maze", EnvRegistry(MazeEnv, max_envs, "id"), MazeReset, "game"))
-    words = EnvRegistry(WordleEnv, max_envs, "id")
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        games = {"maze": mazes.health(), "wordle": words.health()}
+        total = {key: sum(game[key] for game in games.values()) for key in ("open", "max_envs", "reaped", "in_flight")}
+        return {**total, "idle_timeout_s": idle_timeout_s,
+                "oldest_request_s": max(game["oldest_request_s"] for game in games.values()), "games": games}
+
+    app.mount("/maze", _game_app("Maze", mazes, MazeReset, "game"))
     wordle = _game_app("Wordle", words, WordleReset, "seed")
 
     @wordle.get("/filtered_vocab")
@@ -118,7 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The LMRL-Gym server's options."""
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs of each game open at once; past it /create answers 503 (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs)
+    return build_app(args.max_envs, args.idle_timeout_s)

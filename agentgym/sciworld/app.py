@@ -4,6 +4,9 @@
 route                       request                 response
 ==========================  ======================  ==================================================================
 GET  /                                              ``"ok"``
+GET  /health                                        ``{"open", "max_envs", "reaped",
+                                                    "idle_timeout_s", "in_flight",
+                                                    "oldest_request_s"}``
 POST /create                no body                 ``{"id"}`` (starts the env's JVM, about 2 s)
 POST /reset                 ``{"id", "data_idx"}``  ``{"task_name", "var_num", "task_description", "observation",
                                                     "reward", "score", "deleted", "done"}``
@@ -17,7 +20,7 @@ POST /close                 ``{"id"}``              ``true``; the env's JVM has 
 
 ``score`` is the task progress 0..100 (100: done); ``reward`` the change of
 score at this step (0 on reset and on ``/observation``).  Errors: see
-``agentgym.server`` (unknown id 404, step before reset or after done 409, bad
+``agentgym.server`` (unknown id 404, an id closed for idleness 410, step before reset or after done 409, bad
 body or ``data_idx`` 422, env cap 503); an action over 4096 characters is a 422.
 """
 
@@ -29,7 +32,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
-from ..server import EnvRegistry, Family, create_app
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
 from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
 
 DEFAULT_PORT = 36104
@@ -37,14 +40,16 @@ DEFAULT_MAX_ENVS = 16  # one JVM each
 
 
 def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
-              max_steps: int = DEFAULT_MAX_STEPS) -> FastAPI:
-    """The SciWorld app; ``simplifications`` are ScienceWorld's (e.g. ``easy``), ``max_steps`` the episode cap."""
+              max_steps: int = DEFAULT_MAX_STEPS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The SciWorld app; ``simplifications`` are ScienceWorld's (e.g. ``easy``), ``max_steps`` the episode cap;
+    an env idle for ``idle_timeout_s`` is closed and its JVM ended (0: never)."""
     unknown = [s for s in simplifications.split(",") if s and s not in SIMPLIFICATIONS]
     if unknown:
         raise ValueError(f"unknown ScienceWorld simplifications {unknown}; known: {list(SIMPLIFICATIONS)}")
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-    registry: EnvRegistry[SciWorldEnv] = EnvRegistry(lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id")
+    registry: EnvRegistry[SciWorldEnv] = EnvRegistry(lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id",
+                                                     idle_timeout_s)
     app = create_app("SciWorld", registry, Family.B)
 
     @app.post("/reset")
@@ -85,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simplifications", default="",
                         help="ScienceWorld simplifications, comma-separated (e.g. easy); default none")
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.simplifications, args.max_steps)
+    return build_app(args.max_envs, args.simplifications, args.max_steps, args.idle_timeout_s)

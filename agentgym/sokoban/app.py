@@ -4,6 +4,9 @@
 route                       request                                      response
 ==========================  ===========================================  =============================================
 GET  /                                                                   ``"ok"``
+GET  /health                                                             ``{"open", "max_envs", "reaped",
+                                                                         "idle_timeout_s", "in_flight",
+                                                                         "oldest_request_s"}``
 POST /create                no body (any body is ignored)                ``{"id", "observation", "done", "reward"}``
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
 POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "done"}``
@@ -16,7 +19,7 @@ POST /close                 ``{"id"}``                                    ``true
 level is generated on first use, about 20 ms, then cached).  ``done`` is false
 and ``reward`` 0.0 after create and reset.  Ids and ``data_idx`` must be JSON
 integers (not strings or booleans); ``data_idx`` must be a task id.  Errors:
-see ``agentgym.server`` (unknown id 404, step after done 409, bad body 422,
+see ``agentgym.server`` (unknown id 404, an id closed for idleness 410, step after done 409, bad body 422,
 env cap 503); an action over 4096 characters is a 422.
 """
 
@@ -27,7 +30,7 @@ import argparse
 from fastapi import FastAPI
 
 from ..episodes import add_episode_routes
-from ..server import EnvRegistry, Family, create_app
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
 from .data import NUM_TASKS
 from .env import SokobanEnv
 
@@ -35,9 +38,9 @@ DEFAULT_PORT = 36106
 DEFAULT_MAX_ENVS = 4096
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
-    """The Sokoban app."""
-    registry: EnvRegistry[SokobanEnv] = EnvRegistry(SokobanEnv, max_envs, "id")
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """The Sokoban app; envs idle for ``idle_timeout_s`` are closed (0: never)."""
+    registry: EnvRegistry[SokobanEnv] = EnvRegistry(SokobanEnv, max_envs, "id", idle_timeout_s)
     app = create_app("Sokoban", registry, Family.B)
     add_episode_routes(app, registry, NUM_TASKS)
     return app
@@ -47,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Sokoban's server options."""
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs)
+    return build_app(args.max_envs, args.idle_timeout_s)

@@ -4,6 +4,9 @@
 route                       request                                      response
 ==========================  ===========================================  =============================================
 GET  /                                                                   ``"ok"``
+GET  /health                                                             ``{"open", "max_envs", "reaped",
+                                                                         "idle_timeout_s", "in_flight",
+                                                                         "oldest_request_s"}``
 POST /create                ``{"commands": str|null, "goal": str|null}``  ``{"id", "observation", "done", "reward"}``
                             or no body
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
@@ -19,7 +22,7 @@ as the listed crafting commands; other body keys (upstream clients send
 ``minecraft_dir``) are ignored.  ``done`` is false and ``reward`` 0.0 after
 create and reset.  Ids and ``data_idx`` must be JSON integers (not strings or
 booleans); ``data_idx`` must be a task id.  Errors: see ``agentgym.server``
-(unknown id 404, step after done 409, bad body 422, env cap 503); an action or
+(unknown id 404, an id closed for idleness 410, step after done 409, bad body 422, env cap 503); an action or
 ``commands`` over its length limit is a 422.
 """
 
@@ -33,7 +36,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..episodes import add_episode_routes, episode
-from ..server import EnvRegistry, Family, InvalidRequestError, create_app
+from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, add_idle_timeout_argument,
+                      create_app)
 from .data import cookbook
 from .env import TextCraftEnv, goal_item
 
@@ -50,10 +54,10 @@ class CreateRequest(BaseModel):
     goal: str | None = Field(None, max_length=200)
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS) -> FastAPI:
-    """Build the crafting tree and return the TextCraft app."""
+def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """Build the crafting tree and return the TextCraft app; envs idle for ``idle_timeout_s`` are closed (0: never)."""
     book = cookbook()
-    registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id")
+    registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id", idle_timeout_s)
     app = create_app("TextCraft", registry, Family.B)
     add_episode_routes(app, registry)  # /reset, /step, /observation; /create takes a goal here
     log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})
@@ -78,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """TextCraft's server options."""
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs)
+    return build_app(args.max_envs, args.idle_timeout_s)

@@ -4,6 +4,9 @@
 route                       request                                  response
 ==========================  =======================================  ===========================================
 GET  /                                                               ``"ok"``
+GET  /health                                                         ``{"open", "max_envs", "reaped",
+                                                                     "idle_timeout_s", "in_flight",
+                                                                     "oldest_request_s"}``
 POST /create                no body                                  env_idx (bare int)
 POST /reset                 ``{"env_idx", "session_id": int|null}``  ``[observation, null]``
 POST /step                  ``{"env_idx", "action"}``                ``{"state", "reward", "done", "info"}``
@@ -30,7 +33,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from ..server import EnvRegistry, Family, create_app
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
 from .data import GoalSource, cache_root, load_shop
 from .env import WebShopEnv
 from .search import SearchEngine
@@ -53,15 +56,19 @@ class StepRequest(BaseModel):
 
 
 def build_app(data_dir: str | None = None, goal_source: GoalSource = "synthetic",
-              max_envs: int = DEFAULT_MAX_ENVS, show_attrs: bool = False) -> FastAPI:
-    """Load the shop and its search index, and return the WebShop app."""
+              max_envs: int = DEFAULT_MAX_ENVS, show_attrs: bool = False,
+              idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+    """Load the shop and its search index, and return the WebShop app; envs idle for ``idle_timeout_s`` are
+    closed (0: never)."""
     shop = load_shop(data_dir, goal_source)
     engine = SearchEngine(shop.products, shop.products_hash, cache_root())
-    registry: EnvRegistry[WebShopEnv] = EnvRegistry(lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx")
+    registry: EnvRegistry[WebShopEnv] = EnvRegistry(lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx",
+                                                   idle_timeout_s)
     app = create_app("WebShop", registry, Family.A)
     log.info("webshop ready", extra={"products": len(shop.products), "goals": len(shop.goals),
                                      "goal_source": goal_source, "data_dir": str(shop.data_dir),
-                                     "data_hash": shop.data_hash, "max_envs": max_envs})
+                                     "data_hash": shop.data_hash, "max_envs": max_envs,
+                                     "idle_timeout_s": idle_timeout_s})
 
     @app.post("/reset")
     def reset(body: ResetRequest) -> list[Any]:
@@ -107,7 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
                         help="most envs open at once; past it /create answers 503 (default %(default)s)")
     parser.add_argument("--show-attrs", action="store_true", help="show an Attributes button on item pages")
+    add_idle_timeout_argument(parser)
 
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.data_dir, args.goals, args.max_envs, args.show_attrs)
+    return build_app(args.data_dir, args.goals, args.max_envs, args.show_attrs, args.idle_timeout_s)

@@ -65,7 +65,8 @@ class AgentConfig:
     env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
     manage_servers: bool = False  # the trainer starts the env servers on env_ports and restarts any that dies or hangs
     server_max_restarts: int = 3  # failed restarts in a row before a server is given up (the run then stops)
-    server_hang_s: float = 30.0  # a server silent on its health check this long is hung: killed and restarted
+    server_hang_s: float = 30.0  # a server silent on its health check this long, or with an env call in flight
+    # longer than this and request_timeout_s, is hung: killed and restarted
     reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
     seed: int = 1
     write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL

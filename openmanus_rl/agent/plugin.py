@@ -4,8 +4,11 @@ The engine hands over the whole config; the agent reads its ``agent`` section
 (`AgentConfig`) and checks that the sampling keys it shares with the rollout
 engine agree, and that its env servers answer before any worker starts. With
 ``agent.manage_servers`` it starts those servers itself, supervised
-(`ServerSupervisor`: restarted when they die or hang), logging under
-``<output_dir>/env_logs``.
+(`ServerSupervisor`: restarted when they die, stop answering for
+``agent.server_hang_s``, or leave an env request in flight for the larger of
+that and ``agent.request_timeout_s``; on a free port when another
+process took theirs, which the agent's client pools follow through the
+driver's `ADDRESSES`), logging under ``<output_dir>/env_logs``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
         return None
     supervisors = SupervisorGroup([
         ServerSupervisor(env, ports, output_dir / "env_logs", max_restarts=agent.server_max_restarts,
-                         hang_s=agent.server_hang_s)
+                         hang_s=agent.server_hang_s, stuck_request_s=max(agent.server_hang_s, agent.request_timeout_s))
         for env, ports in agent.ports_by_env().items()])
     try:
         return supervisors.start()

@@ -1,5 +1,6 @@
 """Env clients for AgentGym servers (both protocol families), registered by env name, and a load-balancing pool."""
 
+from .addresses import ADDRESSES, ServerAddresses
 from .client import EnvClient, StepResult
 from .errors import (
     EnvClientError,
@@ -16,7 +17,7 @@ from .pool import EnvPool
 from .specs import ENV_SPECS, EnvSpec, get_env_spec, register_env
 
 __all__ = [
-    "ENV_SPECS", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
+    "ADDRESSES", "ENV_SPECS", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
     "EnvRequestError", "EnvServerError", "EnvSpec", "EnvTimeoutError", "EnvUnavailableError", "JsonHttp",
-    "NoEnvServerError", "RetryPolicy", "StepResult", "get_env_spec", "register_env",
+    "NoEnvServerError", "RetryPolicy", "ServerAddresses", "StepResult", "get_env_spec", "register_env",
 ]

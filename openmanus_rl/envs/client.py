@@ -3,8 +3,9 @@
 Life cycle: ``create()`` (``POST /create``), then episodes of ``reset(task)``
 and ``step(action)``, then ``close()`` (``POST /close``).  Works unchanged
 against our servers and upstream AgentGym servers: upstream WebShop has no
-``/close``, so a 404/405 there is ignored, and family-B ``{"error": ...}``
-answers become `EnvRequestError` like our 4xx answers do.
+``/close``, so a 404/405 there is ignored (as is the 410 of an env our server
+already closed for idleness), and family-B ``{"error": ...}`` answers become
+`EnvRequestError` like our 4xx answers do.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class EnvClient:
             try:
                 self.http.call("POST", "/close", json=self._body(), timeout_s=CLOSE_TIMEOUT_S, retries=0)
             except EnvRequestError as exc:
-                if exc.status not in (404, 405):  # upstream servers without /close answer 404/405
+                if exc.status not in (404, 405, 410):  # upstream servers without /close answer 404/405; 410: expired
                     log.warning("closing %r refused: %s", self, exc)
             except EnvClientError as exc:
                 log.warning("closing %r failed: %s", self, exc)

@@ -13,10 +13,18 @@
   `start_episode` fails over while no step has been taken: a reused client
   that cannot be reset is replaced by a fresh env, and an unavailable server
   by another server.  A failure after that is the episode's.
+* Moved servers: before each lease the pool looks each server up in
+  ``addresses`` (`ServerAddresses`, by default the process's `ADDRESSES`, where
+  the supervisor records a server it restarted on another port). A moved
+  server is used at its new URL from then on (logged); its idle clients and
+  the clients still leased at the old URL are dropped without a ``/close``
+  (the env died with the old server, and another process holds the old port).
+  ``urls``, `leased` and `idle` give the current URLs.
 * `close()` closes every idle client; clients released after it are closed too.
 * ``stats``: counts of envs ``created``, ``reused``, ``discarded``, ``stale``
-  (reused env that could not be reset, replaced) and ``errors`` (failed calls
-  seen while starting episodes, recovered or not).
+  (reused env that could not be reset, replaced), ``expired`` (reused env the
+  server had closed for idleness, answering 410: replaced, not an error) and
+  ``errors`` (failed calls seen while starting episodes, recovered or not).
 
 Thread-safe: many threads may acquire, release and discard at once.
 """
@@ -30,6 +38,7 @@ from collections import Counter
 
 from agentgym.spawn import healthy
 
+from .addresses import ADDRESSES, ServerAddresses
 from .client import EnvClient
 from .errors import EnvClientError, EnvUnavailableError, NoEnvServerError
 from .http import RetryPolicy
@@ -51,38 +60,59 @@ def check_servers(base_url: str, ports: list[int]) -> None:
 
 class EnvPool:
     def __init__(self, spec: EnvSpec, base_url: str, ports: list[int], policy: RetryPolicy,
-                 cooldown_s: float = 30.0) -> None:
+                 cooldown_s: float = 30.0, addresses: ServerAddresses = ADDRESSES) -> None:
         if not ports:
             raise ValueError(f"env {spec.name!r}: no server ports given")
         self.spec = spec
         self.policy = policy
         self.cooldown_s = cooldown_s
-        self.urls = [f"{base_url.rstrip('/')}:{port}" for port in ports]
-        self._idle: dict[str, list[EnvClient]] = {url: [] for url in self.urls}
-        self._leased: Counter[str] = Counter()
-        self._down_until: dict[str, float] = {}
+        self.addresses = addresses
+        self._homes = [f"{base_url.rstrip('/')}:{port}" for port in ports]  # configured URLs, one per server
+        self.urls = list(self._homes)  # where each server answers now
+        self._server_of = {url: i for i, url in enumerate(self.urls)}  # every URL a server had -> its index
+        self._idle: list[list[EnvClient]] = [[] for _ in self.urls]
+        self._leased = [0] * len(self.urls)
+        self._down_until = [0.0] * len(self.urls)
         self._lock = threading.Lock()
         self._closed = False
         self.stats: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ choice
+    def _follow_moves(self) -> list[EnvClient]:
+        """Take each server's current URL from ``addresses`` (lock held); the idle clients of moved servers,
+        for the caller to drop without a ``/close``."""
+        dropped: list[EnvClient] = []
+        for i, home in enumerate(self._homes):
+            current = self.addresses.resolve(home)
+            if current != self.urls[i]:
+                log.warning("env server %s moved to %s; new envs go there", self.urls[i], current)
+                self.urls[i], self._server_of[current], self._down_until[i] = current, i, 0.0
+                dropped += self._idle[i]
+                self._idle[i] = []
+        return dropped
+
     def _choose(self, exclude: set[str]) -> str | None:
         """Lease a slot on the least-loaded reachable server not in ``exclude`` (None if there is none)."""
         with self._lock:
+            dropped = self._follow_moves()
             now = time.monotonic()
-            candidates = [u for u in self.urls if u not in exclude]
-            healthy = [u for u in candidates if self._down_until.get(u, 0.0) <= now]
+            candidates = [i for i, u in enumerate(self.urls) if u not in exclude]
+            healthy = [i for i in candidates if self._down_until[i] <= now]
             pick = healthy or candidates
-            if not pick:
-                return None
-            url = min(pick, key=lambda u: (self._leased[u], self.urls.index(u)))
-            self._leased[url] += 1
-            return url
+            if pick:
+                chosen = min(pick, key=lambda i: (self._leased[i], i))
+                self._leased[chosen] += 1
+        for client in dropped:
+            client.close(notify=False)
+        return self.urls[chosen] if pick else None
 
     def _mark_down(self, url: str, error: EnvClientError) -> None:
         with self._lock:
-            self._down_until[url] = time.monotonic() + self.cooldown_s
-            stale, self._idle[url] = self._idle[url], []
+            i = self._server_of[url]
+            if url != self.urls[i]:
+                return  # the failure was at an address the server has left
+            self._down_until[i] = time.monotonic() + self.cooldown_s
+            stale, self._idle[i] = self._idle[i], []
         for client in stale:
             client.close(notify=False)
         log.warning("env server %s unavailable for %.0fs: %s", url, self.cooldown_s, error)
@@ -93,15 +123,16 @@ class EnvPool:
 
     def _unlease(self, url: str) -> None:
         with self._lock:
-            self._leased[url] -= 1
+            self._leased[self._server_of[url]] -= 1
 
     # ------------------------------------------------------------------ leasing
     def _take(self, url: str) -> tuple[EnvClient, bool]:
         """An idle client of ``url`` (reused: True) or a newly created env (False)."""
         with self._lock:
-            if self._idle[url]:
+            idle = self._idle[self._server_of[url]]
+            if idle:
                 self.stats["reused"] += 1  # under the lock
-                return self._idle[url].pop(), True
+                return idle.pop(), True
         client = EnvClient(self.spec, url, self.policy)
         try:
             client.create()
@@ -132,14 +163,16 @@ class EnvPool:
                 if client is not None:
                     client.close(notify=False)
                 self._unlease(url)
-            except EnvClientError:
-                self._count("errors")
+            except EnvClientError as exc:
+                expired = reused and exc.status == 410  # the server closed this idle env (its --idle-timeout-s)
+                self._count("expired" if expired else "errors")
                 self._unlease(url)
                 if client is not None:
-                    client.close()
+                    client.close(notify=not expired)
                 if not reused:
                     raise
-                self._count("stale")  # e.g. the server restarted and forgot this env: make a new one
+                if not expired:
+                    self._count("stale")  # e.g. the server restarted and forgot this env: make a new one
             except BaseException:
                 self._unlease(url)
                 if client is not None:
@@ -148,13 +181,19 @@ class EnvPool:
         raise NoEnvServerError(f"no {self.spec.name} server could start an episode: " + "; ".join(errors))
 
     def release(self, client: EnvClient) -> None:
-        """Give back a healthy client for reuse."""
+        """Give back a healthy client for reuse (dropped without a ``/close`` if its server has moved)."""
         with self._lock:
-            self._leased[client.server_url] -= 1
-            if not self._closed:
-                self._idle[client.server_url].append(client)
-                return
-        client.close()
+            dropped = self._follow_moves()
+            i = self._server_of[client.server_url]
+            self._leased[i] -= 1
+            moved = client.server_url != self.urls[i]
+            keep = not self._closed and not moved
+            if keep:
+                self._idle[i].append(client)
+        for stale in dropped:
+            stale.close(notify=False)
+        if not keep:
+            client.close(notify=not moved)
 
     def discard(self, client: EnvClient, error: EnvClientError) -> None:
         """Give back a client whose call failed: close it; put its server on cooldown if it is unavailable."""
@@ -163,22 +202,28 @@ class EnvPool:
         if unavailable:
             self._mark_down(client.server_url, error)
         self._unlease(client.server_url)
-        client.close(notify=not unavailable)
+        with self._lock:
+            moved = client.server_url != self.urls[self._server_of[client.server_url]]
+        client.close(notify=not (unavailable or moved))
 
     def close(self) -> None:
         """Close every idle client (``POST /close``)."""
         with self._lock:
             self._closed = True
-            idle = [c for clients in self._idle.values() for c in clients]
-            for clients in self._idle.values():
+            for client in self._follow_moves():
+                client.close(notify=False)
+            idle = [c for clients in self._idle for c in clients]
+            for clients in self._idle:
                 clients.clear()
         for client in idle:
             client.close()
 
     def leased(self) -> dict[str, int]:
+        """Clients leased now, by the current URL of each server."""
         with self._lock:
-            return {u: self._leased[u] for u in self.urls}
+            return dict(zip(self.urls, self._leased))
 
     def idle(self) -> dict[str, int]:
+        """Idle clients kept for reuse, by the current URL of each server."""
         with self._lock:
-            return {u: len(self._idle[u]) for u in self.urls}
+            return {u: len(clients) for u, clients in zip(self.urls, self._idle)}

@@ -11,12 +11,22 @@ Contract:
 * `start` launches every server and waits until each answers ``GET /`` with
   ``"ok"`` (`RuntimeError` naming env, port and the log's tail otherwise), then
   a monitor thread checks each server every ``poll_s`` seconds.
-* A server whose process exited, or that has not answered its health check for
-  ``hang_s`` seconds (a hung server: it accepts connections, answers nothing),
-  is killed and restarted on the same port; one log line names the env, the
-  port and the exit code (or the hang). Its episodes fail on their own (their
-  env calls error); the client pool rejoins the server once it is back. The
-  other servers keep serving meanwhile.
+* The monitor asks each server ``GET /health`` (`agentgym.server`): the
+  server answers it on its event loop, with ``oldest_request_s``, the age of
+  its oldest env call still running. A server whose process exited, that has
+  not answered for ``hang_s`` seconds (a hung server: it accepts connections,
+  answers nothing), or whose oldest env call has run for ``stuck_request_s`` seconds
+  while it answers (a hung env route: a stuck JVM, a deadlocked planner) is
+  killed and restarted; one log line names the env, the port and the exit code
+  (or the hang). Its episodes fail on their own (their env calls error); the
+  client pool rejoins the server once it is back. The other servers keep
+  serving meanwhile.
+* A server is restarted on its port, unless another process holds that port
+  then: it is restarted on a free port instead, logged (``... the port is taken
+  by another process; restarting on port Q (the agent now uses URL)``), and the
+  move is recorded in ``addresses`` (`ServerAddresses`, by default the process's
+  `ADDRESSES`), from which the agent's client pools take the new URL. The
+  configured ports must still be free when the run starts.
 * Restart attempt ``i`` (1-based) waits ``backoff_s * 2**(i-1)`` seconds first.
   An attempt whose server does not answer within ``start_timeout_s`` (or exits)
   fails; a server that comes back resets its count. After ``max_restarts``
@@ -29,21 +39,57 @@ Contract:
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from agentgym.spawn import ServerProcess, healthy
+import requests
+
+from agentgym.spawn import ServerProcess, free_port, healthy
 from verl.utils.memory import current_rss_gb
+
+from .addresses import ADDRESSES, ServerAddresses
+
+HEALTH_TIMEOUT_S = 2.0
+
 
 def _say(message: str) -> None:
     print(f"[env-supervisor] {message}", flush=True)
 
 
+def server_health(url: str) -> dict[str, Any] | None:
+    """The server's ``GET /health`` answer, or None when it gives none (no connection, timeout, not JSON)."""
+    try:
+        answer = requests.get(url.rstrip("/") + "/health", timeout=HEALTH_TIMEOUT_S).json()
+    except (requests.RequestException, ValueError):
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _serves(url: str, waited_s: float) -> bool:
+    """Whether the server at ``url`` answers its health check with no env call older than ``waited_s``."""
+    health = server_health(url)
+    return health is not None and float(health.get("oldest_request_s", 0.0)) <= waited_s
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could bind ``port`` on 127.0.0.1 now (as uvicorn does, with SO_REUSEADDR)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class _Server:
     process: ServerProcess
+    home: str  # the URL it was configured at: the agent's pools know it by this
     state: str = "up"  # up | backoff | starting | given_up
     attempts: int = 0  # failed restarts in a row
     restarts: int = 0  # successful restarts, ever
@@ -54,17 +100,23 @@ class _Server:
 
 class ServerSupervisor:
     def __init__(self, env: str, ports: list[int], log_dir: Path, max_restarts: int = 3, backoff_s: float = 1.0,
-                 hang_s: float = 30.0, poll_s: float = 1.0, start_timeout_s: float = 120.0) -> None:
-        if max_restarts < 0 or backoff_s < 0 or hang_s <= 0 or poll_s <= 0 or start_timeout_s <= 0:
-            raise ValueError("max_restarts and backoff_s must be >= 0; hang_s, poll_s and start_timeout_s > 0")
+                 hang_s: float = 30.0, poll_s: float = 1.0, start_timeout_s: float = 120.0,
+                 addresses: ServerAddresses = ADDRESSES, stuck_request_s: float | None = None) -> None:
+        """``stuck_request_s``: how old the oldest in-flight env call may get before the server counts as hung
+        (default ``hang_s``; the trainer passes at least the agent's request timeout, so a call queued behind
+        slow ones, e.g. ALFWorld's one-at-a-time game loading, is not mistaken for a hang before the agent
+        itself would give up on it)."""
+        stuck_request_s = hang_s if stuck_request_s is None else stuck_request_s
+        if (max_restarts < 0 or backoff_s < 0 or hang_s <= 0 or poll_s <= 0 or start_timeout_s <= 0
+                or stuck_request_s <= 0):
+            raise ValueError("max_restarts and backoff_s must be >= 0; hang_s, poll_s, start_timeout_s and "
+                             "stuck_request_s > 0")
         self.env, self.max_restarts, self.backoff_s = env, max_restarts, backoff_s
         self.hang_s, self.poll_s, self.start_timeout_s = hang_s, poll_s, start_timeout_s
+        self.stuck_request_s = stuck_request_s
+        self.log_dir, self.addresses = log_dir, addresses
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._servers = [
-            _Server(ServerProcess(env, port, log_path=log_dir / f"server_{port}.log", timeout_s=start_timeout_s,
-                                  die_with_parent=True))
-            for port in ports
-        ]
+        self._servers = [_Server(process, str(process.url)) for process in map(self._process, ports)]
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -89,6 +141,11 @@ class ServerSupervisor:
             self._thread.join(timeout=30)
         for server in self._servers:
             server.process.stop()
+            self.addresses.forget(server.home)
+
+    def _process(self, port: int) -> ServerProcess:
+        return ServerProcess(self.env, port, log_path=self.log_dir / f"server_{port}.log",
+                             timeout_s=self.start_timeout_s, die_with_parent=True)
 
     # ------------------------------------------------------------------ queries
     def problem(self) -> str | None:
@@ -102,19 +159,22 @@ class ServerSupervisor:
             f"its log {s.process.log} ends:\n{s.process.log_tail(15)}" for s in lost)
 
     def wait_ready(self, timeout_s: float) -> str | None:
-        """Block until some server answers its health check now (None), every server is given up (`problem`),
-        or ``timeout_s`` passes. A silent server is left to the monitor, which restarts it once it has been
-        silent for ``hang_s``; while one restarts, the others serve."""
-        deadline = time.monotonic() + timeout_s
+        """Block until some server can serve (None), every server is given up (`problem`), or ``timeout_s``
+        passes. A server can serve once it answers ``GET /health`` with no env call still running from before
+        the wait began (a call the last rollout left hanging there, say). A silent server, or one whose env
+        call hangs, is left to the monitor, which restarts it after ``hang_s``; while one restarts, the others
+        serve."""
+        began = time.monotonic()
         while True:
             if (problem := self.problem()) is not None:
                 return problem
             with self._lock:
                 up = [s.process.url for s in self._servers if s.state == "up"]
-            if any(healthy(url) for url in up):
+            if any(_serves(url, waited_s=time.monotonic() - began) for url in up):
                 return None
-            if time.monotonic() >= deadline:
-                return f"no {self.env} server answered its health check within {timeout_s:.0f} s"
+            if time.monotonic() - began >= timeout_s:
+                return (f"no {self.env} server could serve within {timeout_s:g} s (none answered its health check "
+                        "without an env call hanging from before)")
             with self._changed:
                 self._changed.wait(self.poll_s)
 
@@ -138,17 +198,26 @@ class ServerSupervisor:
         proc, now = server.process, time.monotonic()
         if server.state == "up":
             code = proc.exit_code()
+            health = server_health(proc.url) if code is None else None
             if code is not None:
                 self._lost(server, f"exited with code {code}")
-            elif healthy(proc.url):
+            elif health is not None:
                 server.silent_since = None
+                stuck_s = float(health.get("oldest_request_s", 0.0))
+                if stuck_s >= self.stuck_request_s:
+                    proc.kill()
+                    self._lost(server, f"has had an env request in flight for {stuck_s:.0f} s while its health check "
+                                       "answered (an env route hung); killed it")
             elif server.silent_since is None:
                 server.silent_since = now
             elif now - server.silent_since >= self.hang_s:
                 proc.kill()
                 self._lost(server, f"did not answer its health check for {now - server.silent_since:.0f} s (hung); killed it")
         elif server.state == "backoff" and now >= server.next_at:
-            proc.launch()
+            if port_free(proc.port):
+                proc.launch()
+            else:
+                self._move(server)
             self._set(server, "starting", next_at=now + self.start_timeout_s)
         elif server.state == "starting":
             code = proc.exit_code()
@@ -174,6 +243,16 @@ class ServerSupervisor:
         self._set(server, "backoff", next_at=time.monotonic() + delay)
         _say(f"{self.env} server on port {port} {why}; restarting in {delay:.1f} s "
              f"(attempt {server.attempts + 1} of {self.max_restarts})")
+
+    def _move(self, server: _Server) -> None:
+        """Another process holds the server's port: launch it on a free port and tell the agent (``addresses``)."""
+        taken = server.process.port
+        process = self._process(free_port()).launch()
+        with self._lock:
+            server.process = process
+        self.addresses.move(server.home, process.url)
+        _say(f"{self.env} server on port {taken}: the port is taken by another process; restarting on port "
+             f"{process.port} (the agent now uses {process.url})")
 
     def _set(self, server: _Server, state: str, next_at: float = 0.0) -> None:
         with self._changed:

@@ -1,4 +1,5 @@
-"""The server base: registry semantics and the shared routes of both protocol families (in process)."""
+"""The server base: registry semantics (cap, idle expiry, in-flight calls) and the shared routes of both protocol
+families (in process)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from agentgym.server import EnvCapacityError, EnvRegistry, Family, UnknownEnvError, create_app
+from agentgym.server import (FAULT_INJECTION_ENV, EnvCapacityError, EnvExpiredError, EnvRegistry, Family, UnknownEnvError,
+                             create_app)
 
 
 class Dummy:
@@ -93,3 +95,120 @@ def test_unexpected_errors_are_500_without_traceback() -> None:
     r = TestClient(app, raise_server_exceptions=False).post("/create")
     assert (r.status_code, r.json()) == (500, {"error": "internal server error (RuntimeError); see the server log"})
     assert "secret" not in r.text and "Traceback" not in r.text
+
+
+def test_a_create_at_the_cap_reaps_expired_envs_first() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=2, id_name="id", idle_timeout_s=0.2)
+    assert [reg.create(), reg.create()] == [0, 1]
+    with reg.use(0) as first:
+        pass
+    with pytest.raises(EnvCapacityError, match="env cap reached: 2 of 2 envs are open"):
+        reg.create()  # nothing has been idle long enough yet
+    time.sleep(0.25)
+    assert reg.create() == 2
+    assert first.closed and reg.ids() == [2] and reg.reaped == 2
+    expired = "id {} expired after 0.2 s idle and was closed; create a new env with POST /create"
+    with pytest.raises(EnvExpiredError, match=expired.format(0)):
+        with reg.use(0):
+            pass
+    with pytest.raises(EnvExpiredError, match=expired.format(1)):
+        reg.close(1)
+    with pytest.raises(UnknownEnvError, match="unknown id 9: create one with POST /create"):
+        reg.close(9)
+
+
+def test_an_env_in_use_or_used_lately_does_not_expire() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=4, idle_timeout_s=0.2)
+    busy, lately = reg.create(), reg.create()
+    inside, leave = threading.Event(), threading.Event()
+
+    def long_call() -> None:
+        with reg.use(busy):
+            inside.set()
+            leave.wait()
+
+    t = threading.Thread(target=long_call)
+    t.start()
+    inside.wait()
+    for _ in range(3):  # 0.3 s: each call to `lately` restarts its clock
+        time.sleep(0.1)
+        with reg.use(lately):
+            pass
+    assert reg.reap_expired() == 0
+    health = reg.health()
+    assert (health["in_flight"], health["oldest_request_s"] >= 0.3) == (1, True)
+    leave.set()
+    t.join()
+    time.sleep(0.25)
+    assert reg.reap_expired() == 2 and len(reg) == 0
+    assert reg.health() == {"open": 0, "max_envs": 4, "reaped": 2, "idle_timeout_s": 0.2, "in_flight": 0,
+                            "oldest_request_s": 0.0}
+
+
+def test_a_request_past_the_timeout_finds_its_env_expired_before_any_sweep() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=4, id_name="env_idx", idle_timeout_s=0.1)
+    env_id = reg.create()
+    with reg.use(env_id) as env:
+        pass
+    time.sleep(0.15)
+    with pytest.raises(EnvExpiredError, match="env_idx 0 expired after 0.1 s idle"):
+        with reg.use(env_id):
+            pass
+    assert env.closed and reg.reaped == 1
+
+
+def test_no_idle_timeout_means_envs_live_until_closed() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=1)
+    reg.create()
+    time.sleep(0.05)
+    assert reg.reap_expired() == 0
+    with pytest.raises(ValueError, match=r"idle_timeout_s must be >= 0 \(0: never\), got -1"):
+        EnvRegistry(Dummy, max_envs=1, idle_timeout_s=-1)
+
+
+def test_health_route_sweep_and_410_over_http() -> None:
+    registry: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=2, id_name="id", idle_timeout_s=0.2)
+    with TestClient(create_app("test", registry, Family.B)) as client:  # the lifespan runs the sweep
+        assert client.get("/").json() == "ok"
+        assert client.get("/health").json() == {"open": 0, "max_envs": 2, "reaped": 0, "idle_timeout_s": 0.2,
+                                                "in_flight": 0, "oldest_request_s": 0.0}
+        assert client.post("/create").json() == {"id": 0}
+        assert registry.sweep_period_s == 0.1
+        deadline = time.monotonic() + 5
+        while client.get("/health").json()["reaped"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.get("/health").json() == {"open": 0, "max_envs": 2, "reaped": 1, "idle_timeout_s": 0.2,
+                                                "in_flight": 0, "oldest_request_s": 0.0}
+        r = client.post("/close", json={"id": 0})
+        assert (r.status_code, r.json()) == (
+            410, {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"})
+        assert client.get("/list_envs").json() == []
+
+
+def test_the_fault_injection_route_exists_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = TestClient(create_app("test", EnvRegistry(Dummy, max_envs=1), Family.A))
+    assert (plain.post("/debug/hang").status_code, plain.post("/debug/hang").json()) == (404, {"error": "Not Found"})
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "1")
+    registry: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=1)
+    faulty = TestClient(create_app("test", registry, Family.A))
+    assert faulty.post("/debug/hang").json() is True
+
+
+def test_lmrlgym_health_sums_its_two_games_and_sweeps_both() -> None:
+    from agentgym.lmrlgym.app import build_app
+
+    with TestClient(build_app(max_envs=2, idle_timeout_s=0.2)) as client:
+        assert client.get("/").json() == "ok"
+        assert client.post("/maze/create").json() == {"id": 0}
+        assert client.post("/wordle/create").json() == {"id": 0}
+        game = {"open": 1, "max_envs": 2, "reaped": 0, "idle_timeout_s": 0.2, "in_flight": 0, "oldest_request_s": 0.0}
+        assert client.get("/health").json() == {"open": 2, "max_envs": 4, "reaped": 0, "in_flight": 0,
+                                                "idle_timeout_s": 0.2, "oldest_request_s": 0.0,
+                                                "games": {"maze": game, "wordle": game}}
+        deadline = time.monotonic() + 5
+        while client.get("/health").json()["reaped"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.get("/health").json()["reaped"] == 2
+        r = client.post("/wordle/step", json={"id": 0, "action": "s h i r e"})
+        assert (r.status_code, r.json()) == (
+            410, {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"})

@@ -3,6 +3,9 @@ checks what the run does. Run this tier alone with ``pytest -m drills``.
 
 What survives what (the README's table is built from these):
 * an env server SIGKILLed or hung mid-run: restarted by the trainer, the step rolled out again, the run goes on;
+* an env route that hangs while the server's health check answers: found by its oldest in-flight request, the
+  server restarted, the run goes on;
+* an env server whose port another process took while it was down: restarted on a free port, the agent follows;
 * an env server that cannot come back: the run checkpoints its last completed step and stops, naming the server;
 * a reward module that raises or hangs: its rows fail with the error recorded; too many: retried once, then a stop;
 * the driver SIGKILLed mid-step, or while writing a checkpoint: re-running resumes and gives the same step;
@@ -15,19 +18,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import psutil
 import pytest
+import requests
 import torch
 from safetensors.torch import load_file
 
+from agentgym.server import FAULT_INJECTION_ENV
 from agentgym.spawn import free_port
 
 pytestmark = pytest.mark.drills
@@ -60,10 +66,11 @@ def webshop_args(model: str, tasks: Path, out: Path, port: int | list[int], *ext
 
 
 class Run:
-    """``python -m verl.trainer.main_ppo args`` in the background, its stdout and stderr in one log file."""
+    """``python -m verl.trainer.main_ppo args`` in the background, its stdout and stderr in one log file;
+    ``environ`` adds to its environment (and so to that of the env servers it starts)."""
 
-    def __init__(self, args: list[str], log: Path, pythonpath: str = ""):
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+    def __init__(self, args: list[str], log: Path, pythonpath: str = "", environ: Mapping[str, str] | None = None):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(environ or {}))
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join([pythonpath, os.environ.get("PYTHONPATH", "")])
         self.log = log
@@ -129,11 +136,12 @@ def server_pid(run: Run, port: int) -> int:
     return int(found.group(1))
 
 
-def start_past_step_1(model: str, tasks: Path, tmp_path: Path, port: int, *extra: str) -> tuple[Run, Path, int]:
+def start_past_step_1(model: str, tasks: Path, tmp_path: Path, port: int, *extra: str,
+                      environ: Mapping[str, str] | None = None) -> tuple[Run, Path, int]:
     """A 4-step run without checkpoints on one supervised server; returns once step 1 is logged (run, output dir, server pid)."""
     out = tmp_path / "run"
     run = Run(webshop_args(model, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
-              tmp_path / "run.log")
+              tmp_path / "run.log", environ=environ)
     pid = server_pid(run, port)
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
     return run, out, pid
@@ -191,24 +199,78 @@ def test_a_hung_env_server_is_killed_and_restarted(tiny_model_path, tasks, tmp_p
 
 
 @slow
-def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, tasks, tmp_path):
+def test_an_env_route_that_hangs_while_the_server_answers_is_found_and_restarted(tiny_model_path, tasks, tmp_path):
+    """Every env call of the server hangs (the test-only fault injection) while GET / and GET /health answer: the
+    supervisor sees the oldest in-flight request pass agent.server_hang_s, kills and restarts the server."""
     port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_max_restarts=2",
-                                      "agent.request_timeout_s=2", "agent.env_retries=0")
+    url = f"http://127.0.0.1:{port}"
+    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_hang_s=4",
+                                      "agent.request_timeout_s=2", "agent.env_retries=0",
+                                      environ={FAULT_INJECTION_ENV: "1"})
+    assert requests.post(url + "/debug/hang", timeout=10).json() is True
+    stuck = run.wait_for(lambda _: requests.get(url + "/health", timeout=10).json()["oldest_request_s"] >= 1,
+                         "an env request hanging for a second")
+    assert stuck and requests.get(url + "/", timeout=10).json() == "ok"  # the health check still answers
+    assert run.finish() == 0, run.text()[-4000:]
+    text = run.text()
+    assert re.search(rf"webshop server on port {port} has had an env request in flight for \d+ s while its health "
+                     rf"check answered \(an env route hung\); killed it; restarting in 1.0 s \(attempt 1 of 3\)", text)
+    assert re.search(rf"webshop server on port {port} is back \(pid \d+, restart 1\)", text)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
+
+
+def kill_and_take_port(pid: int, port: int) -> socket.socket:
+    """SIGKILL the server, then hold its port with a listening socket of our own; the socket."""
     blocker = socket.socket()
     blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     os.kill(pid, signal.SIGKILL)
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
-    blocker.bind(("127.0.0.1", port))  # something else now holds the port: every restart fails to bind
+    blocker.bind(("127.0.0.1", port))
     blocker.listen(64)
+    return blocker
+
+
+@slow
+def test_a_server_whose_port_was_taken_comes_back_on_a_free_port(tiny_model_path, tasks, tmp_path):
+    port = free_port()
+    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.request_timeout_s=2",
+                                      "agent.env_retries=0")
+    blocker = kill_and_take_port(pid, port)  # something else now holds the port
     try:
-        assert run.finish() == 3, run.text()[-4000:]
+        assert run.finish() == 0, run.text()[-4000:]
     finally:
         blocker.close()
     text = run.text()
+    assert f"webshop server on port {port} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
+    moved = re.search(rf"webshop server on port {port}: the port is taken by another process; restarting on port "
+                      rf"(\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", text)
+    assert moved and moved.group(1) == moved.group(2), text[-4000:]
+    assert re.search(rf"webshop server on port {moved.group(1)} is back \(pid \d+, restart 1\)", text)
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
+    last = [json.loads(line) for line in (out / "trajectories" / "rollouts" / "step_000004.jsonl").open()]
+    assert {(r["server"], r["failed"]) for r in last} == {(f"http://127.0.0.1:{moved.group(1)}", False)}
+
+
+@slow
+def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, tasks, tmp_path, shop):
+    data = shutil.copytree(shop.data_dir, tmp_path / "webshop_data")  # the server's catalogue, which the test takes away
+    port = free_port()
+    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_max_restarts=2",
+                                      "agent.request_timeout_s=2", "agent.env_retries=0",
+                                      environ={"WEBSHOP_DATA_DIR": str(data)})
+    shutil.rmtree(data)  # every restart fails to load the catalogue
+    os.kill(pid, signal.SIGKILL)
+    assert run.finish() == 3, run.text()[-4000:]
+    text = run.text()
     assert f"webshop server on port {port} exited with code -9; restarting in 1.0 s (attempt 1 of 2)" in text
     assert re.search(rf"run stopped: webshop server on port {port} is down and could not be restarted "
-                     rf"\(restart attempt 2 failed: exited with code \d+\)", text)
+                     rf"\(restart attempt 2 failed: exited with code 1\)", text)
+    assert f"{data} has no items_shuffle_1000.json; expected WebShop's data files there" in text  # the log's tail
     done = steps_logged(out)[-1]  # steps may finish before the kill lands; the first one after it stops the run
     assert 1 <= done < 4
     assert f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it" in text

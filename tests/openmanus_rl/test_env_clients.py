@@ -15,6 +15,7 @@ from openmanus_rl.envs import (
     EnvTimeoutError,
     NoEnvServerError,
     RetryPolicy,
+    ServerAddresses,
     get_env_spec,
 )
 from agentgym.spawn import free_port
@@ -162,6 +163,41 @@ def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(spawn_server):
     for c in (client, second, third):
         pool.release(c)
     pool.close()
+
+
+def test_pool_follows_a_server_that_moved_to_another_port(spawn_server):
+    old, new = spawn_server("toy"), spawn_server("toy")
+    addresses = ServerAddresses()
+    pool = EnvPool(get_env_spec("babyai"), "http://127.0.0.1", [old.port], FAST, addresses=addresses)
+    leased, _ = pool.start_episode(1)
+    idle, _ = pool.start_episode(2)
+    pool.release(idle)
+    assert (leased.server_url, pool.idle()) == (old.url, {old.url: 1})
+    addresses.move(old.url, new.url)  # as the supervisor records a server it restarted on another port
+    moved, obs = pool.start_episode(3)
+    assert (moved.server_url, obs, pool.urls) == (new.url, "Task 3: value 0.", [new.url])
+    assert pool.stats["reused"] == 0 and pool.stats["created"] == 3  # the idle env at the old address was dropped
+    pool.release(leased)  # leased at the old address: dropped, no /close sent to whatever holds that port now
+    assert pool.leased() == {new.url: 1} and pool.idle() == {new.url: 0}
+    assert requests.get(old.url + "/list_envs", timeout=5).json() == [0, 1]
+    pool.release(moved)
+    pool.close()
+    assert requests.get(new.url + "/list_envs", timeout=5).json() == []
+
+
+def test_pool_replaces_an_idle_env_the_server_closed_for_idleness(spawn_server):
+    server = spawn_server("webshop", "--idle-timeout-s", "0.5")
+    pool = EnvPool(WEBSHOP, "http://127.0.0.1", [server.port], FAST)
+    first, _ = pool.start_episode(1)
+    pool.release(first)
+    time.sleep(0.8)  # the idle env expires on the server
+    second, obs = pool.start_episode(2)
+    assert second is not first and obs.startswith("WebShop [SEP] Instruction: [SEP] ")
+    assert (pool.stats["created"], pool.stats["reused"], pool.stats["expired"]) == (2, 1, 1)
+    assert pool.stats["errors"] == 0 and pool.stats["stale"] == 0
+    pool.release(second)
+    pool.close()
+    assert requests.get(server.url + "/list_envs", timeout=5).json() == []
 
 
 def test_pool_with_no_reachable_server():
