@@ -2,6 +2,7 @@
 
     python scripts/bench_workers.py                       # SmolLM2-135M-Instruct (prepared once)
     python scripts/bench_workers.py --model DIR --prompts 32 --new_tokens 64 --train_rows 8 --train_len 256
+    python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
 
 Prints:
   * rollout tokens/s of the vLLM engine and of the HF ``generate`` engine on
@@ -20,8 +21,13 @@ Prints:
   * seconds to push the policy's weights into the live vLLM engine;
   * the two precisions side by side on this machine: vLLM rollout and bare
     training tokens/s in fp32 and bf16, so a user sees what ``--dtype auto``
-    (the trainer's default) chose and what it bought.
-Everything runs in this process (world size 1), with ``--threads`` torch threads.
+    (the trainer's default) chose and what it bought;
+  * full fine-tuning against LoRA (``--lora_rank``, ``--lora_alpha``, Llama's
+    attention and MLP layers): ``update_actor`` tokens/s on the same equal-rows
+    batch and the peak RSS of the process, each in a fresh process holding an
+    actor and a reference (``role=actor_ref``; with LoRA the reference is the
+    policy's module with its adapters off), and the LoRA / full ratios.
+Everything else runs in this process (world size 1), with ``--threads`` torch threads.
 The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 """
 
@@ -153,9 +159,55 @@ def update_rate(worker, data, steps: int) -> tuple[float, list[float]]:
     for _ in range(steps):
         start = time.perf_counter()
         m = worker.update_actor(data).meta_info["metrics"]
-        upd.append(time.perf_counter() - start - m["timing_s/weight_sync"])
-        sync.append(m["timing_s/weight_sync"])
+        sync.append(m.get("timing_s/weight_sync", 0.0))  # none without a rollout engine
+        upd.append(time.perf_counter() - start - sync[-1])
     return real_tokens(data) / min(upd), sync
+
+
+def own_peak_rss_gb() -> float:
+    """This process's peak RSS since it started (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across fork and exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024**2
+
+
+def actor_ref_update(cfg: dict, rows: int, length: int, steps: int, threads: int) -> tuple[float, float, int]:
+    """In a fresh process: ``update_actor`` tokens/s of an actor + reference worker on the equal-rows batch, the
+    process's peak RSS (GiB) and the trained parameter count."""
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.set_num_threads(threads)
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
+    worker.init_model()
+    data = training_batch(rows, length, worker.actor.module.config.vocab_size)
+    tps, _ = update_rate(worker, data, steps)
+    trained = sum(p.numel() for p in worker.actor.module.parameters() if p.requires_grad)
+    worker.shutdown()
+    return tps, own_peak_rss_gb(), trained
+
+
+def full_vs_lora(cfg: dict, args: argparse.Namespace) -> dict[str, tuple[float, float, int]]:
+    """`actor_ref_update` with full fine-tuning, then with LoRA, each in a process of its own (so each peak RSS is its own)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    lora = {**cfg, "model": {**cfg["model"], "lora_rank": args.lora_rank, "lora_alpha": args.lora_alpha}}
+    out = {}
+    for name, c in (("full", cfg), ("lora", lora)):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            out[name] = pool.submit(actor_ref_update, c, args.train_rows, args.train_len, args.steps, args.threads).result()
+    return out
+
+
+def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse.Namespace) -> None:
+    from verl.workers.config import LLAMA_LINEAR_LAYERS
+
+    (full_tps, full_rss, full_n), (lora_tps, lora_rss, lora_n) = rows["full"], rows["lora"]
+    print(f"\n{'full fine-tuning vs LoRA (actor + reference)':<46}{'full':>12}{'LoRA':>12}{'LoRA/full':>12}")
+    print(f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(LLAMA_LINEAR_LAYERS)}; {args.train_rows} rows x {args.train_len} tokens")
+    print(f"{'  update_actor tokens/s':<46}{full_tps:>12.1f}{lora_tps:>12.1f}{lora_tps / full_tps:>12.2f}")
+    print(f"{'  peak RSS of the process GiB':<46}{full_rss:>12.2f}{lora_rss:>12.2f}{lora_rss / full_rss:>12.2f}")
+    print(f"{'  trained parameters (M)':<46}{full_n / 1e6:>12.2f}{lora_n / 1e6:>12.2f}{lora_n / full_n:>12.4f}")
 
 
 def real_tokens(data) -> float:
@@ -183,6 +235,9 @@ def main() -> None:
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
     parser.add_argument("--records", default="data/bench/webshop_grpo_step1.jsonl",
                         help="a rollout JSONL (<output_dir>/trajectories/rollouts/step_*.jsonl) for the multi-turn case; '' skips it")
+    parser.add_argument("--lora_rank", type=int, default=8, help="the LoRA row's rank")
+    parser.add_argument("--lora_alpha", type=float, default=16.0, help="the LoRA row's alpha (scale alpha / rank)")
+    parser.add_argument("--lora_only", action="store_true", help="run only the full-vs-LoRA training row")
     args = parser.parse_args()
 
     os.environ.setdefault("WORLD_SIZE", "1")
@@ -204,6 +259,12 @@ def main() -> None:
         "rollout": rollout_cfg,
         "num_threads": args.threads,
     }
+    if args.lora_only:
+        rows = full_vs_lora(cfg, args)
+        print(f"\n{describe_cpu()}")
+        print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+        print_full_vs_lora(rows, args)
+        return
     worker = ActorRolloutRefWorker(cfg, role="actor_rollout")
     worker.init_model()
     vocab = worker.actor.module.config.vocab_size
@@ -239,6 +300,7 @@ def main() -> None:
         other_rollout = vllm_rate_in(other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads)
         other_bare = bare_rate(model, data, args.steps, args.micro_rows, other)
         by_dtype[other] = (other_rollout, other_bare)
+    lora_rows = full_vs_lora(cfg, args)
 
     print(f"\n{describe_cpu()}")
     print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
@@ -263,6 +325,7 @@ def main() -> None:
         print(f"{'  rollout vLLM tokens/s':<46}{fp32[0]:>12.1f}{bf16[0]:>12.1f}{bf16[0] / fp32[0]:>12.2f}")
         print(f"{'  bare fwd+bwd+AdamW tokens/s':<46}{fp32[1]:>12.1f}{bf16[1]:>12.1f}{bf16[1] / fp32[1]:>12.2f}")
         print(f"{'  chosen by ' + args.dtype:<46}{dtype:>12}")
+    print_full_vs_lora(lora_rows, args)
 
 
 if __name__ == "__main__":

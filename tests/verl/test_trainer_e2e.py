@@ -91,6 +91,31 @@ def test_resume_after_stop_matches_uninterrupted_run(ppo_run, tiny_model_path, t
         assert resumed[key] == pytest.approx(straight[key], rel=1e-3, abs=1e-5), key
 
 
+def test_lora_resume_after_stop_matches_uninterrupted_run(tiny_model_path, tasks, server, tmp_path):
+    """The same with LoRA, under GRPO with a KL loss (the reference is the policy with its adapters off): the checkpoint
+    holds the adapters and their optimiser state, and the resumed step 2 is the uninterrupted one."""
+    import torch
+
+    lora = ("actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
+            "algorithm.adv_estimator=grpo", "agent.n=2", "actor_rollout_ref.actor.use_kl_loss=true",
+            "trainer.val_before_train=false", "trainer.test_freq=0")
+    straight = run_main(tiny_model_path, tasks, server, tmp_path / "straight", *lora)
+    assert [r["step"] for r in straight] == [1, 2]
+    out = tmp_path / "resumed"
+    first = run_main(tiny_model_path, tasks, server, out, *lora, "trainer.stop_after_step=1")
+    assert [r["step"] for r in first] == [1]
+    saved = torch.load(out / "checkpoints" / "global_step_1" / "actor" / "actor.pt", weights_only=False)["model"]
+    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 14 layers x (A, B)
+    assert (out / "checkpoints" / "global_step_1" / "actor" / "huggingface" / "model.safetensors").is_file()
+    second = run_main(tiny_model_path, tasks, server, out, *lora)
+    assert [r["step"] for r in second] == [1, 2]
+    resumed, plain = by_step(second, 2), by_step(straight, 2)
+    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean"):
+        assert resumed[key] == plain[key], key
+    for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy"):
+        assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), key
+
+
 def tasks_per_step(out: Path) -> dict[int, list[int]]:
     """The task ids each step's rollout played, from its trajectory records."""
     found = {}

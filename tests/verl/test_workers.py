@@ -175,29 +175,43 @@ def training_batch(n=4):
     return d
 
 
-def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path):
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, lora_rank):
+    """Also with LoRA: FSDP2 shards the frozen base and the adapters; the reference (adapters off) equals the policy before
+    the first update on both layouts, and the checkpoint's merged Hugging Face export agrees."""
+    from safetensors.torch import load_file
+
     results = {}
     for n in (1, 2):
         # one mini-batch of 8 rows: 1 rank takes all 8, 2 ranks take 4 each (different micro-batches, same step)
-        wg, pool = group(ActorRolloutRefWorker, n, config=actor_config(tiny_model_path, ppo_mini_batch_size=8), role="actor")
+        config = actor_config(tiny_model_path, ppo_mini_batch_size=8)
+        config["model"].update(lora_rank=lora_rank, lora_alpha=8.0)
+        wg, pool = group(ActorRolloutRefWorker, n, config=config, role="actor_ref" if lora_rank else "actor")
         try:
             wg.init_model()
             data = training_batch(8)
             data.meta_info["temperature"] = 1.0
             lp = wg.compute_log_prob(data)
+            if lora_rank:
+                assert torch.equal(wg.compute_ref_log_prob(data).batch["ref_log_prob"], lp.batch["old_log_probs"])
             data.union(lp)
             metrics = wg.update_actor(data).meta_info["metrics"]
             wg.save_checkpoint(str(tmp_path / f"ws{n}"))
-            results[n] = (lp.batch["old_log_probs"], metrics, torch.load(tmp_path / f"ws{n}" / "actor.pt", weights_only=False)["model"])
+            results[n] = (lp.batch["old_log_probs"], metrics, torch.load(tmp_path / f"ws{n}" / "actor.pt", weights_only=False)["model"],
+                          load_file(str(tmp_path / f"ws{n}" / "huggingface" / "model.safetensors")))
         finally:
             close_group(wg, pool)
-    lp1, m1, w1 = results[1]
-    lp2, m2, w2 = results[2]
+    lp1, m1, w1, hf1 = results[1]
+    lp2, m2, w2, hf2 = results[2]
     torch.testing.assert_close(lp2, lp1, atol=1e-5, rtol=1e-5)
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
         assert m2[key] == pytest.approx(m1[key], rel=1e-4), key
+    assert w1.keys() == w2.keys() and len(w1) == (28 if lora_rank else 21)  # LoRA: the adapters only (14 layers x A, B)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=1e-4)
+    assert hf1.keys() == hf2.keys() and not any("lora" in name for name in hf1)
+    for name in hf1:
+        torch.testing.assert_close(hf2[name], hf1[name], atol=1e-5, rtol=1e-4)
 
 
 @pytest.fixture(scope="module")

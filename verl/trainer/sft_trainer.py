@@ -15,7 +15,10 @@ gradient accumulation (`TrainableModule.run_update`). Each optimiser step takes
 steps and after every epoch, the best dev-loss weights are kept as a Hugging
 Face folder (``<output_dir>/huggingface``, usable as
 ``actor_rollout_ref.model.path``), and training stops early after ``patience``
-evaluations without improvement.
+evaluations without improvement. With ``model.lora_rank`` > 0 only LoRA adapters
+train (`verl.utils.lora`) and the folder holds the merged weights
+``W + (alpha / r) B A``, so an RL run from it starts (and keeps its reference) at
+the warm start.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import torch
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.utils import fsdp_utils
+from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
 from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig
@@ -88,6 +92,8 @@ class SFTConfig:
                 raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
         if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
             raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
+        if self.model.lora_rank:
+            check_target_modules(self.model.path, self.model.target_modules, f"{where}.model")
         for key in ("train_files", "val_files"):
             if not Path(getattr(self.data, key)).is_file():
                 raise ConfigError(f"{where}.data.{key}={getattr(self.data, key)!r} does not exist (run scripts/make_sft_data.py)")
@@ -174,6 +180,8 @@ class SFTTrainer(Worker):
         announce(f"sft rank {self.rank}", precision)
         self.dtype = precision.dtype
         module = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation)
+        if cfg.model.lora_rank:
+            apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
         if cfg.model.enable_gradient_checkpointing:
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
@@ -231,7 +239,7 @@ class SFTTrainer(Worker):
             tracker.log({"sft/dev_loss": loss}, step=step)
             if loss < best:
                 best, best_step, bad_evals = loss, step, 0
-                weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)
+                weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)  # LoRA adapters merged
                 if self.rank == 0:
                     fsdp_utils.export_hf(weights, cfg.model.path, out_dir / "huggingface")
                 return False

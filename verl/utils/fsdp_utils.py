@@ -26,6 +26,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
+from verl.utils.lora import lora_scales, merge_lora
 from verl.workers.config import OptimConfig
 
 
@@ -42,18 +43,26 @@ def shard_module(module: torch.nn.Module, device: str) -> torch.nn.Module:
 
 
 def full_model_state_dict(module: torch.nn.Module, cpu_offload: bool) -> dict[str, torch.Tensor]:
-    """Unsharded weights. With ``cpu_offload`` only rank 0 receives them (others get an empty dict)."""
-    return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload))
+    """Unsharded weights under their Hugging Face names, LoRA adapters folded in (``W + (alpha / r) B A``,
+    `verl.utils.lora.merge_lora`): what the rollout engine and an HF export take. With ``cpu_offload`` only
+    rank 0 receives them (others get an empty dict)."""
+    state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload))
+    return merge_lora(state, lora_scales(module))
 
 
 def full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """Unsharded model and optimiser state on rank 0 (on CPU)."""
-    return get_state_dict(module, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    """Unsharded state of the trained parameters and the optimiser, on rank 0 (on CPU). Frozen parameters
+    (a LoRA model's base weights) are left out: they are the model folder's."""
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True))
+    frozen = {name for name, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}  # tied aliases too
+    return {k: v for k, v in model_sd.items() if k not in frozen}, optim_sd
 
 
 def load_full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, model_sd: dict, optim_sd: dict | None) -> None:
-    """Load unsharded state that only rank 0 read from disk; it is broadcast to every rank's shards."""
-    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    """Load unsharded state that only rank 0 read from disk; it is broadcast to every rank's shards. Frozen
+    parameters absent from ``model_sd`` (see `full_train_state`) keep their values."""
+    frozen = any(not p.requires_grad for p in module.parameters())
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=not frozen)
     if optimizer is None:
         set_state_dict(module, optimizers=(), model_state_dict=model_sd, optim_state_dict={}, options=options)
     else:

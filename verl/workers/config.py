@@ -98,13 +98,32 @@ def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
 DTYPES = DTYPE_CHOICES
 
 
+LLAMA_LINEAR_LAYERS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
 @dataclass
 class ModelConfig:
-    """Where the weights come from and how the module is built."""
+    """Where the weights come from and how the module is built.
+
+    ``lora_rank`` > 0 trains low-rank adapters instead of the weights (`verl.utils.lora`): each linear
+    layer named in ``target_modules`` computes ``x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T`` with
+    W, b frozen and only A (rank x in) and B (out x rank) trained; 0 trains every weight.
+    """
 
     path: str = ""
     enable_gradient_checkpointing: bool = True
     attn_implementation: str = "sdpa"
+    lora_rank: int = 0
+    lora_alpha: float = 16.0
+    target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR_LAYERS))
+
+    def validate(self, where: str) -> None:
+        if self.lora_rank < 0:
+            raise ConfigError(f"{where}.lora_rank must be >= 0 (0: full fine-tuning), got {self.lora_rank}")
+        if self.lora_alpha <= 0:
+            raise ConfigError(f"{where}.lora_alpha must be > 0, got {self.lora_alpha}")
+        if self.lora_rank and not self.target_modules:
+            raise ConfigError(f"{where}.target_modules is empty: LoRA (lora_rank={self.lora_rank}) needs at least one linear layer name")
 
 
 @dataclass
@@ -251,6 +270,9 @@ class CriticConfig(UpdateBatchingConfig):
         _choice(self.loss_agg_mode, LOSS_AGG_MODES, f"{where}.loss_agg_mode")
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
+        if self.model.lora_rank:
+            raise ConfigError(f"{where}.model.lora_rank={self.model.lora_rank}: LoRA trains the policy only, the critic "
+                              "stays a full model (its value head and backbone train in full); set it to 0")
 
 
 def resolve_policy_precision(cfg: ActorRolloutRefConfig) -> dict[str, Precision]:

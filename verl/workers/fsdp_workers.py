@@ -5,6 +5,12 @@ Roles of `ActorRolloutRefWorker` (``role=``): any ``_``-joined subset of
 engine). With both actor and rollout, every ``update_actor`` ends by pushing
 the new weights into the live engine.
 
+With ``model.lora_rank`` > 0 the actor trains LoRA adapters on frozen base
+weights (`verl.utils.lora`); the reference is then the actor's own module with
+its adapters off (no second copy of the weights), the engine receives merged
+weights ``W + (alpha / r) B A``, and checkpoints hold the adapters and their
+optimiser state (the base weights are ``model.path``'s).
+
 Batch keys (see `verl.utils.torch_functional` for the layout):
 ``input_ids``, ``attention_mask``, ``position_ids``, ``responses``,
 ``response_mask``; the update also reads ``old_log_probs``, ``advantages`` and,
@@ -25,6 +31,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
+from verl.utils.lora import apply_lora, lora_disabled
 from verl.workers.actor import PPOActor
 from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
@@ -39,6 +46,10 @@ _set_torch_threads = torch.set_num_threads  # taken before the CPU engine replac
 
 def _peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+
+
+def _describe_lora(spec: dict | None) -> str:
+    return f"LoRA rank {spec['rank']}, alpha {spec['alpha']} on {spec['target_modules']}" if spec else "full fine-tuning"
 
 
 def _load_causal_lm(path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
@@ -76,13 +87,18 @@ class ActorRolloutRefWorker(Worker):
             announce(f"{role} rank {self.rank}", self.precision[role])
         if "actor" in self.roles:
             module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
+            if cfg.model.lora_rank:  # before sharding: FSDP2 shards the frozen base and the adapters alike
+                apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.seed)
             if cfg.model.enable_gradient_checkpointing:
                 module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
             optimizer = fsdp_utils.build_optimizer(module, cfg.actor.optim)
             scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
             self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
-        if "ref" in self.roles:
+        if "ref" in self.roles and self.actor is not None and cfg.model.lora_rank:
+            # the policy's own module: `compute_ref_log_prob` turns its adapters off, leaving the base weights (B = 0 at the start)
+            self.ref = PPOActor(self.actor.module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
+        elif "ref" in self.roles:
             # fp32 weights under the same autocast as the actor: one log-prob path, so KL(identical weights) = 0
             module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             module.requires_grad_(False)
@@ -232,9 +248,10 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy."""
-        cfg = self.config.ref
-        out = self._log_probs(self._need("ref"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
+        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy (with LoRA: the policy's module, adapters off)."""
+        cfg, ref = self.config.ref, self._need("ref")
+        with lora_disabled(ref.module):
+            out = self._log_probs(ref, data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
         return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
 
     # ------------------------------------------------------------------ update
@@ -260,7 +277,7 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.ONE_TO_ALL)
     def sync_rollout_weights(self) -> float:
-        """Push the policy's full weights into the engine (no generation may be running); returns the seconds it took."""
+        """Push the policy's full weights (LoRA adapters merged) into the engine (no generation may be running); returns the seconds it took."""
         start = time.perf_counter()
         state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
         self._need("rollout").update_weights(state.items())
@@ -269,12 +286,17 @@ class ActorRolloutRefWorker(Worker):
         return time.perf_counter() - start
 
     # ------------------------------------------------------------------ checkpoints
+    def _lora_spec(self) -> dict | None:
+        m = self.config.model
+        return {"rank": m.lora_rank, "alpha": m.lora_alpha, "target_modules": list(m.target_modules)} if m.lora_rank else None
+
     @register(Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, path: str, hf_export: bool = True) -> None:
-        """Model, optimiser, scheduler and RNG in ``path``; plus a Hugging Face folder ``path/huggingface``."""
+        """Trained weights (with LoRA: the adapters), optimiser, scheduler and RNG in ``path``; the base model and
+        LoRA setting in ``actor_worker.pt``; plus a Hugging Face folder ``path/huggingface`` (adapters merged)."""
         actor: PPOActor = self._need("actor")
         actor.save(path, "actor")
-        state = {"update_count": self._update_count}
+        state = {"update_count": self._update_count, "model_path": self.config.model.path, "lora": self._lora_spec()}
         if hf_export:
             weights = fsdp_utils.full_model_state_dict(actor.module, cpu_offload=True)
             if self.rank == 0:
@@ -288,10 +310,14 @@ class ActorRolloutRefWorker(Worker):
     def load_checkpoint(self, path: str) -> None:
         """Restore what `save_checkpoint` wrote and refresh the rollout engine's weights."""
         actor: PPOActor = self._need("actor")
-        actor.load(path, "actor")
         worker_state = Path(path) / "actor_worker.pt"
-        if worker_state.is_file():
-            self._update_count = torch.load(worker_state, weights_only=False)["update_count"]
+        state = torch.load(worker_state, weights_only=False) if worker_state.is_file() else {}
+        if state.get("lora") != self._lora_spec():
+            raise ValueError(f"{path} was saved with {_describe_lora(state.get('lora'))}, but this run has "
+                             f"{_describe_lora(self._lora_spec())} (actor_rollout_ref.model.lora_rank, lora_alpha, target_modules)")
+        actor.load(path, "actor")
+        if state:
+            self._update_count = state["update_count"]
         if self.rollout is not None:
             self.sync_rollout_weights()
 

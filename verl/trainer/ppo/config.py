@@ -270,6 +270,10 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         model = cfg.actor_rollout_ref.model.path
         if not model or not (Path(model) / "config.json").is_file():
             raise ConfigError(f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); run scripts/prepare_model.py")
+        if cfg.actor_rollout_ref.model.lora_rank:
+            from verl.utils.lora import check_target_modules
+
+            check_target_modules(model, cfg.actor_rollout_ref.model.target_modules, "actor_rollout_ref.model")
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
                 raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")
