@@ -53,7 +53,7 @@ from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, Ra
 from verl.trainer.ppo import core_algos, gigpo
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
-from verl.trainer.ppo.reward import RewardManager
+from verl.trainer.ppo.reward import RewardManager, mark_failed
 from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
 from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
@@ -645,18 +645,6 @@ class RayPPOTrainer:
                  if latest is not None else "no checkpoint was written; re-running starts from the beginning")
         print(f"[trainer] stopping: {cause}", flush=True)
         raise RunStopped(f"{cause}\n{where}")
-
-
-def mark_failed(batch: DataProto, rows: list[int], error: str) -> None:
-    """Mark ``rows`` failed as the reward path does: ``failed``, status ``failed``, ``error``, no model token."""
-    nt = batch.non_tensor_batch
-    for i in rows:
-        nt["failed"][i] = True
-        if "status" in nt:
-            nt["status"][i] = "failed"
-        if "error" in nt:
-            nt["error"][i] = error
-    batch.batch["response_mask"][rows] = 0
 
 
 def _groups(batch: DataProto) -> list[DataProto]:

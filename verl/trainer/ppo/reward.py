@@ -117,6 +117,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def mark_failed(batch: DataProto, rows: list[int], error: str) -> None:
+    """Mark ``rows`` failed: ``failed``, status ``failed``, ``error`` (where those columns exist), no model token
+    (response mask 0), so they join no group, loss or metric."""
+    nt = batch.non_tensor_batch
+    for i in rows:
+        nt["failed"][i] = True
+        if "status" in nt:
+            nt["status"][i] = "failed"
+        if "error" in nt:
+            nt["error"][i] = error
+    batch.batch["response_mask"][rows] = 0
+
+
 class RewardManager:
     def __init__(self, tokenizer, reward_score_fn: str | None = None, allocation: str = "last_token", gamma: float = 1.0,
                  timeout_s: float = 30.0):
@@ -159,15 +172,6 @@ class RewardManager:
             raise RewardError(f"returned a dict without 'score': {sorted(details)}")
         return name, float(details.pop("score")), details
 
-    def _fail(self, batch: DataProto, row: int, error: str) -> None:
-        nt = batch.non_tensor_batch
-        nt["failed"][row] = True
-        if "status" in nt:
-            nt["status"][row] = "failed"
-        if "error" in nt:
-            nt["error"][row] = error
-        batch.batch["response_mask"][row] = 0
-
     def __call__(self, batch: DataProto) -> dict[str, float]:
         """Write ``outcome_scores`` and ``token_level_scores``; returns ``reward/*`` metrics."""
         nt = batch.non_tensor_batch
@@ -186,7 +190,7 @@ class RewardManager:
                 name, rewards[i], extra = self._score_row(batch, i)
             except RewardError as exc:
                 name, _ = get_reward_score_fn(self.reward_score_fn, str(nt["data_source"][i]))
-                self._fail(batch, i, f"reward '{name}' failed: {exc}")
+                mark_failed(batch, [i], f"reward '{name}' failed: {exc}")
                 errors += 1
                 continue
             per_fn.setdefault(name, []).append(rewards[i])
