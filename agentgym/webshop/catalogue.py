@@ -221,11 +221,11 @@ def _title(rng: random.Random, kind: Kind, brand: str, adjs: list[str], feats: l
         if len(title) + len(pad) + 2 <= target + 20:
             title += rng.choice((", ", ", ", " ", " - ")) + pad
     if options and rng.random() < VARIANT_IN_TITLE_SHARE:
-        variant = [_title_case(rng.choice(values)) for values in options.values()]
-        if "color" in options and rng.random() < 0.5:
-            title += f" (Color : {variant[0]})"
+        variant = {group: _title_case(rng.choice(values)) for group, values in options.items()}
+        if "color" in variant and rng.random() < 0.5:
+            title += f" (Color : {variant['color']})"
         else:
-            title += "," + ",".join(variant)
+            title += "," + ",".join(variant.values())
     return title
 
 

@@ -41,6 +41,8 @@ def test_products_are_complete(shop: Any) -> None:
             assert any(attribute in bullet for bullet in p.bullets)
         values = [v for vs in p.options.values() for v in vs]
         assert len(values) == len(set(values))  # no value in two groups: a click names one option
+        if match := re.search(r"\(Color : (.+)\)$", p.title):  # a title names a colour the product offers
+            assert match.group(1).lower() in p.options["color"]
         for group_values in p.options.values():
             assert not any(options_match(a, b) for i, a in enumerate(group_values) for b in group_values[i + 1:])
 
