@@ -2,7 +2,12 @@
 # The learning result, reproducibly: base model -> SFT warm start -> GRPO from it, each evaluated greedily on the
 # same held-out WebShop test tasks, plus the expert on those tasks (the ceiling), and paired comparisons.
 #
-#   scripts/learning_run.sh [--n_demos 32] [--steps 20] [--eval_limit 100] [--out results/learning] [grpo overrides]
+#   scripts/learning_run.sh [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100] [--out results/learning]
+#                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo]
+#
+# One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
+# update itself, no separate pass), no KL term (no reference pass), dynamic sampling on. The base model is evaluated
+# on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'.
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
 # same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
@@ -11,15 +16,16 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-N_DEMOS=32; STEPS=20; EVAL_LIMIT=100; OUT=results/learning; OVERRIDES=()
+N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --n_demos) N_DEMOS="$2"; shift 2 ;;
         --steps) STEPS="$2"; shift 2 ;;
         --eval_limit) EVAL_LIMIT="$2"; shift 2 ;;
+        --base_limit) BASE_LIMIT="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
-        *) echo "usage: scripts/learning_run.sh [--n_demos N] [--steps N] [--eval_limit N] [--out DIR] [overrides]" >&2; exit 2 ;;
+        *) echo "usage: scripts/learning_run.sh [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR] [overrides]" >&2; exit 2 ;;
     esac
 done
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
@@ -27,22 +33,29 @@ PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 EXP=webshop_grpo_learn
+START=$SECONDS
+phase() { echo "{\"phase\": \"$1\", \"minutes\": $(( (SECONDS - START) / 60 ))}" | tee -a "$OUT/phases.jsonl" >&2; }
+: >"$OUT/phases.jsonl"
 BASE="$("$PY" scripts/prepare_model.py | tail -n 1)"
 WARM="$("$PY" scripts/warm_start.py --env_name webshop --model "$BASE" --n_demos "$N_DEMOS")"
 LIMITS=(--max_turns 8 --max_prompt_length 1024 --max_response_length 96 --max_obs_length 256 --max_trajectory_length 3072)
-evaluate() {  # evaluate <name> <model> [always]: greedy on the first EVAL_LIMIT test tasks -> <out>/<name>.json
-    if [[ -f "$OUT/$1.json" && -z "${3:-}" ]]; then echo "reusing $OUT/$1.json" >&2; return; fi
-    "$PY" -m openmanus_rl.eval --model "$2" --limit "$EVAL_LIMIT" "${LIMITS[@]}" --out "$OUT/$1.json"
+evaluate() {  # evaluate <name> <model> <limit> [always]: greedy on the first <limit> test tasks -> <out>/<name>.json
+    if [[ -f "$OUT/$1.json" && -z "${4:-}" ]]; then echo "reusing $OUT/$1.json" >&2; return; fi
+    "$PY" -m openmanus_rl.eval --model "$2" --limit "$3" "${LIMITS[@]}" --out "$OUT/$1.json"
+    phase "eval_$1"
 }
-evaluate base "$BASE"
-evaluate warm_start "$WARM"
+phase warm_start
+evaluate base "$BASE" "$BASE_LIMIT"
+evaluate warm_start "$WARM" "$EVAL_LIMIT"
 rm -rf "outputs/$EXP"
 ./train_grpo.sh --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
     trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
-    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.optim.lr=2e-5 \
+    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=2e-5 \
     actor_rollout_ref.actor.use_kl_loss=false algorithm.filter_groups.enable=true \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"}
-evaluate grpo "outputs/$EXP/checkpoints" always
+phase rl
+evaluate grpo "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
+cp "outputs/$EXP/metrics.jsonl" "$OUT/metrics.jsonl"
 [[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" <<'PY'
 import json, sys
 from pathlib import Path
@@ -68,19 +81,25 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 out, metrics = Path(sys.argv[1]), Path(sys.argv[2])
 rows = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
-points = [(r["step"], r["val/webshop/success_rate"]) for r in rows if "val/webshop/success_rate" in r]
+minutes, points = 0.0, []  # (step, wall-clock minutes of RL so far, dev success)
+for r in rows:
+    minutes += (r.get("timing_s/step", 0.0) + r.get("timing_s/validation", 0.0)) / 60
+    if "val/webshop/success_rate" in r:
+        points.append((r["step"], minutes, r["val/webshop/success_rate"]))
 expert = json.loads((out / "expert.json").read_text())
-fig, ax = plt.subplots(figsize=(5, 3.4))
-ax.plot(*zip(*points), marker="o", label="GRPO from the warm start (dev, greedy)")
-ax.axhline(expert["success_rate"], color="grey", linestyle="--", label="expert (test)")
-ax.set_xlabel("RL step"); ax.set_ylabel("success rate"); ax.set_ylim(0, 1); ax.legend(fontsize=7)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+for ax, col, label in ((axes[0], 0, "RL step"), (axes[1], 1, "wall-clock minutes of RL (validation included)")):
+    ax.plot([p[col] for p in points], [p[2] for p in points], marker="o", label="RL from the warm start (dev, greedy)")
+    ax.axhline(expert["success_rate"], color="grey", linestyle="--", label="expert (test)")
+    ax.set_xlabel(label); ax.set_ylim(0, 1)
+axes[0].set_ylabel("success rate"); axes[0].legend(fontsize=7)
 fig.tight_layout(); fig.savefig(out / "dev_success.png", dpi=100)
-table = ["| policy | test success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|"]
+table = ["| policy | test tasks | success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|---|"]
 for name in ("base", "warm_start", "grpo"):
     r = json.loads((out / f"{name}.json").read_text())
     lo, hi = r["success_ci95"]
-    table.append(f"| {name} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")
-table.append(f"| expert | {expert['success_rate']:.3f} | {expert['mean_reward']:.3f} | 0 |")
+    table.append(f"| {name} | {r['tasks']} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")
+table.append(f"| expert | {expert.get('tasks', limit)} | {expert['success_rate']:.3f} | {expert['mean_reward']:.3f} | 0 |")
 (out / "table.md").write_text("\n".join(table) + "\n")
 print("\n".join(table))
 PY
