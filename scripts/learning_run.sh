@@ -99,7 +99,7 @@ for name in ("base", "warm_start", "grpo"):
     r = json.loads((out / f"{name}.json").read_text())
     lo, hi = r["success_ci95"]
     table.append(f"| {name} | {r['tasks']} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")
-table.append(f"| expert | {expert.get('tasks', '')} | {expert['success_rate']:.3f} | {expert['mean_reward']:.3f} | 0 |")
+table.append(f"| expert | {expert.get('n', '')} | {expert['success_rate']:.3f} | {expert['mean_reward']:.3f} | 0 |")
 (out / "table.md").write_text("\n".join(table) + "\n")
 print("\n".join(table))
 PY
