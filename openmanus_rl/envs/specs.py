@@ -12,11 +12,7 @@ from agentgym.registry import ENV_SPECS, get_env_spec
 from agentgym.spec import EnvSpec
 from verl.utils.reward_score import register_reward_score
 
-from ..rewards import episode_score
-
 __all__ = ["ENV_SPECS", "EnvSpec", "get_env_spec", "register_env"]
-
-register_reward_score("agentgym", episode_score.compute_score)
 
 
 def register_env(spec: EnvSpec, replace: bool = False) -> EnvSpec:

@@ -139,3 +139,31 @@ def test_already_failed_rows_are_not_scored(reward_fn):
     d.batch["response_mask"][0] = 0
     RewardManager(WordTokenizer())(d)
     assert len(calls) == 1 and d.batch["outcome_scores"].tolist() == [0.0, 1.0]
+
+
+def test_every_module_in_the_folder_registers_itself():
+    """Importing the registry alone imports each module under verl/utils/reward_score/, whose decorator is its
+    only registration: the engine's built-ins and the episode reward every env uses by default."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import verl.utils.reward_score as r; print(sorted(r.SUPPORTED_REWARD_SCORE_FNS)); "
+         "print(sorted(r.DATA_SOURCE_TO_FN.items()))"], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["['agentgym', 'countdown', 'exact_match']", "[('countdown', 'countdown')]"]
+
+
+def test_register_decorator_adds_a_module_and_its_data_sources():
+    from verl.utils.reward_score import DATA_SOURCE_TO_FN, get_reward_score_fn, register
+
+    @register("t_decorated", data_sources=("t_decorated_source",))
+    def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+        return 0.5
+
+    try:
+        assert get_reward_score_fn(None, "t_decorated_source") == ("t_decorated", compute_score)
+        with pytest.raises(ValueError, match="reward score 't_decorated' is already registered"):
+            register("t_decorated")(lambda *a, **k: 1.0)
+    finally:
+        SUPPORTED_REWARD_SCORE_FNS.pop("t_decorated")
+        DATA_SOURCE_TO_FN.pop("t_decorated_source")

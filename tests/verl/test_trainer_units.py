@@ -124,7 +124,7 @@ def test_reward_module_example_is_paid_on_last_model_token():
     from verl.trainer.ppo.reward import RewardManager
     from verl.utils import reward_score
 
-    reward_score.SUPPORTED_REWARD_SCORE_FNS["short_answer"] = short_answer
+    reward_score.register("short_answer")(short_answer)
     try:
         batch = rollout_like_batch()
         manager = RewardManager(tokenizer=TEXT_STUB, reward_score_fn="short_answer")

@@ -1,30 +1,33 @@
-"""Reward-score registry: one ``compute_score`` per reward module, selected by name or by data source.
+"""Reward modules: the one place a reward is written, whether it scores a single answer or a whole episode.
 
-A reward module is a file in this folder with::
+A reward module is a file in this folder with a function decorated by `register`::
 
-    def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float | dict
+    @register("short_answer", data_sources=("my_dataset",))
+    def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float | dict: ...
 
-(a dict must hold ``"score"``; other keys are logged as ``reward/<name>/<key>/mean``).
-Register it in `SUPPORTED_REWARD_SCORE_FNS` (or call `register_reward_score`) and
-select it with ``algorithm.reward_score_fn=<name>``; with ``null`` the trainer
-picks the function registered for each row's ``data_source``
-(`DATA_SOURCE_TO_FN`). The engine knows no env: rollouts register theirs (the
-agent maps every env it defines to its ``agentgym`` episode reward).
+Every module in this folder is imported with the package, so the decorator is the only
+registration. A dict must hold ``"score"``; other keys are logged as ``reward/<name>/<key>/mean``.
+``algorithm.reward_score_fn=<name>`` selects a function for every row; with ``null`` each row's
+``data_source`` picks the function registered for it (`DATA_SOURCE_TO_FN`): a single-turn
+dataset names its module with ``data_sources``, and each env's spec names its module
+(``EnvSpec.reward_score``, by default ``agentgym``: the episode's composed reward, `episode.py`).
 
-``extra_info`` carries what the rollout reported (for agent episodes: ``task_id``,
-``env_reward``, ``success``, ``num_turns``, ``reward_breakdown``, ``reward_total``)
-and the row's dataset ``extra_info``.
+``solution_str`` is the decoded response (for an episode, the model's turns); ``ground_truth``
+is the row's ``reward_model.ground_truth``; ``extra_info`` is the row's dataset ``extra_info``
+plus what the rollout reported (for agent episodes: ``task_id``, ``env_reward``, ``success``,
+``num_turns``, ``reward_breakdown``, ``reward_total``). `verl.trainer.ppo.reward` calls the
+function and turns its score into token-level rewards (docs/architecture.md draws the path).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any, Callable
-
-from verl.utils.reward_score import countdown, exact_match
 
 ScoreFn = Callable[..., Any]
 
-SUPPORTED_REWARD_SCORE_FNS: dict[str, ScoreFn] = {"exact_match": exact_match.compute_score}
+SUPPORTED_REWARD_SCORE_FNS: dict[str, ScoreFn] = {}
 
 DATA_SOURCE_TO_FN: dict[str, str] = {}
 
@@ -42,6 +45,14 @@ def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tu
         DATA_SOURCE_TO_FN[source] = name
 
 
+def register(name: str, data_sources: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
+    """Decorator form of `register_reward_score`: ``@register("name")`` above a ``compute_score``."""
+    def add(fn: ScoreFn) -> ScoreFn:
+        register_reward_score(name, fn, data_sources)
+        return fn
+    return add
+
+
 def get_reward_score_fn(name: str | None, data_source: str | None = None) -> tuple[str, ScoreFn]:
     """The function named ``name``, or the one registered for ``data_source`` when ``name`` is None."""
     if name is None:
@@ -56,4 +67,5 @@ def get_reward_score_fn(name: str | None, data_source: str | None = None) -> tup
     return name, SUPPORTED_REWARD_SCORE_FNS[name]
 
 
-register_reward_score("countdown", countdown.compute_score, data_sources=("countdown",))
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -19,6 +19,8 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
+from verl.utils.reward_score import register
+
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
@@ -51,6 +53,7 @@ def evaluate(expression: str) -> tuple[Fraction, list[int]] | None:
         return None
 
 
+@register("countdown", data_sources=("countdown",))
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None) -> float:
     found = _ANSWER.findall(solution_str or "")
     if not found:
