@@ -35,13 +35,13 @@ from verl.utils.lora import apply_lora, lora_disabled
 from verl.workers.actor import PPOActor
 from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
+from verl.utils.quiet_logs import set_torch_threads
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 ROLES = ("actor", "rollout", "ref")
 ROLLOUT_GROUP = "rollout"  # generation calls: with this concurrency group they run beside training (trainer.staleness=1)
-_set_torch_threads = torch.set_num_threads  # taken before the CPU engine replaces it with a no-op (see `_rollout_engine`)
 
 
 def _peak_rss_gb() -> float:
@@ -68,7 +68,7 @@ class ActorRolloutRefWorker(Worker):
         if not roles or not roles <= set(ROLES):
             raise ValueError(f"role '{role}' must join some of {list(ROLES)} with '_'")
         self.roles = roles
-        torch.set_num_threads(self.config.num_threads)
+        set_torch_threads(self.config.num_threads)
         self.actor: PPOActor | None = None
         self.ref: PPOActor | None = None
         self.rollout: RolloutEngine | None = None
@@ -106,7 +106,7 @@ class ActorRolloutRefWorker(Worker):
             self.ref = PPOActor(module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         if "rollout" in self.roles:
             self.rollout = self._build_rollout()
-        torch.set_num_threads(cfg.num_threads)
+        set_torch_threads(cfg.num_threads)
 
     def _build_rollout(self) -> RolloutEngine:
         cfg = self.config
@@ -130,9 +130,9 @@ class ActorRolloutRefWorker(Worker):
         """The engine, with this thread's torch thread count set: in the rollout concurrency group the
         calls run on a thread of their own, and OpenMP keeps the count per thread. (The CPU engine
         replaces ``torch.set_num_threads`` with a no-op once it has bound its threads, so the
-        setter taken at import is called.)"""
+        setter taken before, `verl.utils.quiet_logs.set_torch_threads`, is called.)"""
         if torch.get_num_threads() != self.config.num_threads:
-            _set_torch_threads(self.config.num_threads)
+            set_torch_threads(self.config.num_threads)
         return self._need("rollout")
 
     @register(Dispatch.DP_COMPUTE_PROTO, concurrency_group=ROLLOUT_GROUP)
@@ -339,7 +339,7 @@ class CriticWorker(Worker):
     def __init__(self, config: dict | CriticConfig):
         super().__init__()
         self.config = from_dict(CriticConfig, config, "critic")
-        torch.set_num_threads(self.config.num_threads)
+        set_torch_threads(self.config.num_threads)
         self.critic: PPOCritic | None = None
         self._update_count = 0
 

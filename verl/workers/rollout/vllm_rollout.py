@@ -23,6 +23,7 @@ from typing import Iterable
 import torch
 
 from verl.utils.precision import resolve_dtype
+from verl.utils.quiet_logs import quiet_vllm, set_torch_threads
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
 
@@ -82,6 +83,7 @@ class VLLMRollout(RolloutEngine):
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind(cfg, local_rank, num_threads))
         if cfg.in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        quiet_vllm()
         from vllm import LLM
 
         kwargs = dict(
@@ -107,7 +109,7 @@ class VLLMRollout(RolloutEngine):
         with _numba_hidden():
             self.llm = LLM(**kwargs)
         if self.on_cpu:
-            torch.set_num_threads(num_threads)
+            set_torch_threads(num_threads)
         self._unfinished: set[str] = set()
         self._cache_manager = self._count_prefix_cache()
 

@@ -1,0 +1,50 @@
+"""Keep a run's log about the run: drop the inference engine's messages that say nothing a user can act on.
+
+`set_torch_threads` is ``torch.set_num_threads`` as it was when this module was imported: vLLM's CPU
+worker replaces the function with one that only warns once it has bound its threads, so code that sets
+the count after an engine started in the process calls this one. `quiet_vllm` puts a filter on the
+vLLM loggers that emit the records listed in `VLLM_NOISE` (a logger's filter sees every record that
+logger creates, whenever vLLM installs or replaces its handlers), and ignores one deprecation notice
+vLLM's import triggers. Every other message still shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import torch
+
+set_torch_threads = torch.set_num_threads
+
+VLLM_NOISE: dict[str, tuple[str, ...]] = {  # logger -> the starts of its messages that are noise here
+    "vllm.v1.engine.input_processor": (
+        "Passing raw prompts to InputProcessor is deprecated",  # token ids are passed on purpose: the trainer tokenises
+    ),
+    "vllm.config.vllm": (
+        "Model Runner V2 requires Triton",                     # CPU: the V1 runner is the one that runs
+        "Inductor compilation was disabled by user settings",  # rollout.enforce_eager: compiled mode started slower, ran no faster
+        "Enforce eager set, disabling torch.compile",          # the same setting, said again
+    ),
+    "vllm.v1.worker.cpu_worker": (
+        "CPU backend doesn't allow to use `torch.set_num_threads`",  # the count is set through `set_torch_threads`
+    ),
+}
+
+
+class _DropNoise(logging.Filter):
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.starts)
+
+
+def quiet_vllm() -> None:
+    """Filter `VLLM_NOISE` out of its loggers (once each) and hide vLLM's ``reduce_op`` deprecation notice."""
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)
+    for name, starts in VLLM_NOISE.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNoise) for f in logger.filters):
+            logger.addFilter(_DropNoise(starts))
