@@ -1,14 +1,17 @@
-"""Family-B routes for envs whose ``/create`` also starts an episode (TextCraft, FrozenLake, Sokoban).
+"""Family-B episode routes in TextCraft's shapes (TextCraft, FrozenLake, Sokoban, LMRL-Gym's Maze and Wordle).
 
-`add_episode_routes` replaces the base ``/create`` and adds ``/reset``, ``/step`` and
-``/observation`` over an `EnvRegistry` of envs with ``reset(task_id) -> str``,
-``step(action)`` (a result with ``observation``, ``reward``, ``done``) and ``observation``.
-With ``num_tasks``, ``/create`` (no body) starts the new env on task ``id % num_tasks``;
-without it the caller adds its own ``/create``.
+`add_episode_routes` adds ``/reset``, ``/step`` and ``/observation`` over an
+`EnvRegistry` of envs with ``reset(task_id) -> str``, ``step(action) ->
+StepResult`` and ``observation``.  ``/reset`` reads its body as ``reset_model``
+(by default `ResetRequest`, ``{"id", "data_idx"}``) and starts the body's
+`EpisodeReset.task_id`.  With ``num_tasks``, ``/create`` (no body) is replaced by
+one that also starts the new env on task ``id % num_tasks``; without it the
+base ``/create`` stays (a caller that serves its own uses `drop_route` first).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,9 +23,25 @@ from .server import EnvRegistry
 MAX_ACTION_CHARS = 4096
 
 
-class ResetRequest(BaseModel):
+class EpisodeReset(BaseModel):
+    """A ``/reset`` body: the env ``id`` and, in a field each subclass names, the task to start (`task_id`)."""
+
     id: StrictInt
+
+    @property
+    @abstractmethod
+    def task_id(self) -> int:
+        """The task the env starts."""
+
+
+class ResetRequest(EpisodeReset):
+    """``{"id", "data_idx"}``; ``data_idx`` is 0 when left out."""
+
     data_idx: StrictInt = 0
+
+    @property
+    def task_id(self) -> int:
+        return self.data_idx
 
 
 class StepRequest(BaseModel):
@@ -35,26 +54,35 @@ def episode(env_id: int, observation: str) -> dict[str, Any]:
     return {"id": env_id, "observation": observation, "done": False, "reward": 0.0}
 
 
-def add_episode_routes(app: FastAPI, registry: EnvRegistry, num_tasks: int | None = None) -> None:
-    app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == "/create")]
+def drop_route(app: FastAPI, path: str) -> None:
+    """Remove ``app``'s routes at ``path``, so that a route added there afterwards is the one that answers."""
+    app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == path)]
 
+
+def add_episode_routes(app: FastAPI, registry: EnvRegistry, num_tasks: int | None = None,
+                       reset_model: type[EpisodeReset] = ResetRequest) -> None:
+    """Add the episode routes to ``app`` (see the module docstring)."""
     if num_tasks is not None:
+        drop_route(app, "/create")
+
         @app.post("/create")
         def create() -> dict[str, Any]:
             env_id = registry.create()
             with registry.use(env_id) as env:
                 return episode(env_id, env.reset(env_id % num_tasks))
 
-    @app.post("/reset")
-    def reset(body: ResetRequest) -> dict[str, Any]:
+    def reset(body: EpisodeReset) -> dict[str, Any]:
         with registry.use(body.id) as env:
-            return episode(body.id, env.reset(body.data_idx))
+            return episode(body.id, env.reset(body.task_id))
+
+    reset.__annotations__["body"] = reset_model  # FastAPI reads the body's model from the annotation
+    app.post("/reset")(reset)
 
     @app.post("/step")
     def step(body: StepRequest) -> dict[str, Any]:
         with registry.use(body.id) as env:
             result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward, "done": result.done}
+        return result.answer()
 
     @app.get("/observation")
     def observation(id: int) -> str:

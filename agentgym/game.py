@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from .server import EpisodeStateError
 
@@ -12,9 +13,18 @@ DIRECTIONS = ("up", "down", "left", "right")
 
 @dataclass(frozen=True)
 class StepResult:
+    """What one action did: the observation after it, its reward, whether the episode is over, and ``extra``, the
+    env's own fields of its ``/step`` answer by answer key (BabyAI's and SciWorld's ``score``, ALFWorld's
+    ``available_actions``, WebShop's ``info``; none for the other envs)."""
+
     observation: str
     reward: float
     done: bool
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def answer(self) -> dict[str, Any]:
+        """The ``/step`` answer: ``{"observation", "reward", <the extra fields>, "done"}``."""
+        return {"observation": self.observation, "reward": self.reward, **self.extra, "done": self.done}
 
 
 def require_episode(started: bool, done: bool, reset_route: str = "/reset") -> None:

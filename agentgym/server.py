@@ -46,7 +46,6 @@ Contract
 
 from __future__ import annotations
 
-import argparse
 import enum
 import itertools
 import json
@@ -333,13 +332,6 @@ class EnvRegistry(Generic[E]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._slots)
-
-
-def add_idle_timeout_argument(parser: argparse.ArgumentParser) -> None:
-    """The ``--idle-timeout-s`` option every server takes."""
-    parser.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
-                        help="close an env that has had no request for this many seconds, freeing its resources; "
-                             "later requests naming it answer 410 (default %(default)g; 0: never)")
 
 
 def registries_lifespan(*registries: EnvRegistry[Any]) -> Callable[[FastAPI], AsyncContextManager[None]]:

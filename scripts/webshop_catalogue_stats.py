@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.webshop.catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE
-from agentgym.webshop.data import cache_root, load_shop, parse_products
+from agentgym.cache import cache_root
+from agentgym.webshop.data import load_shop, parse_products
 from agentgym.webshop.search import SearchEngine
 from openmanus_rl.experts.webshop import parse_instruction, search_keywords
 

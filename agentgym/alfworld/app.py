@@ -36,8 +36,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel, StrictInt
 
 from ..episodes import StepRequest
-from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, add_idle_timeout_argument,
-                      create_app)
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 from .env import DEFAULT_MAX_STEPS
 
 DEFAULT_PORT = 36105
@@ -73,8 +73,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
     def step(body: StepRequest) -> dict[str, Any]:
         with registry.use(body.id) as env:
             result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward,
-                "available_actions": result.available_actions, "done": result.done}
+        return result.answer()
 
     @app.get("/observation")
     def observation(id: int) -> str:
@@ -95,15 +94,12 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """ALFWorld's server options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
+    add_server_options(parser, DEFAULT_MAX_ENVS)
     parser.add_argument("--data-dir", default=None,
                         help="serve the real ALFWorld games under this folder (game.tw-pddl beside traj_data.json) "
                              "instead of generated ones")
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
                         help="actions per episode (default %(default)s)")
-    add_idle_timeout_argument(parser)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.data_dir, args.max_steps, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

@@ -23,11 +23,11 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
+from ..splits import Split, task_ids_by_split
 from .generate import TASK_TYPES
 
-Split = Literal["train", "dev", "test"]
 NUM_TASKS = 3600
 SPLITS: dict[str, range] = {"test": range(0, 300), "dev": range(300, 600), "train": range(600, NUM_TASKS)}
 
@@ -71,11 +71,7 @@ def goal(task_id: int) -> str:
     return generate(task_id).goal
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..game import StepResult
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import Game, generated_game
 
@@ -47,14 +47,6 @@ _PUT = re.compile(r"^put (.+?) (?:in/on|in|on) (.+)$")
 _TRANSLATE_LOCK = threading.Lock()  # Fast Downward's translator keeps global options (and rewrites sys.argv)
 _POOL_LOCK = threading.Lock()
 _IDLE_ENGINES: list[tuple[Any, Any, "Game | None"]] = []  # (PddlEnv, AlfredDemangler, loaded game) of closed engines
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
-    available_actions: list[str]
 
 
 class Engine:
@@ -171,7 +163,7 @@ class AlfWorldEnv:
             self.done = True
             text += f" You have used all {self.max_steps} actions."
         self._observe(text, state)
-        return StepResult(self.observation, reward, self.done, list(self.available_actions))
+        return StepResult(self.observation, reward, self.done, {"available_actions": list(self.available_actions)})
 
     def close(self) -> None:
         if self.engine is not None:

@@ -35,8 +35,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
-from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, add_idle_timeout_argument,
-                      create_app)
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 
 DEFAULT_PORT = 36102
 DEFAULT_MAX_ENVS = 4096
@@ -61,8 +61,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     def step(body: StepRequest) -> dict[str, Any]:
         with registry.use(body.id) as env:
             result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward, "score": result.score,
-                "done": result.done}
+        return result.answer()
 
     @app.get("/observation")
     def observation(id: int) -> dict[str, Any]:
@@ -77,10 +76,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """BabyAI's server options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
-    add_idle_timeout_argument(parser)
+    add_server_options(parser, DEFAULT_MAX_ENVS)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

@@ -36,9 +36,7 @@ blocks of whole seeds, so each holds every level equally often: test ids 0-199
 
 from __future__ import annotations
 
-from typing import Literal
-
-Split = Literal["train", "dev", "test"]
+from ..splits import Split, task_ids_by_split
 
 LEVELS: tuple[str, ...] = (
     "GoToRedBallGrey", "GoToRedBall", "GoToRedBallNoDists", "GoToObjS6", "GoToLocalS8N7",
@@ -75,11 +73,7 @@ def gym_id(task_id: int) -> str:
     return f"BabyAI-{level}-{GYM_VERSIONS.get(level, 'v0')}"
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

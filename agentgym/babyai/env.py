@@ -66,7 +66,7 @@ import gymnasium
 import minigrid  # noqa: F401  (registers the BabyAI-* ids)
 import numpy as np
 
-from ..game import require_episode
+from ..game import StepResult, require_episode
 from ..server import InvalidRequestError
 from .data import gym_id, task_level
 from .plan import DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE, WAIT, Reach
@@ -77,14 +77,6 @@ CHECK = "check available actions"
 _GENERATION = threading.Lock()  # stdout is swapped while a level generates: one at a time
 _NAMED = re.compile(r"^(go to|pickup|go through|toggle and go through) (\w+ \w+ \d+)$")
 _END = {"success": "You completed the mission.", "failure": "The mission failed.", "timeout": "You ran out of steps."}
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    score: float
-    done: bool
 
 
 @dataclass(frozen=True)
@@ -146,7 +138,7 @@ class BabyAIEnv:
             message = f"You cannot {text}: you see no {match.group(2)} now. Nothing changed."
         else:
             message = f'Invalid action "{action.strip()}": choose one of the available actions. Nothing changed.'
-        return StepResult(self._observe(message), self.reward, self.score, self.done)
+        return StepResult(self._observe(message), self.reward, self.done, {"score": self.score})
 
     def close(self) -> None:
         if self.gym is not None:

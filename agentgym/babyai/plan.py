@@ -21,8 +21,11 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ..paths import moves_to
+
 if TYPE_CHECKING:
-    from .env import BabyAIEnv, StepResult
+    from ..game import StepResult
+    from .env import BabyAIEnv
 
 Cell = tuple[int, int]
 Pose = tuple[int, int, int]
@@ -68,13 +71,7 @@ class Reach:
 
     def path_to(self, pose: Pose) -> list[int] | None:
         """The actions of a shortest way to ``pose``; None when it was not reached."""
-        if pose not in self.came:
-            return None
-        actions: list[int] = []
-        while (link := self.came[pose]) is not None:
-            pose, action = link
-            actions.append(action)
-        return actions[::-1]
+        return moves_to(self.came, pose) if pose in self.came else None
 
     def path_to_face(self, cell: Cell) -> list[int] | None:
         """The actions of a shortest way to stand next to ``cell`` facing it (``[]`` when already so); None if none.

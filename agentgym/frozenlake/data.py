@@ -15,9 +15,9 @@ goal at the bottom right, and (gymnasium checks it) a path between them.
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
-Split = Literal["train", "dev", "test"]
+from ..splits import Split, task_ids_by_split
+
 NUM_TASKS = 1300
 SPLITS: dict[str, range] = {"test": range(0, 200), "dev": range(200, 300), "train": range(300, NUM_TASKS)}
 SIZES = (4, 5, 6)
@@ -39,11 +39,7 @@ def task_map(task_id: int) -> tuple[str, ...]:
     return tuple(generate_random_map(size=map_size(task_id), p=FROZEN_P, seed=task_id))
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

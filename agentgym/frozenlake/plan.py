@@ -10,9 +10,9 @@ reference solution the tests play.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Sequence
+from typing import Iterator, Sequence
 
+from ..paths import shortest_moves
 from .data import task_map
 
 Cell = tuple[int, int]
@@ -21,22 +21,14 @@ MOVES: dict[str, Cell] = {"right": (0, 1), "down": (1, 0), "left": (0, -1), "up"
 
 def shortest_path(rows: Sequence[Sequence[str]], start: Cell) -> list[str] | None:
     """The moves of a shortest path from ``start`` to a goal that avoids holes, or None when there is none."""
-    came: dict[Cell, tuple[Cell, str] | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        cell = queue.popleft()
-        if rows[cell[0]][cell[1]] == "G":
-            moves: list[str] = []
-            while (link := came[cell]) is not None:
-                cell, move = link
-                moves.append(move)
-            return moves[::-1]
+
+    def steps(cell: Cell) -> Iterator[tuple[str, Cell]]:
         for move, (dr, dc) in MOVES.items():
             r, c = cell[0] + dr, cell[1] + dc
-            if 0 <= r < len(rows) and 0 <= c < len(rows[r]) and (r, c) not in came and rows[r][c] != "H":
-                came[(r, c)] = (cell, move)
-                queue.append((r, c))
-    return None
+            if 0 <= r < len(rows) and 0 <= c < len(rows[r]) and rows[r][c] != "H":
+                yield move, (r, c)
+
+    return shortest_moves(start, lambda cell: rows[cell[0]][cell[1]] == "G", steps)
 
 
 def oracle(task_id: int) -> list[str]:

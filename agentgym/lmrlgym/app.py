@@ -42,49 +42,42 @@ import argparse
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel, StrictInt
+from pydantic import StrictInt
 
-from ..episodes import StepRequest
-from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app,
-                      install_error_handlers, registries_lifespan)
+from ..episodes import EpisodeReset, add_episode_routes
+from ..options import add_server_options, app_factory
+from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app, install_error_handlers,
+                      registries_lifespan)
 
 DEFAULT_PORT = 36103
 DEFAULT_MAX_ENVS = 4096
 
 
-class MazeReset(BaseModel):
-    id: StrictInt
+class MazeReset(EpisodeReset):
+    """``{"id", "game"}``."""
+
     game: StrictInt
 
+    @property
+    def task_id(self) -> int:
+        return self.game
 
-class WordleReset(BaseModel):
-    id: StrictInt
+
+class WordleReset(EpisodeReset):
+    """``{"id", "seed"}``."""
+
     seed: StrictInt
 
+    @property
+    def task_id(self) -> int:
+        return self.seed
 
-def _game_app(title: str, registry: EnvRegistry, reset_model: type[BaseModel], task_field: str) -> FastAPI:
-    """One game's routes (create, close and list_envs from `create_app`; reset, step, observation here)."""
+
+def _game_app(title: str, registry: EnvRegistry, reset_model: type[EpisodeReset]) -> FastAPI:
+    """One game's routes: create, close and list_envs from `create_app`, reset, step and observation from
+    `add_episode_routes`."""
     app = create_app(title, registry, Family.B)
-
-    def reset(body: Any) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            observation = env.reset(getattr(body, task_field))
-        return {"id": body.id, "observation": observation, "reward": 0.0, "done": False}
-
-    reset.__annotations__["body"] = reset_model
-    app.post("/reset")(reset)
-
-    @app.post("/step")
-    def step(body: StepRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward, "done": result.done}
-
-    @app.get("/observation")
-    def observation(id: int) -> str:
-        with registry.use(id) as env:
-            return env.observation
-
+    add_episode_routes(app, registry, reset_model=reset_model)
     return app
 
 
@@ -115,8 +108,8 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
         return {**total, "idle_timeout_s": idle_timeout_s,
                 "oldest_request_s": max(game["oldest_request_s"] for game in games.values()), "games": games}
 
-    app.mount("/maze", _game_app("Maze", mazes, MazeReset, "game"))
-    wordle = _game_app("Wordle", words, WordleReset, "seed")
+    app.mount("/maze", _game_app("Maze", mazes, MazeReset))
+    wordle = _game_app("Wordle", words, WordleReset)
 
     @wordle.get("/filtered_vocab")
     def filtered_vocab(id: int) -> list[str]:
@@ -130,10 +123,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The LMRL-Gym server's options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs of each game open at once; past it /create answers 503 (default %(default)s)")
-    add_idle_timeout_argument(parser)
+    add_server_options(parser, DEFAULT_MAX_ENVS, "envs of each game")
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

@@ -37,9 +37,8 @@ corridors and the test split measures reaching the goal from every start.
 
 from __future__ import annotations
 
-from typing import Literal
+from ..splits import Split, task_ids_by_split
 
-Split = Literal["train", "dev", "test"]
 Cell = tuple[int, int]
 
 MAZE: tuple[str, ...] = (
@@ -79,11 +78,7 @@ def start_of(task_id: int) -> Cell:
     return STARTS[task_id % len(STARTS)]
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

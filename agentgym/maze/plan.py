@@ -12,9 +12,9 @@ each move leads to, as the observations word it.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Callable
+from typing import Callable, Iterator
 
+from ..paths import shortest_moves
 from .data import GOAL, Cell, is_open, start_of
 
 MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -23,22 +23,14 @@ SIDES: dict[str, str] = {"up": "above you", "down": "below you", "left": "to you
 
 def shortest_path(passable: Callable[[Cell], bool], start: Cell, goal: Cell, limit: int = 100_000) -> list[str] | None:
     """The moves of a shortest path from ``start`` to ``goal`` over passable cells, or None (none within ``limit``)."""
-    came: dict[Cell, tuple[Cell, str] | None] = {start: None}
-    queue = deque([start])
-    while queue and len(came) <= limit:
-        cell = queue.popleft()
-        if cell == goal:
-            moves: list[str] = []
-            while (link := came[cell]) is not None:
-                cell, move = link
-                moves.append(move)
-            return moves[::-1]
+
+    def steps(cell: Cell) -> Iterator[tuple[str, Cell]]:
         for move, (dr, dc) in MOVES.items():
             nxt = (cell[0] + dr, cell[1] + dc)
-            if nxt not in came and passable(nxt):
-                came[nxt] = (cell, move)
-                queue.append(nxt)
-    return None
+            if passable(nxt):
+                yield move, nxt
+
+    return shortest_moves(start, lambda cell: cell == goal, steps, limit)
 
 
 def oracle(task_id: int) -> list[str]:

@@ -32,7 +32,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
 
 DEFAULT_PORT = 36104
@@ -61,8 +62,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
     def step(body: StepRequest) -> dict[str, Any]:
         with registry.use(body.id) as env:
             result = env.step(body.action)
-        return {"observation": result.observation, "reward": result.reward, "score": result.score,
-                "done": result.done}
+        return result.answer()
 
     @app.get("/observation")
     def observation(id: int) -> dict[str, Any]:
@@ -85,13 +85,10 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """SciWorld's server options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs (JVMs) open at once; past it /create answers 503 (default %(default)s)")
+    add_server_options(parser, DEFAULT_MAX_ENVS, "envs (JVMs)")
     parser.add_argument("--simplifications", default="",
                         help="ScienceWorld simplifications, comma-separated (e.g. easy); default none")
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)")
-    add_idle_timeout_argument(parser)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.simplifications, args.max_steps, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Literal
 
-Split = Literal["train", "dev", "test"]
+from ..splits import SPLIT_NAMES, Split, task_ids_by_split
+
 EXCLUDED = ("5-1", "5-2", "9-1", "9-2", "9-3", "10-1", "10-2")
 # task id -> (task name in the simulator, title, variations, train variations, dev variations)
 VARIATIONS: dict[str, tuple[str, str, int, int, int]] = {
@@ -54,7 +54,6 @@ VARIATIONS: dict[str, tuple[str, str, int, int, int]] = {
     "8-1": ("identify-life-stages-1", "Identify life stages (plant)", 14, 6, 3),
     "8-2": ("identify-life-stages-2", "Identify life stages (animal)", 10, 4, 2),
 }
-SPLIT_ORDER: tuple[Split, ...] = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)
@@ -86,11 +85,15 @@ def task(data_idx: int) -> Task:
     return _tasks()[data_idx]
 
 
-def task_ids(split: Split) -> list[int]:
-    """The ``data_idx`` of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLIT_ORDER:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return [i for i, t in enumerate(_tasks()) if t.split == split]
+@functools.lru_cache(maxsize=1)
+def _split_ids() -> dict[Split, list[int]]:
+    ids: dict[Split, list[int]] = {split: [] for split in SPLIT_NAMES}
+    for data_idx, t in enumerate(_tasks()):
+        ids[t.split].append(data_idx)
+    return ids
+
+
+task_ids = task_ids_by_split(_split_ids)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

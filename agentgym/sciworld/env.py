@@ -21,10 +21,9 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from dataclasses import dataclass
 from typing import Any
 
-from ..game import require_episode
+from ..game import StepResult, require_episode
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import Task, task
 
@@ -33,14 +32,6 @@ JVM_HEAP = "768m"
 SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors",
                    "noElectricalAction")
 JVM_EXIT_WAIT_S = 10.0
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    score: float
-    done: bool
 
 
 def start_simulator() -> Any:
@@ -96,7 +87,7 @@ class SciWorldEnv:
         score = float(round(100 * server.getScore()))
         reward, self.score = score - self.score, score
         self.done = bool(server.getCompleted()) or score < 0 or self.steps >= self.max_steps
-        return StepResult(self.observation, reward, score, self.done)
+        return StepResult(self.observation, reward, self.done, {"score": score})
 
     def gold_path(self) -> list[str]:
         """The simulator's gold action sequence of the loaded task (needs ``reset(..., gold_path=True)``)."""

@@ -30,7 +30,8 @@ import argparse
 from fastapi import FastAPI
 
 from ..episodes import add_episode_routes
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .data import NUM_TASKS
 from .env import SokobanEnv
 
@@ -48,10 +49,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Sokoban's server options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
-    add_idle_timeout_argument(parser)
+    add_server_options(parser, DEFAULT_MAX_ENVS)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

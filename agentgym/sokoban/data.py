@@ -31,9 +31,10 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
-Split = Literal["train", "dev", "test"]
+from ..splits import Split, task_ids_by_split
+
 Cell = tuple[int, int]
 NUM_TASKS = 1300
 SPLITS: dict[str, range] = {"test": range(0, 200), "dev": range(200, 300), "train": range(300, NUM_TASKS)}
@@ -130,11 +131,7 @@ def level(task_id: int) -> Board:
     raise RuntimeError(f"no level drawn for task {task_id} in {MAX_DRAWS} draws")
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

@@ -9,8 +9,9 @@ task's level: the reference solution the tests play.
 
 from __future__ import annotations
 
-from collections import deque
+from typing import Iterator
 
+from ..paths import shortest_moves
 from .data import MOVES, Board, Cell, advance, level
 
 State = tuple[Cell, frozenset[Cell]]
@@ -18,23 +19,14 @@ State = tuple[Cell, frozenset[Cell]]
 
 def solve(board: Board) -> list[str] | None:
     """A shortest move list that solves ``board``, or None."""
-    start: State = (board.player, board.boxes)
-    came: dict[State, tuple[State, str] | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        state = queue.popleft()
-        if state[1] <= board.targets:
-            moves: list[str] = []
-            while (link := came[state]) is not None:
-                state, move = link
-                moves.append(move)
-            return moves[::-1]
+
+    def steps(state: State) -> Iterator[tuple[str, State]]:
         for move in MOVES:
             player, boxes, event = advance(board.walls, *state, move)
-            if event in ("moved", "pushed") and (player, boxes) not in came:
-                came[(player, boxes)] = (state, move)
-                queue.append((player, boxes))
-    return None
+            if event in ("moved", "pushed"):
+                yield move, (player, boxes)
+
+    return shortest_moves((board.player, board.boxes), lambda state: state[1] <= board.targets, steps)
 
 
 def oracle(task_id: int) -> list[str]:

@@ -35,9 +35,9 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..episodes import add_episode_routes, episode
-from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, add_idle_timeout_argument,
-                      create_app)
+from ..episodes import add_episode_routes, drop_route, episode
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, create_app
 from .data import cookbook
 from .env import TextCraftEnv, goal_item
 
@@ -59,8 +59,9 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     book = cookbook()
     registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id", idle_timeout_s)
     app = create_app("TextCraft", registry, Family.B)
-    add_episode_routes(app, registry)  # /reset, /step, /observation; /create takes a goal here
+    add_episode_routes(app, registry)
     log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})
+    drop_route(app, "/create")
 
     @app.post("/create")
     def create(body: CreateRequest | None = None) -> dict[str, Any]:
@@ -80,10 +81,7 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """TextCraft's server options."""
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
-    add_idle_timeout_argument(parser)
+    add_server_options(parser, DEFAULT_MAX_ENVS)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.max_envs, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

@@ -39,9 +39,10 @@ import threading
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Split = Literal["train", "dev", "test"]
+from ..splits import Split, task_ids_by_split
+
 TEST_SIZE = 100
 DEV_SIZE = 50
 SPLIT_SEED = 0
@@ -153,15 +154,14 @@ def cookbook() -> Cookbook:
                     goals=goals, depth={g: depth[g] for g in goals})
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
+def _split_ids() -> dict[Split, list[int]]:
     order = list(range(len(cookbook().goals)))
     random.Random(SPLIT_SEED).shuffle(order)
-    cuts = {"test": (0, TEST_SIZE), "dev": (TEST_SIZE, TEST_SIZE + DEV_SIZE), "train": (TEST_SIZE + DEV_SIZE, len(order))}
-    if split not in cuts:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    start, end = cuts[split]
-    return sorted(order[start:end])
+    dev_end = TEST_SIZE + DEV_SIZE
+    return {"test": order[:TEST_SIZE], "dev": order[TEST_SIZE:dev_end], "train": order[dev_end:]}
+
+
+task_ids = task_ids_by_split(_split_ids)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

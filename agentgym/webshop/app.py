@@ -33,8 +33,10 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, add_idle_timeout_argument, create_app
-from .data import GoalSource, cache_root, load_shop
+from ..cache import cache_root
+from ..options import add_server_options, app_factory
+from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from .data import GoalSource, load_shop
 from .env import WebShopEnv
 from .search import SearchEngine
 
@@ -79,7 +81,7 @@ def build_app(data_dir: str | None = None, goal_source: GoalSource = "synthetic"
     def step(body: StepRequest) -> dict[str, Any]:
         with registry.use(body.env_idx) as env:
             result = env.step(body.action)
-        return {"state": result.observation, "reward": result.reward, "done": result.done, "info": result.info}
+        return {"state": result.observation, "reward": result.reward, "done": result.done, "info": result.extra["info"]}
 
     @app.get("/available_actions")
     def available_actions(env_idx: int) -> dict[str, Any]:
@@ -109,13 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=os.environ.get("WEBSHOP_DATA_DIR"),
                         help="directory with WebShop's data files (default: $WEBSHOP_DATA_DIR, else the "
                              "catalogue generated into the cache)")
-    parser.add_argument("--goals", choices=("synthetic", "human"), default="synthetic",
+    parser.add_argument("--goals", dest="goal_source", choices=("synthetic", "human"), default="synthetic",
                         help="build goals from items_ins_v2_1000.json (synthetic) or items_human_ins.json (human)")
-    parser.add_argument("--max-envs", type=int, default=DEFAULT_MAX_ENVS,
-                        help="most envs open at once; past it /create answers 503 (default %(default)s)")
     parser.add_argument("--show-attrs", action="store_true", help="show an Attributes button on item pages")
-    add_idle_timeout_argument(parser)
+    add_server_options(parser, DEFAULT_MAX_ENVS)
 
 
-def app_from_args(args: argparse.Namespace) -> FastAPI:
-    return build_app(args.data_dir, args.goals, args.max_envs, args.show_attrs, args.idle_timeout_s)
+app_from_args = app_factory(build_app)

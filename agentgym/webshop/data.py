@@ -48,10 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..cache import cache_root
+from ..splits import Split, check_split
 from .catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE, generated_catalogue_dir
 
 GoalSource = Literal["synthetic", "human"]
-Split = Literal["train", "dev", "test"]
 
 DEV_SIZE = 200
 TEST_SIZE = 500
@@ -109,20 +110,10 @@ class Shop:
 
     def session_ids(self, split: Split) -> range:
         """Disjoint id ranges: ``test`` first, then ``dev``, then ``train``."""
+        check_split(split)
         cut = min(TEST_SIZE, len(self.goals))
         dev_end = min(cut + DEV_SIZE, len(self.goals))
-        if split == "test":
-            return range(0, cut)
-        if split == "dev":
-            return range(cut, dev_end)
-        if split == "train":
-            return range(dev_end, len(self.goals))
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-
-
-def cache_root() -> Path:
-    """``$OPENMANUS_CACHE`` or ``~/.cache/openmanus_rl``."""
-    return Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl")
+        return {"test": range(0, cut), "dev": range(cut, dev_end), "train": range(dev_end, len(self.goals))}[split]
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from ..game import StepResult
 from ..server import EpisodeStateError, InvalidRequestError
 from .data import Goal, Product, Shop
 from .reward import compute_reward
@@ -48,14 +49,6 @@ class Element:
     text: str
     role: str = "text"  # text | button | link | option
     ref: str = ""  # option group (options) or product position in the catalogue (links)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    observation: str
-    reward: float
-    done: bool
-    info: dict[str, Any] | None
 
 
 @dataclass
@@ -103,7 +96,7 @@ class WebShopEnv:
             self._search(arg)
         elif name == "click" and arg in self._clickables() and arg != "search":
             return self._click(arg)
-        return StepResult(self.observation, 0.0, False, None)
+        return StepResult(self.observation, 0.0, False, {"info": None})
 
     @property
     def observation(self) -> str:
@@ -140,7 +133,7 @@ class WebShopEnv:
             breakdown = compute_reward(s.item, s.goal, s.options)
             s.page, s.reward = "end", breakdown.reward
             self._render()
-            return StepResult(self.observation, breakdown.reward, True, breakdown.as_dict())
+            return StepResult(self.observation, breakdown.reward, True, {"info": breakdown.as_dict()})
         if key == "back to search":
             self._s = _Session(goal=s.goal)
         elif target.role == "option":
@@ -157,7 +150,7 @@ class WebShopEnv:
         else:  # a sub-page button
             s.page, s.sub_page = "sub", target.text
         self._render()
-        return StepResult(self.observation, 0.0, False, None)
+        return StepResult(self.observation, 0.0, False, {"info": None})
 
     # -------------------------------------------------------------- rendering
     def _clickables(self) -> dict[str, Element]:

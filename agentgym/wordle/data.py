@@ -27,9 +27,9 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
-from typing import Literal
 
-Split = Literal["train", "dev", "test"]
+from ..splits import Split, task_ids_by_split
+
 HERE = Path(__file__).parent
 NUM_TASKS = 2135
 SPLITS: dict[str, range] = {"test": range(0, 200), "dev": range(200, 300), "train": range(300, NUM_TASKS)}
@@ -94,11 +94,7 @@ def spell(word: str) -> str:
     return " ".join(word)
 
 
-def task_ids(split: Split) -> list[int]:
-    """The task ids of ``split`` (``train``, ``dev`` or ``test``), ascending; the splits are disjoint."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected 'train', 'dev' or 'test'")
-    return list(SPLITS[split])
+task_ids = task_ids_by_split(SPLITS)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:

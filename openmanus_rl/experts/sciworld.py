@@ -25,24 +25,23 @@ must be the server's.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from agentgym.cache import cache_root
 from agentgym.sciworld.data import NUM_TASKS, task
 from agentgym.sciworld.env import SciWorldEnv
 
 from .registry import Expert
 
 FALLBACK = "look around"
-CACHE_DIR = Path(os.environ.get("OPENMANUS_CACHE", Path.home() / ".cache" / "openmanus_rl")) / "sciworld"
 
 
 def _index_path() -> Path:
     from importlib.metadata import version
 
-    return CACHE_DIR / f"descriptions-{version('scienceworld')}.json"
+    return cache_root() / "sciworld" / f"descriptions-{version('scienceworld')}.json"
 
 
 @lru_cache(maxsize=1)

@@ -65,7 +65,7 @@ def test_invalid_actions_change_nothing(env: WebShopEnv) -> None:
     for action in ("click[search]", "search[]", "search[   ]", "click[buy now]", "click[next >]", "buy",
                    "search shoes", "click[b0000000000]", "", "\x00\xff"):
         r = env.step(action)
-        assert (r.observation, r.reward, r.done, r.info) == (start, 0.0, False, None), action
+        assert (r.observation, r.reward, r.done, r.extra["info"]) == (start, 0.0, False, None), action
     results = env.step("search[running shoes]").observation
     for action in ("search[socks]", "click[< prev]", "click[description]", "click[buy now]"):
         assert env.step(action).observation == results
@@ -141,7 +141,8 @@ def test_buy_ends_episode_without_leaking_target(shop: Any, env: WebShopEnv) -> 
     env.step(f"click[{wrong.asin}]")
     r = env.step("click[buy now]")
     assert r.done and 0.0 <= r.reward < 1.0
-    assert r.info is not None and r.info["goal_asin"] == goal.asin and r.info["asin"] == wrong.asin
+    info = r.extra["info"]
+    assert info is not None and info["goal_asin"] == goal.asin and info["asin"] == wrong.asin
     assert r.observation == ("Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] "
                              f"{round(r.reward, 4)}")
     assert goal.asin not in r.observation and goal.asin not in env.state()["html"]

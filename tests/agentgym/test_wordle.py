@@ -1,18 +1,18 @@
 """Wordle: word lists, secrets and splits, the colour rule and the game's messages, the oracle and the solver-expert
 in process, and the family-B protocol under /wordle of a real LMRL-Gym server started by the `lmrlgym` command's
-function (literal exchange, bad input, close, the expert over HTTP)."""
+function (literal exchange, Wordle's own bad input, the expert over HTTP)."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Iterator
+from typing import Callable
 
 import pytest
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import serve_subprocess
+from agentgym.spawn import ServerUrl, serve_subprocess
 from agentgym.wordle.data import (NUM_TASKS, answers, feedback, guesses, secret_of, spell, task_ids, task_list,
                                   task_order)
 from agentgym.wordle.env import INSTRUCTION, WordleEnv
@@ -216,9 +216,8 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with serve_subprocess("wordle", timeout_s=60) as url:
-        yield url
+def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
+    return env_server("wordle")
 
 
 def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
@@ -248,52 +247,14 @@ def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
         assert call(u, "POST", "/wordle/create", {"ignored": True}) == {"id": 1}
 
 
-def test_close_frees_the_env(server: str) -> None:
+def test_a_new_env_needs_a_reset_with_a_seed_and_routes_live_under_wordle(server: str) -> None:
     env_id = call(server, "POST", "/wordle/create")["id"]
-    call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 9})
-    assert env_id in call(server, "GET", "/wordle/list_envs")
-    assert call(server, "POST", "/wordle/close", {"id": env_id}) is True
-    assert env_id not in call(server, "GET", "/wordle/list_envs")
-    gone = {"error": f"unknown id {env_id}: create one with POST /create"}
-    assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=404) == gone
-    assert call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 0}, status=404) == gone
-    assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=404) == gone
-    assert call(server, "POST", "/wordle/close", {"id": env_id}, status=404) == gone
-
-
-def test_bad_input_is_a_4xx_with_a_message(server: str) -> None:
-    env_id, huge = call(server, "POST", "/wordle/create")["id"], 10**30
-    assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=409) == {
-        "error": "no episode yet: POST /wordle/reset first"}
-    assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=409) == {
-        "error": "no episode yet: POST /wordle/reset first"}
-    first = call(server, "POST", "/wordle/reset", {"id": env_id, "seed": 4})["observation"]
-    cases = [
-        ("POST", "/wordle/step", {"action": "r a i s e"}, 422, "invalid request: id: Field required"),
-        ("POST", "/wordle/step", {"id": env_id}, 422, "invalid request: action: Field required"),
-        ("POST", "/wordle/step", {"id": False, "action": "r a i s e"}, 422,
-         "invalid request: id: Input should be a valid integer"),
-        ("POST", "/wordle/step", {"id": env_id, "action": 5}, 422,
-         "invalid request: action: Input should be a valid string"),
-        ("POST", "/wordle/step", {"id": env_id, "action": "r " * 2049}, 422,
-         "invalid request: action: String should have at most 4096 characters"),
-        ("POST", "/wordle/step", {"id": huge, "action": "r a i s e"}, 404,
-         f"unknown id {huge}: create one with POST /create"),
-        ("POST", "/wordle/reset", {"id": env_id}, 422, "invalid request: seed: Field required"),
-        ("POST", "/wordle/reset", {"id": env_id, "seed": 2135}, 422,
-         "invalid request: seed 2135 out of range: expected 0 <= seed < 2135"),
-        ("POST", "/wordle/reset", {"id": env_id, "seed": -3}, 422,
-         "invalid request: seed -3 out of range: expected 0 <= seed < 2135"),
-        ("POST", "/wordle/reset", {"id": env_id, "seed": "4"}, 422,
-         "invalid request: seed: Input should be a valid integer"),
-        ("POST", "/wordle/reset", {"id": env_id, "seed": None}, 422,
-         "invalid request: seed: Input should be a valid integer"),
-        ("POST", "/wordle/close", {}, 422, 'invalid request: body must be {"id": <int>}'),
-        ("POST", "/step", {"id": env_id, "action": "r a i s e"}, 404, "Not Found"),
-    ]
-    for method, path, body, status, message in cases:
-        assert call(server, method, path, body, status=status) == {"error": message}, (path, body)
-    assert call(server, "GET", "/wordle/observation", params={"id": env_id}) == first  # untouched
+    no_episode = {"error": "no episode yet: POST /wordle/reset first"}
+    assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=409) == no_episode
+    assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=409) == no_episode
+    assert call(server, "POST", "/wordle/reset", {"id": env_id}, status=422) == {
+        "error": "invalid request: seed: Field required"}
+    assert call(server, "POST", "/step", {"id": env_id, "action": "r a i s e"}, status=404) == {"error": "Not Found"}
     assert call(server, "POST", "/wordle/close", {"id": env_id}) is True
 
 

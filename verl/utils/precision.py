@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl.utils.cache import cache_root
+
 DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_CHOICES = ("auto", *DTYPES)
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 (AMX, AVX512), Arm (FEAT_BF16)
@@ -103,8 +105,7 @@ def matmul_probe(size: int = 512, repeats: int = 8) -> dict[str, float]:
 
 
 def _probe_cache_file() -> Path:
-    root = Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl")
-    return root / "precision_probe.json"
+    return cache_root() / "precision_probe.json"
 
 
 def cached_probe() -> dict[str, float]:
