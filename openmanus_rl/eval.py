@@ -2,11 +2,14 @@
 
 Evaluate (greedy by default: one rollout per task at temperature 0)::
 
-    python -m openmanus_rl.eval --model PATH [--env_name webshop] [--split test] [--data_dir data] [--limit N]
-        [--n 1] [--temperature 1.0] [--server_url http://127.0.0.1:PORT] [--out results/NAME.json] [--seed 0]
-        [--max_turns N] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256]
-        [--max_trajectory_length 3072] [--action_format react] [--engine vllm|hf] [--dtype auto] [--threads 2]
-        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s 30]
+    python -m openmanus_rl.eval --model PATH [--env_name ENV] [--split test] [--data_dir data] [--limit N]
+        [--n 1] [--temperature T] [--server_url http://127.0.0.1:PORT] [--out results/NAME.json] [--seed 0]
+        [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
+        [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
+        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s S]
+
+The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
+request timeout) default to ``verl/trainer/config/ppo_trainer.yaml``'s values (``--help`` shows them).
 
 Compare two evaluations task by task (paired, over the task ids both hold)::
 
@@ -57,9 +60,9 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from agentgym.spawn import serve_subprocess
+from verl.trainer.checkpoint import LATEST_MARKER
 
 REPO = Path(__file__).resolve().parents[1]
-LATEST_MARKER = "latest_checkpointed_iteration.txt"
 Z95 = 1.959964
 REWARD_RESAMPLES = 2000
 SUCCESS_RESAMPLES = 2000
@@ -430,8 +433,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
               f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
               f"server {server_url}; engine {args.engine}", flush=True)
         for index, batch in enumerate(batches):
-            # seeds: trajectory_seed(seed, batch index, row, copy); distinct for every rollout of the run
-            out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=index)
+            # seeds: trajectory_seed(seed, 0, task, copy): the same samples whatever the batch size or order
+            out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
             results += task_results_from_batch(out, args.n)
             done = [r for r in results if not r.failed]
             print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
@@ -594,38 +597,39 @@ def compare_main(argv: Sequence[str]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
+    """The evaluation's flags; the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
     from verl.utils.precision import DTYPE_CHOICES
+    from verl.utils.yaml_defaults import add_yaml_argument
 
     parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval", description=__doc__.split("\n\n")[0],
                                      epilog="compare: python -m openmanus_rl.eval compare A.json B.json")
     parser.add_argument("--model", required=True,
                         help="HF folder, <ckpt>/global_step_K[/actor], or the checkpoints folder (latest step)")
-    parser.add_argument("--env_name", default="webshop")
+    add_yaml_argument(parser, "--env_name", "agent.env_name")
     parser.add_argument("--split", default="test", choices=SPLITS)
     parser.add_argument("--data_dir", default="data")
     parser.add_argument("--limit", type=int, default=-1, help="evaluate the first N tasks (default: the whole split)")
     parser.add_argument("--n", type=int, default=1, help="rollouts per task; 1: greedy, >1: sampled (mean@k, pass@k)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when --n > 1")
+    add_yaml_argument(parser, "--temperature", "actor_rollout_ref.rollout.temperature", "sampling temperature when --n > 1",
+                      type=float)
     parser.add_argument("--server_url", default=None, help="a running env server (default: start one on a free port)")
     parser.add_argument("--out", default=None, help="summary JSON (default results/<model>_<env>_<split>.json)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
-    parser.add_argument("--max_turns", type=int, default=None,
-                        help="turns per episode (default: the env's own cap, EnvSpec.max_turns)")
-    parser.add_argument("--max_prompt_length", type=int, default=1024)
-    parser.add_argument("--max_response_length", type=int, default=96)
-    parser.add_argument("--max_obs_length", type=int, default=256)
-    parser.add_argument("--max_trajectory_length", type=int, default=3072)
-    parser.add_argument("--action_format", default="react")
-    parser.add_argument("--engine", default="vllm", choices=("vllm", "hf"))
-    parser.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES)
-    parser.add_argument("--threads", type=int, default=2, help="engine / torch threads")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the engine runs")
+    add_yaml_argument(parser, "--max_turns", "agent.max_turns", "turns per episode; unset: the env's own cap "
+                      "(EnvSpec.max_turns)", type=int)
+    for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
+        add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
+    add_yaml_argument(parser, "--action_format", "agent.action_format")
+    add_yaml_argument(parser, "--engine", "actor_rollout_ref.rollout.name", choices=("vllm", "hf"))
+    add_yaml_argument(parser, "--dtype", "actor_rollout_ref.rollout.dtype", choices=DTYPE_CHOICES)
+    add_yaml_argument(parser, "--threads", "actor_rollout_ref.num_threads", "engine / torch threads", type=int)
+    add_yaml_argument(parser, "--device", "actor_rollout_ref.device", "where the engine runs", choices=("cpu", "cuda"))
     parser.add_argument("--batch_size", type=int, default=64,
                         help="tasks per rollout call (all their trajectories generate together); <= 0: all at once")
     parser.add_argument("--kv_cache_gb", type=float, default=4.0,
                         help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
-    parser.add_argument("--request_timeout_s", type=float, default=30.0,
-                        help="env server request timeout (s); raise it for envs that load slowly (ALFWorld)")
+    add_yaml_argument(parser, "--request_timeout_s", "agent.request_timeout_s",
+                      "env server request timeout (s); raise it for envs that load slowly (ALFWorld)", type=float)
     return parser
 
 

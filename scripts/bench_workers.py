@@ -200,11 +200,11 @@ def full_vs_lora(cfg: dict, args: argparse.Namespace) -> dict[str, tuple[float, 
 
 
 def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse.Namespace) -> None:
-    from verl.workers.config import LLAMA_LINEAR_LAYERS
+    from verl.workers.config import ModelConfig
 
     (full_tps, full_rss, full_n), (lora_tps, lora_rss, lora_n) = rows["full"], rows["lora"]
     print(f"\n{'full fine-tuning vs LoRA (actor + reference)':<46}{'full':>12}{'LoRA':>12}{'LoRA/full':>12}")
-    print(f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(LLAMA_LINEAR_LAYERS)}; {args.train_rows} rows x {args.train_len} tokens")
+    print(f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(ModelConfig().target_modules)}; {args.train_rows} rows x {args.train_len} tokens")
     print(f"{'  update_actor tokens/s':<46}{full_tps:>12.1f}{lora_tps:>12.1f}{lora_tps / full_tps:>12.2f}")
     print(f"{'  peak RSS of the process GiB':<46}{full_rss:>12.2f}{lora_rss:>12.2f}{lora_rss / full_rss:>12.2f}")
     print(f"{'  trained parameters (M)':<46}{full_n / 1e6:>12.2f}{lora_n / 1e6:>12.2f}{lora_n / full_n:>12.4f}")

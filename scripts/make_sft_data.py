@@ -3,8 +3,12 @@
 
     .venv/bin/python scripts/make_sft_data.py --env_name webshop --n 100 --action_format react \\
         --out data/sft/webshop_react_100.parquet [--server_url http://127.0.0.1:PORT] [--noise 0.0] [--seed 0] \\
-        [--max_turns N] [--max_prompt_length 1024] [--max_response_length 96] [--max_obs_length 256] \\
-        [--max_trajectory_length 3072] [--keep successful|failed|all] [--sample] [--tokenizer DIR]
+        [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N] \\
+        [--max_trajectory_length N] [--keep successful|failed|all] [--sample] [--tokenizer DIR]
+
+``--env_name``, ``--action_format`` and the agent limits default to the ``agent`` section of
+``verl/trainer/config/ppo_trainer.yaml`` (``--help`` shows the values), so a demonstration is cut as RL's
+episodes are.
 
 The env's expert (`openmanus_rl.experts`) plays TRAIN tasks only (the first
 ``n`` train ids, or with ``--sample`` a sample of ``n`` drawn with ``--seed``)
@@ -49,22 +53,23 @@ KEEP = ("successful", "failed", "all")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The script's flags; an unset ``--max_turns`` becomes the env's own cap."""
+    from verl.utils.yaml_defaults import add_yaml_argument
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env_name", default="webshop")
+    add_yaml_argument(parser, "--env_name", "agent.env_name")
     parser.add_argument("--n", type=int, default=100, help="episodes to play")
     parser.add_argument("--split", choices=("train", "dev"), default="train",
                         help="train: demonstrations for SFT; dev: held-out demonstrations (SFT dev loss). Never test.")
-    parser.add_argument("--action_format", default="react", help="the agent's action template (react | xml)")
+    add_yaml_argument(parser, "--action_format", "agent.action_format", "the agent's action template (react | xml)")
     parser.add_argument("--out", required=True, help="the parquet file to write")
     parser.add_argument("--server_url", default=None, help="a running env server (default: start one)")
     parser.add_argument("--noise", type=float, default=0.0, help="expert noise in [0, 1] (0: the best expert)")
     parser.add_argument("--seed", type=int, default=0, help="agent seed (trajectory seeds, expert noise, --sample)")
     parser.add_argument("--sample", action="store_true", help="a seeded sample of n train ids instead of the first n")
-    parser.add_argument("--max_turns", type=int, default=None, help="default: the env's own cap (EnvSpec.max_turns)")
-    parser.add_argument("--max_prompt_length", type=int, default=1024)
-    parser.add_argument("--max_response_length", type=int, default=96)
-    parser.add_argument("--max_obs_length", type=int, default=256)
-    parser.add_argument("--max_trajectory_length", type=int, default=3072)
+    add_yaml_argument(parser, "--max_turns", "agent.max_turns", "unset: the env's own cap (EnvSpec.max_turns)", type=int)
+    for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
+        add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
     parser.add_argument("--keep", choices=KEEP, default="successful")
     parser.add_argument("--batch_size", type=int, default=64, help="episodes per agent call")
     parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")

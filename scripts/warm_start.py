@@ -1,7 +1,7 @@
 """The warm start before RL: expert demonstrations, then SFT, cached under a key of everything that shapes them.
 
-    python scripts/warm_start.py --env_name webshop [--model DIR] [--n_demos 32] [--n_dev_demos 8]
-        [--action_format react] [--server_url URL] [--cache_dir DIR] [overrides: agent.max_turns=12, train.epochs=2]
+    python scripts/warm_start.py [--env_name ENV] [--model DIR] [--n_demos 32] [--n_dev_demos 8]
+        [--action_format FORMAT] [--server_url URL] [--cache_dir DIR] [overrides: agent.max_turns=12, train.epochs=2]
     python scripts/warm_start.py --env_name babyai,webshop    # a mixed-env run: demonstrations of each env
 
 The key hashes the base model (its path and the size and mtime of its weight
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Sequence
 import pandas as pd
 
 from prepare_data import task_fingerprint
+from verl.utils.cache import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_FILE = "timing.json"  # how long the demonstrations and SFT took when the warm start was built
@@ -86,18 +86,26 @@ def run(cmd: list[str]) -> str:
     return last
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags; ``--env_name`` and ``--action_format`` default to ``ppo_trainer.yaml``'s agent section."""
+    from verl.utils.yaml_defaults import add_yaml_argument
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env_name", default="webshop", help="an env, or several comma-separated")
+    add_yaml_argument(parser, "--env_name", "agent.env_name", "an env, or several comma-separated")
     parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
     parser.add_argument("--n_demos", type=int, default=32, help="expert episodes played on train tasks (successful ones are kept)")
     parser.add_argument("--n_dev_demos", type=int, default=8, help="expert episodes played on dev tasks (held-out loss)")
     parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
-    parser.add_argument("--action_format", default="react")
+    add_yaml_argument(parser, "--action_format", "agent.action_format")
     parser.add_argument("--server_url", default=None)
     parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
     parser.add_argument("overrides", nargs="*", help="agent.<limit>=value (the RL run's agent limits, e.g. "
                         "agent.max_turns=12) or Hydra overrides for verl.trainer.main_sft")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     args.agent_overrides = [item for item in args.overrides if item.startswith("agent.")]
     args.sft_overrides = [item for item in args.overrides if not item.startswith("agent.")]
@@ -107,7 +115,7 @@ def main() -> None:
         parser.error("--server_url names one server, so it goes with one env only")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
-    root = Path(args.cache_dir or Path(os.environ.get("OPENMANUS_CACHE") or Path.home() / ".cache" / "openmanus_rl") / "warm_start")
+    root = Path(args.cache_dir or cache_root() / "warm_start")
     folder = root / f"{'+'.join(envs)}_{args.action_format}_{args.n_demos}_{cache_key(args, model)}"
     hf = folder / "sft" / "huggingface"
     if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():

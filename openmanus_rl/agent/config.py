@@ -27,8 +27,10 @@ records and seeds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
+
+from verl.workers.config import defaults_from
 
 ROLLOUT_MODES = ("async", "sync")
 
@@ -43,35 +45,38 @@ def _plain(value: Any) -> Any:
 
 
 @dataclass
+@defaults_from("ppo_trainer", "agent")
 class AgentConfig:
-    env_name: str = "webshop"  # one env, or several comma-separated ("babyai,webshop"; quote it in a Hydra
+    """The ``agent`` section of ``ppo_trainer.yaml``, typed; its defaults are the YAML's values."""
+
+    env_name: str  # one env, or several comma-separated ("babyai,webshop"; quote it in a Hydra
     # override: agent.env_name='babyai,webshop'): each row goes to the env its data_source names
-    env_server_base: str = "http://127.0.0.1"
-    env_ports: list[int] = field(default_factory=lambda: [36001])  # k envs: k equal runs, one per env, in order
-    max_turns: int | None = None  # None: each env's own cap (EnvSpec.max_turns); an int caps every env
-    max_prompt_length: int = 1024
-    max_response_length: int = 96  # per model turn
-    max_obs_length: int = 256  # per observation
-    max_trajectory_length: int = 3072  # prompt + all turns
-    n: int = 1  # rollouts per task (the GRPO group)
-    action_format: str = "react"  # "react" | "xml"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    concurrency: int = 16  # threads for env calls
-    request_timeout_s: float = 30.0
-    env_retries: int = 2  # retries of a connection error / 5xx
-    env_retry_backoff_s: float = 0.2
-    env_cooldown_s: float = 30.0  # how long an unavailable server is skipped
-    manage_servers: bool = False  # the trainer starts the env servers on env_ports and restarts any that dies or hangs
-    server_max_restarts: int = 3  # failed restarts in a row before a server is given up (the run then stops)
-    server_hang_s: float = 30.0  # a server silent on its health check this long, or with an env call in flight
+    env_server_base: str
+    env_ports: list[int]  # k envs: k equal runs, one per env, in order
+    max_turns: int | None  # None: each env's own cap (EnvSpec.max_turns); an int caps every env
+    max_prompt_length: int
+    max_response_length: int  # per model turn
+    max_obs_length: int  # per observation
+    max_trajectory_length: int  # prompt + all turns
+    n: int  # rollouts per task (the GRPO group)
+    action_format: str  # "react" | "xml"
+    temperature: float
+    top_p: float
+    top_k: int
+    concurrency: int  # threads for env calls
+    request_timeout_s: float
+    env_retries: int  # retries of a connection error / 5xx
+    env_retry_backoff_s: float
+    env_cooldown_s: float  # how long an unavailable server is skipped
+    manage_servers: bool  # the trainer starts the env servers on env_ports and restarts any that dies or hangs
+    server_max_restarts: int  # failed restarts in a row before a server is given up (the run then stops)
+    server_hang_s: float  # a server silent on its health check this long, or with an env call in flight
     # longer than this and request_timeout_s, is hung: killed and restarted
-    reward_components: dict[str, Any] = field(default_factory=lambda: {"goal": 1.0})
-    seed: int = 1
-    write_viewer: bool = True  # with an output_dir: an HTML viewer page beside each step's JSONL
-    history_window: int = 0  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
-    rollout_mode: str = "async"  # "async": no turn barrier between trajectories; "sync": one batched call per turn
+    reward_components: dict[str, Any]
+    seed: int
+    write_viewer: bool  # with an output_dir: an HTML viewer page beside each step's JSONL
+    history_window: int  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
+    rollout_mode: str  # "async": no turn barrier between trajectories; "sync": one batched call per turn
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)

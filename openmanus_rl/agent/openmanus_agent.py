@@ -23,8 +23,9 @@ Two rollout modes (``agent.rollout_mode``), same trajectories:
   all unfinished trajectories are generated in one batched
   ``generate_sequences`` call, then their env steps run in parallel.
 
-Seeds: trajectory ``(row, copy)`` of step ``global_step`` gets
-`trajectory_seed` ``(config.seed, global_step, row, copy)``; turn ``t`` of it
+Seeds: copy ``c`` of task ``<data_source>:<task id>`` at step ``global_step`` gets
+`trajectory_seed` ``(config.seed, global_step, task, c)`` (`task_keys`: a task's repeat within
+the batch is ``task#1``...), whatever its place in the batch; turn ``t`` of it
 is sampled with ``(seed + 1_000_003 * t) mod 2**31``, passed in the ``seed``
 column to the generator.
 """
@@ -43,7 +44,7 @@ from openmanus_rl.envs import EnvClientError, EnvPool, EnvSpec, RetryPolicy, get
 from openmanus_rl.records import step_path, write_jsonl, write_viewer
 from openmanus_rl.rewards import RewardComposer
 from verl.protocol import DataProto
-from verl.utils.seeding import SEED_MOD, trajectory_seed
+from verl.utils.seeding import SEED_MOD, task_keys, trajectory_seed
 from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import progress_bar
 
@@ -217,14 +218,15 @@ class OpenManusAgent:
             raise ValueError("gen_batch needs a non-tensor 'extra_info' column with the env task id in 'index'")
         uids = nt.get("uid")
         sources = nt.get("data_source")
+        ids = [task_id_of(nt["extra_info"][row], row) for row in range(rows)]
+        names = [str(sources[row]) if sources is not None else self.config.env_names[0] for row in range(rows)]
+        keys = task_keys(f"{source}:{task_id}" for source, task_id in zip(names, ids))
         out = []
-        for row in range(rows):
-            task_id = task_id_of(nt["extra_info"][row], row)
+        for row, (task_id, source, key) in enumerate(zip(ids, names, keys)):
             uid = str(uids[row]) if uids is not None else f"step{global_step}-row{row}-task{task_id}"
-            source = str(sources[row]) if sources is not None else self.config.env_names[0]
             env = self._env_for(source, row)
             for copy in range(self.config.n):
-                seed = trajectory_seed(self.config.seed, global_step, row, copy)
+                seed = trajectory_seed(self.config.seed, global_step, key, copy)
                 out.append(Trajectory(row, copy, uid, task_id, source, seed, env=env))
         return out
 

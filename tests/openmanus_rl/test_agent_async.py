@@ -96,7 +96,7 @@ def test_streamed_requests_carry_ids_routes_seeds_and_exact_prompts(tokenizer, w
     b = out.batch
     P = b["prompts"].shape[1]
     for i in range(4):  # row i = trajectory i = (task row i // 2, copy i % 2)
-        seed = trajectory_seed(1, 3, i // 2, i % 2)
+        seed = trajectory_seed(1, 3, f"webshop:{(5, 6)[i // 2]}", i % 2)
         prompt = b["prompts"][i][b["attention_mask"][i, :P] == 1].tolist()
         response = b["responses"][i].tolist()
         ends = [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 1 and b["response_mask"][i, s] == 0]

@@ -142,10 +142,10 @@ def test_groups_task_ids_and_seeds(tokenizer, toy_server):
     assert list(nt["success"]) == [True] * 6
     resets = requests.get(toy_server.url + "/debug/resets", timeout=5).json()[before:]
     assert sorted(task for _, task in resets) == [3] * 9 + [12] * 9  # three runs, each task reset n=3 times
-    expected = [trajectory_seed(7, 4, row, copy) for row in (0, 1) for copy in range(3)]
+    expected = [trajectory_seed(7, 4, f"webshop:{task}", copy) for task in (3, 12) for copy in range(3)]
     assert list(nt["seed"]) == expected and len(set(expected)) == 6
     assert generator.calls[0]["seeds"] == [turn_seed(s, 0) for s in expected] == expected
-    assert list(repeat.non_tensor_batch["seed"]) == expected  # deterministic per (seed, step, row, copy)
+    assert list(repeat.non_tensor_batch["seed"]) == expected  # deterministic per (seed, step, task, copy)
     assert not set(later.non_tensor_batch["seed"]) & set(expected)
     # prompts differ only by their observation; left padding keeps the right edge aligned
     prompts, mask = out.batch["prompts"], out.batch["attention_mask"][:, : out.batch["prompts"].shape[1]]
@@ -255,6 +255,23 @@ def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, all
     nt = out.non_tensor_batch
     assert list(nt["step"]) == [0, 1, 2] and list(nt["traj_uid"]) == ["g/0"] * 3 and list(nt["uid"]) == ["g"] * 3
     assert list(nt["success"]) == [True] * 3 and list(nt["task_id"]) == [3] * 3
+
+
+def test_seeds_name_the_task_not_its_place_in_the_batch(tokenizer, toy_server):
+    """A task's samples get the same seeds in any batch order or batch make-up; a task listed twice in one
+    batch samples differently the second time (``task#1``)."""
+    generator = ScriptedGenerator(solve(tokenizer))
+    with OpenManusAgent(tokenizer, generator, config(toy_server, n=2, seed=7)) as agent:
+        forward = agent.run_llm_loop(task_batch([3, 12]), global_step=0).non_tensor_batch
+        backward = agent.run_llm_loop(task_batch([12, 3]), global_step=0).non_tensor_batch
+        alone = agent.run_llm_loop(task_batch([12]), global_step=0).non_tensor_batch
+        twice = agent.run_llm_loop(task_batch([3, 3]), global_step=0).non_tensor_batch
+    seeds = {(task, copy): seed for task, seed, copy in zip(forward["task_id"], forward["seed"], [0, 1, 0, 1])}
+    assert list(backward["seed"]) == [seeds[12, 0], seeds[12, 1], seeds[3, 0], seeds[3, 1]]
+    assert list(alone["seed"]) == [seeds[12, 0], seeds[12, 1]]
+    assert list(twice["seed"]) == [seeds[3, 0], seeds[3, 1], trajectory_seed(7, 0, "webshop:3#1", 0),
+                                   trajectory_seed(7, 0, "webshop:3#1", 1)]
+    assert seeds[3, 0] == trajectory_seed(7, 0, "webshop:3", 0)
 
 
 def test_dataset_columns_reach_the_reward_module(tokenizer, toy_server):

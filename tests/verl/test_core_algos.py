@@ -135,7 +135,7 @@ def test_every_group_estimator_logs_the_equal_score_group_share(name):
     nt = {"traj_uid": np.arange(10).astype(object), "step": np.zeros(10, dtype=object),
           "anchor_obs": np.arange(10).astype(object)}
     metrics = {}
-    ca.get_adv_estimator_fn(name)(token_level_rewards=torch.zeros(10, 2, **f64), response_mask=m, index=idx,
+    ca.get_estimator(name).fn(token_level_rewards=torch.zeros(10, 2, **f64), response_mask=m, index=idx,
                                   scores=torch.tensor(scores, **f64), non_tensor_batch=nt, metrics=metrics)
     assert metrics["adv/equal_score_group_share"] == 2 / 3
     assert ca.equal_score_group_share([[1.0, 1.0], [0.0, 2.0], [0.5, 0.5, 0.5], [3.0]]) == 2 / 3
@@ -145,7 +145,7 @@ def test_every_group_estimator_logs_the_equal_score_group_share(name):
 def test_dr_grpo_does_not_divide_by_std():
     adv, _ = ca.compute_grpo_outcome_advantage(REWARDS, MASK, INDEX, norm_adv_by_std_in_grpo=False)
     close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0], **f64).unsqueeze(-1) * MASK)  # score - group mean; b alone: 0
-    adv2, _ = ca.get_adv_estimator_fn("dr_grpo")(token_level_rewards=REWARDS, response_mask=MASK, index=INDEX)
+    adv2, _ = ca.get_estimator("dr_grpo").fn(token_level_rewards=REWARDS, response_mask=MASK, index=INDEX)
     close(adv2, adv)
 
 
@@ -184,23 +184,29 @@ def test_remax():
 
 
 def test_registry():
-    assert {"gae", "grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "remax"} <= set(ca.ADV_ESTIMATORS)
-    assert ca.ESTIMATORS_NEEDING_CRITIC == {"gae"}
+    assert {"gae", "grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "remax"} <= set(ca.ESTIMATORS)
+    assert {name for name, est in ca.ESTIMATORS.items() if est.needs_critic} == {"gae"}
+    assert ca.group_estimators() == ["grpo", "dr_grpo", "rloo", "gigpo"]
+    assert {name: est.loss_agg_mode for name, est in ca.ESTIMATORS.items() if est.loss_agg_mode != "token-mean"} == {
+        "dr_grpo": "seq-mean-token-sum-norm"}
+    assert {name for name, est in ca.ESTIMATORS.items() if est.check} == {"remax", "gigpo"}
     with pytest.raises(ValueError, match=r"unknown advantage estimator 'nope'; known: \['dr_grpo', 'gae'"):
-        ca.get_adv_estimator_fn("nope")
+        ca.get_estimator("nope")
+    with pytest.raises(ValueError, match=r"estimator 'bad': loss_agg_mode must be one of"):
+        ca.register_adv_est("bad", loss_agg_mode="sum")
 
     @ca.register_adv_est("test_constant_one")
     def constant(token_level_rewards, response_mask, **kwargs):
         return response_mask.clone(), response_mask.clone()
 
     try:
-        fn = ca.get_adv_estimator_fn("test_constant_one")
+        fn = ca.get_estimator("test_constant_one").fn
         adv, _ = fn(token_level_rewards=REWARDS, response_mask=MASK, index=INDEX, gamma=1.0, lam=1.0, values=None)
         close(adv, MASK)
         with pytest.raises(ValueError, match="already registered"):
             ca.register_adv_est("test_constant_one")(lambda **kw: None)
     finally:
-        ca.ADV_ESTIMATORS.pop("test_constant_one")
+        ca.ESTIMATORS.pop("test_constant_one")
 
 
 # ----------------------------------------------------------------- KL

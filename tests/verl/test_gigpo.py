@@ -198,10 +198,10 @@ def test_missing_column_names_it_and_the_step_wise_mode(missing):
 
 
 def test_registered_and_callable_by_keyword():
-    assert ca.get_adv_estimator_fn("gigpo") is gigpo.compute_gigpo_advantage
-    assert "gigpo" not in ca.ESTIMATORS_NEEDING_CRITIC
+    assert ca.get_estimator("gigpo").fn is gigpo.compute_gigpo_advantage
+    assert not ca.get_estimator("gigpo").needs_critic and ca.get_estimator("gigpo").group_baseline
     rewards, mask, index, nt, scores = batch()
-    adv, _ = ca.get_adv_estimator_fn("gigpo")(
+    adv, _ = ca.get_estimator("gigpo").fn(
         token_level_rewards=rewards, response_mask=mask, index=index, non_tensor_batch=nt, scores=scores,
         step_gamma=0.5, epsilon=0.0, values=None, reward_baselines=None, gamma=1.0, lam=1.0,
         norm_adv_by_std_in_grpo=True)

@@ -264,7 +264,7 @@ def test_bad_lora_values_fail_with_one_message(model, message):
 def test_lora_defaults_are_off_with_alpha_16_on_every_llama_linear():
     from omegaconf import OmegaConf
 
-    from verl.trainer.main_sft import CONFIG_DIR
+    from verl.utils.yaml_defaults import CONFIG_DIR
 
     m = from_dict(ActorRolloutRefConfig, {"model": {"path": "m"}}, "actor_rollout_ref").model
     assert (m.lora_rank, m.lora_alpha, m.target_modules) == (0, 16.0, LLAMA)

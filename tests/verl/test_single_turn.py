@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 from openmanus_rl.agent import trajectory_seed
 from verl.protocol import DataProto
-from verl.workers.rollout.single_turn import SingleTurnRollout
+from verl.workers.rollout.single_turn import SingleTurnRollout, _task_name
 
 EOT = 2  # <|im_end|> in the SmolLM2 tokenizer
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "notes")
@@ -91,7 +91,9 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
     request = gen.requests[0]
     assert request.meta_info == {"temperature": 0.7, "top_p": 0.9, "top_k": 5, "max_tokens": 6, "stop_token_ids": [EOT],
                                  "do_sample": True}
-    assert list(request.non_tensor_batch["seed"]) == [trajectory_seed(3, 5, row, 0) for row in range(3)]
+    unnamed = _task_name(tasks.non_tensor_batch["prompt"][1], {"split": "test"})
+    assert unnamed.startswith("prompt:") and len(unnamed) == len("prompt:") + 16
+    assert list(request.non_tensor_batch["seed"]) == [trajectory_seed(3, 5, key, 0) for key in ("index:40", unnamed, "index:42")]
     pad = tokenizer.pad_token_id
     assert out.batch["responses"].tolist() == [[11, 12, EOT, pad, pad, pad], [21, 22, 23, 24, 25, 26], [31, EOT, pad, pad, pad, pad]]
     assert out.batch["response_mask"].tolist() == [[1, 1, 1, 0, 0, 0], [1] * 6, [1, 1, 0, 0, 0, 0]]
@@ -180,7 +182,8 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
     assert [nt["reward_model"][b]["ground_truth"] for b in range(6)] == [{"target": 2, "numbers": [2, 0]}] * 3 + [
         {"target": 3, "numbers": [2, 1]}] * 3
     assert list(nt["task_id"]) == [0, 0, 0, 1, 1, 1]
-    assert list(nt["seed"]) == [trajectory_seed(1, 2, row, copy) for row in range(2) for copy in range(3)]
+    keys = [_task_name(tasks.non_tensor_batch["prompt"][row], {"split": "test"}) for row in range(2)]
+    assert list(nt["seed"]) == [trajectory_seed(1, 2, keys[row], copy) for row in range(2) for copy in range(3)]
 
     width = out.batch["prompts"].shape[1]
     for b in range(6):

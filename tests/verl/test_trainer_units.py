@@ -1,5 +1,6 @@
 """Trainer pieces without Ray: config validation, the reward-module example, data order and resume, tracking."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -46,6 +47,24 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
     assert cfg.actor_rollout_ref.rollout.response_length == cfg.agent["max_response_length"]
     grpo = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=4", "actor_rollout_ref.actor.use_kl_loss=true"))
     assert not grpo.use_critic and grpo.use_ref
+
+
+def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_model_path, task_files):
+    """`validate` leaves the config as it found it; `derive` turns ``loss_agg_mode: auto`` into the estimator's
+    own mode (Dr. GRPO: seq-mean-token-sum-norm, with the response budget 3072 - 1024 = 2048 as its constant)."""
+    import copy
+
+    from verl.trainer.ppo.config import PPOConfig, derive, validate
+    from verl.workers.config import load_yaml_config
+
+    for estimator, mode, factor in (("grpo", "token-mean", None), ("dr_grpo", "seq-mean-token-sum-norm", 2048.0)):
+        raw = load_yaml_config(PPOConfig, "ppo_trainer", overrides(tiny_model_path, task_files,
+                                                                   f"algorithm.adv_estimator={estimator}", "agent.n=2"), "config")
+        before = copy.deepcopy(raw)
+        validate(raw)
+        assert raw == before and raw.actor_rollout_ref.actor.loss_agg_mode == "auto"
+        derive(raw)
+        assert (raw.actor_rollout_ref.actor.loss_agg_mode, raw.actor_rollout_ref.actor.loss_scale_factor) == (mode, factor)
 
 
 @pytest.mark.parametrize(
@@ -369,7 +388,7 @@ def test_an_estimator_gets_its_own_options_and_no_other_estimators(tiny_model_pa
         seen.update(kwargs)
         return torch.zeros(2, 4), torch.zeros(2, 4)
 
-    monkeypatch.setitem(core_algos.ADV_ESTIMATORS, estimator, spy)
+    monkeypatch.setitem(core_algos.ESTIMATORS, estimator, dataclasses.replace(core_algos.get_estimator(estimator), fn=spy))
     batch = rollout_like_batch()
     batch.non_tensor_batch["uid"] = np.array(["a", "a"], dtype=object)
     batch.batch["outcome_scores"] = torch.zeros(2)

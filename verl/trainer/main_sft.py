@@ -9,27 +9,20 @@ printed is that folder, so scripts can capture it.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verl.workers.config import ConfigError, from_dict
+from verl.workers.config import ConfigError, load_yaml_config
 
-CONFIG_DIR = Path(__file__).resolve().parent / "config"
-
-
-def load_sft_config(overrides: list[str]):
-    """Compose ``sft_trainer.yaml`` with Hydra-syntax overrides and validate it."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import ConfigCompositionException
-    from omegaconf import OmegaConf
-
+if TYPE_CHECKING:
     from verl.trainer.sft_trainer import SFTConfig
 
-    try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-            raw = compose(config_name="sft_trainer", overrides=list(overrides))
-    except ConfigCompositionException as exc:
-        raise ConfigError(f"bad override: {exc.__cause__ or exc}") from None
-    return from_dict(SFTConfig, OmegaConf.to_container(raw, resolve=True), "sft")
+
+def load_sft_config(overrides: list[str]) -> SFTConfig:
+    """Compose ``sft_trainer.yaml`` with Hydra-syntax overrides, type-check and validate it;
+    raises `ConfigError` on the first problem."""
+    from verl.trainer.sft_trainer import SFTConfig
+
+    return load_yaml_config(SFTConfig, "sft_trainer", overrides, "sft")
 
 
 def main(argv: list[str] | None = None) -> int:

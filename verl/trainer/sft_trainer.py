@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
-from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig
+from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, defaults_from
 from verl.workers.token_logprobs import head_stats_at
 from verl.workers.trainable import TrainableModule
 
@@ -47,43 +47,49 @@ MASK_KEY = "target_mask"  # target_mask[:, t] = loss_mask[:, t + 1]: the token p
 
 
 @dataclass
+@defaults_from("sft_trainer", "data")
 class SFTDataConfig:
-    train_files: str = ""
-    val_files: str = ""
-    max_length: int = 4096  # longer samples are dropped (and counted)
+    train_files: str
+    val_files: str
+    max_length: int  # longer samples are dropped (and counted)
 
 
 @dataclass
+@defaults_from("sft_trainer", "train")
 class SFTTrainConfig:
-    batch_size: int = 8  # samples per optimiser step (over all ranks)
-    micro_batch_size: int = 4
-    use_dynamic_bsz: bool = True
-    max_token_len: int = 4096
-    epochs: int = 3
-    mixed_precision: str = "auto"
-    grad_clip: float = 1.0
-    eval_freq: int = 0  # also evaluate every N steps (0: only after each epoch)
-    patience: int = 2  # evaluations without a better dev loss before stopping
-    seed: int = 0
+    batch_size: int  # samples per optimiser step (over all ranks)
+    micro_batch_size: int
+    use_dynamic_bsz: bool
+    max_token_len: int
+    epochs: int
+    mixed_precision: str
+    grad_clip: float
+    eval_freq: int  # also evaluate every N steps (0: only after each epoch)
+    patience: int  # evaluations without a better dev loss before stopping
+    seed: int
 
 
 @dataclass
+@defaults_from("sft_trainer", "trainer")
 class SFTRunConfig:
-    project_name: str = "openmanus_rl"
-    experiment_name: str = "sft"
-    device: str = "cpu"
-    num_threads: int = 2
-    output_dir: str = "outputs/sft"
-    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+    project_name: str
+    experiment_name: str
+    device: str
+    num_threads: int
+    output_dir: str
+    logger: list[str]
 
 
 @dataclass
+@defaults_from("sft_trainer")
 class SFTConfig:
-    data: SFTDataConfig = field(default_factory=SFTDataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5, lr_warmup_steps=2, lr_scheduler="cosine", min_lr_ratio=0.1))
-    train: SFTTrainConfig = field(default_factory=SFTTrainConfig)
-    trainer: SFTRunConfig = field(default_factory=SFTRunConfig)
+    """The whole of ``sft_trainer.yaml``, typed; its defaults are the YAML's values."""
+
+    data: SFTDataConfig
+    model: ModelConfig
+    optim: OptimConfig
+    train: SFTTrainConfig
+    trainer: SFTRunConfig
 
     def validate(self, where: str) -> None:
         t = self.train
@@ -226,7 +232,8 @@ class SFTTrainer(Worker):
         out_dir = Path(cfg.trainer.output_dir)
         tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir))
         batching = UpdateBatchingConfig(ppo_mini_batch_size=t.batch_size, ppo_micro_batch_size_per_gpu=t.micro_batch_size,
-                                        use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, shuffle=False)
+                                        use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, ppo_epochs=1,
+                                        shuffle=False, loss_agg_mode="token-mean", loss_scale_factor=None)
         best, best_step, bad_evals, step = math.inf, 0, 0, 0
         progress = progress_bar(cfg.optim.total_training_steps, desc="sft steps")
         start = time.perf_counter()

@@ -3,17 +3,23 @@
 `from_dict(Cls, data, where)` fills a dataclass recursively and raises
 `ConfigError` for an unknown key (listing the known ones) or a value of the
 wrong type, naming the full dotted path (e.g. ``actor_rollout_ref.actor.lr``).
+`defaults_from(config, section)` gives a config dataclass its default values
+from the trainer YAML, the only place they are written; `load_yaml_config`
+loads a whole YAML file with overrides into its dataclass.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from verl.trainer.ppo.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
+from verl.utils.yaml_defaults import compose, yaml_value
 
 T = TypeVar("T")
 
@@ -22,7 +28,7 @@ class ConfigError(ValueError):
     """A config value is unknown, missing or of the wrong type."""
 
 
-def _check_type(value: Any, tp: Any, where: str) -> Any:
+def _check_type(value: Any, tp: Any, where: str, validate: bool = True) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
@@ -34,17 +40,17 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _check_type(value, arg, where)
+                return _check_type(value, arg, where, validate)
             except ConfigError:
                 continue
         raise ConfigError(f"{where}: expected {tp}, got {value!r}")
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, where)
+        return from_dict(tp, value, where, validate)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         (item_tp, *_) = typing.get_args(tp) or (Any,)
-        items = [_check_type(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [_check_type(v, item_tp, f"{where}[{i}]", validate) for i, v in enumerate(value)]
         return list(items) if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
@@ -59,8 +65,9 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
-def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
-    """Build dataclass ``cls`` from ``data`` (a dict, an OmegaConf node, or an instance of ``cls``)."""
+def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = True) -> T:
+    """Build dataclass ``cls`` from ``data`` (a dict, an OmegaConf node, or an instance of ``cls``); with
+    ``validate``, each object built runs its ``validate(where)`` method, if it has one."""
     if isinstance(data, cls):
         return data
     if data is None:
@@ -79,14 +86,72 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
     kwargs = {}
     for name, f in fields.items():
         if name in data:
-            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}")
+            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}", validate)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{where}.{name} is required")
     obj = cls(**kwargs)
-    validate = getattr(obj, "validate", None)
-    if callable(validate):
-        validate(where)
+    check = getattr(obj, "validate", None)
+    if validate and callable(check):
+        check(where)
     return obj
+
+
+def defaults_from(config: str, section: str = "") -> Callable[[type[T]], type[T]]:
+    """Class decorator, placed under ``@dataclass``: each field's default is its key's value in ``section``
+    (dotted; ``""``: the whole file) of ``<config>.yaml``, type-checked as `from_dict` does.
+
+    The section's keys and the class's fields (inherited ones included) must be the same set, and the class
+    may write no default of its own; either fault raises `ConfigError` when the class is defined. A nested
+    dataclass default is built from its sub-section without running ``validate`` (an empty model path may
+    stand as a default); mutable defaults are copied for each instance. The class records
+    ``_yaml_source = (config, section)``.
+    """
+    source = f"{config}.yaml {section or '(top level)'}"
+
+    def fill(cls: type[T]) -> type[T]:
+        values = yaml_value(config, section)
+        hints = typing.get_type_hints(cls)
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        _check_fields(cls, hints, values, source)
+        for name, tp in hints.items():
+            annotations.setdefault(name, tp)
+            key = f"{section}.{name}" if section else name
+            setattr(cls, name, _default(_check_type(values[name], tp, f"{config}.yaml {key}", validate=False)))
+        cls.__annotations__ = annotations
+        cls._yaml_source = (config, section)
+        return cls
+
+    return fill
+
+
+def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], source: str) -> None:
+    """`ConfigError` when ``cls`` writes a default of its own, or its fields and the YAML ``values`` differ as sets."""
+    written = sorted(name for name in cls.__dict__.get("__annotations__", {}) if name in cls.__dict__)
+    if written:
+        raise ConfigError(f"{cls.__name__} writes its own default for {written}: defaults live in {source}")
+    if set(values) != set(hints):
+        raise ConfigError(f"{cls.__name__} and {source} disagree: fields only in the class "
+                          f"{sorted(set(hints) - set(values))}, keys only in the YAML {sorted(set(values) - set(hints))}")
+
+
+def _default(value: Any) -> Any:
+    """A dataclass default: the value itself, or a factory of copies for a mutable one."""
+    if isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
+        return field(default_factory=functools.partial(copy.deepcopy, value))
+    return value
+
+
+def load_yaml_config(cls: type[T], config: str, overrides: Sequence[str] = (), where: str = "config") -> T:
+    """``<config>.yaml`` with Hydra-syntax overrides, interpolations resolved, built into ``cls`` by `from_dict`
+    (its checks included); raises `ConfigError` on the first problem."""
+    from omegaconf import OmegaConf
+
+    raw = compose(config, overrides)
+    try:
+        container = OmegaConf.to_container(raw, resolve=True)
+    except Exception as exc:  # interpolation errors name the key
+        raise ConfigError(f"config interpolation failed: {exc}") from None
+    return from_dict(cls, container, where)
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -98,10 +163,8 @@ def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
 DTYPES = DTYPE_CHOICES
 
 
-LLAMA_LINEAR_LAYERS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref.model")
 class ModelConfig:
     """Where the weights come from and how the module is built.
 
@@ -110,12 +173,12 @@ class ModelConfig:
     W, b frozen and only A (rank x in) and B (out x rank) trained; 0 trains every weight.
     """
 
-    path: str = ""
-    enable_gradient_checkpointing: bool = True
-    attn_implementation: str = "sdpa"
-    lora_rank: int = 0
-    lora_alpha: float = 16.0
-    target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR_LAYERS))
+    path: str
+    enable_gradient_checkpointing: bool
+    attn_implementation: str
+    lora_rank: int
+    lora_alpha: float
+    target_modules: list[str]
 
     def validate(self, where: str) -> None:
         if self.lora_rank < 0:
@@ -127,16 +190,17 @@ class ModelConfig:
 
 
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref.actor.optim")
 class OptimConfig:
     """AdamW with linear warm-up, then a constant or cosine learning rate."""
 
-    lr: float = 1e-6
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: float = 0.01
-    lr_warmup_steps: int = 0
-    lr_scheduler: str = "constant"
-    min_lr_ratio: float = 0.0
-    total_training_steps: int = 3
+    lr: float
+    betas: list[float]
+    weight_decay: float
+    lr_warmup_steps: int
+    lr_scheduler: str
+    min_lr_ratio: float
+    total_training_steps: int
 
     def validate(self, where: str) -> None:
         _choice(self.lr_scheduler, ("constant", "cosine"), f"{where}.lr_scheduler")
@@ -148,38 +212,38 @@ class OptimConfig:
 class UpdateBatchingConfig:
     """How a PPO update walks its rows and reduces its loss; shared by the actor and the critic (`TrainableModule.run_update`)."""
 
-    ppo_mini_batch_size: int = 4
-    ppo_micro_batch_size_per_gpu: int = 2
-    use_dynamic_bsz: bool = True
-    ppo_max_token_len_per_gpu: int = 3072
-    ppo_epochs: int = 1
-    shuffle: bool = True
-    loss_agg_mode: str = "token-mean"
-    loss_scale_factor: float | None = None  # seq-mean-token-sum-norm's constant C; None: the response width T
+    ppo_mini_batch_size: int
+    ppo_micro_batch_size_per_gpu: int
+    use_dynamic_bsz: bool
+    ppo_max_token_len_per_gpu: int
+    ppo_epochs: int
+    shuffle: bool
+    loss_agg_mode: str
+    loss_scale_factor: float | None  # seq-mean-token-sum-norm's constant C; None: the response width T
 
 
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref.actor")
 class ActorConfig(UpdateBatchingConfig):
     """PPO policy update. ``loss_agg_mode: auto`` is ``seq-mean-token-sum-norm`` over the response
     budget for ``dr_grpo`` (set by the trainer's config), ``token-mean`` otherwise."""
 
-    loss_agg_mode: str = "auto"
-    clip_ratio: float = 0.2
-    clip_ratio_low: float | None = None
-    clip_ratio_high: float | None = None
-    clip_ratio_c: float = 3.0
-    tis_cap: float | None = None  # truncated importance sampling on exp(old - rollout log-prob), capped; None: off
-    reuse_on_policy_log_prob: bool = True  # one optimiser step per batch: old log-probs = the update's own, detached (no extra pass)
-    entropy_coeff: float = 0.0
-    use_kl_loss: bool = False
-    kl_loss_coef: float = 0.001
-    kl_loss_type: str = "low_var_kl"
-    grad_clip: float = 1.0
-    mixed_precision: str = "auto"  # autocast dtype over fp32 master weights
-    log_prob_micro_batch_size_per_gpu: int = 4
-    log_prob_max_token_len_per_gpu: int = 6144
-    logit_chunk_tokens: int = 512  # learned tokens per pass through the LM head (bounds the logits' memory)
-    optim: OptimConfig = field(default_factory=OptimConfig)
+    clip_ratio: float
+    clip_ratio_low: float | None
+    clip_ratio_high: float | None
+    clip_ratio_c: float
+    tis_cap: float | None  # truncated importance sampling on exp(old - rollout log-prob), capped; None: off
+    reuse_on_policy_log_prob: bool  # one optimiser step per batch: old log-probs = the update's own, detached (no extra pass)
+    entropy_coeff: float
+    use_kl_loss: bool
+    kl_loss_coef: float
+    kl_loss_type: str
+    grad_clip: float
+    mixed_precision: str  # autocast dtype over fp32 master weights
+    log_prob_micro_batch_size_per_gpu: int
+    log_prob_max_token_len_per_gpu: int
+    logit_chunk_tokens: int  # learned tokens per pass through the LM head (bounds the logits' memory)
+    optim: OptimConfig
 
     def validate(self, where: str) -> None:
         _choice(self.loss_agg_mode, ("auto", *LOSS_AGG_MODES), f"{where}.loss_agg_mode")
@@ -193,6 +257,7 @@ class ActorConfig(UpdateBatchingConfig):
 
 
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref.ref")
 class RefConfig:
     """The frozen reference policy: fp32 weights like the actor's master copy; ``dtype`` is its autocast dtype.
 
@@ -200,32 +265,33 @@ class RefConfig:
     path and the KL between identical weights is exactly 0.
     """
 
-    dtype: str = "auto"
-    log_prob_micro_batch_size_per_gpu: int = 4
-    log_prob_max_token_len_per_gpu: int = 6144
+    dtype: str
+    log_prob_micro_batch_size_per_gpu: int
+    log_prob_max_token_len_per_gpu: int
 
     def validate(self, where: str) -> None:
         _choice(self.dtype, DTYPES, f"{where}.dtype")
 
 
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref.rollout")
 class RolloutConfig:
     """The generation engine and its default sampling parameters."""
 
-    name: str = "vllm"
-    dtype: str = "auto"
-    temperature: float = 1.0  # drives the agent's sampling and the trainer's log-prob recomputation alike
-    top_p: float = 1.0
-    top_k: int = -1
-    response_length: int = 96
-    max_model_len: int = 4096
-    enforce_eager: bool = True
-    enable_prefix_caching: bool = True
-    kv_cache_gb: float = 0.5  # the CPU engine's KV cache, exactly (fractions allowed)
-    gpu_memory_utilization: float = 0.4
-    cpu_threads_bind: str = "auto"
-    in_process: bool = True
-    seed: int = 1
+    name: str
+    dtype: str
+    temperature: float  # drives the agent's sampling and the trainer's log-prob recomputation alike
+    top_p: float
+    top_k: int
+    response_length: int
+    max_model_len: int
+    enforce_eager: bool
+    enable_prefix_caching: bool
+    kv_cache_gb: float  # the CPU engine's KV cache, exactly (fractions allowed)
+    gpu_memory_utilization: float
+    cpu_threads_bind: str
+    in_process: bool
+    seed: int
 
     def validate(self, where: str) -> None:
         _choice(self.name, ("vllm", "hf"), f"{where}.name")
@@ -235,16 +301,17 @@ class RolloutConfig:
 
 
 @dataclass
+@defaults_from("ppo_trainer", "actor_rollout_ref")
 class ActorRolloutRefConfig:
     """What one ActorRolloutRefWorker rank holds."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    ref: RefConfig = field(default_factory=RefConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    device: str = "cpu"
-    num_threads: int = 2
-    seed: int = 1
+    model: ModelConfig
+    actor: ActorConfig
+    ref: RefConfig
+    rollout: RolloutConfig
+    device: str
+    num_threads: int
+    seed: int
 
     def validate(self, where: str) -> None:
         if not self.model.path:
@@ -252,18 +319,19 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
+@defaults_from("ppo_trainer", "critic")
 class CriticConfig(UpdateBatchingConfig):
     """The value model and its update."""
 
-    enable: bool | None = None  # None: when the advantage estimator needs one
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
-    cliprange_value: float = 0.5
-    grad_clip: float = 1.0
-    mixed_precision: str = "auto"
-    device: str = "cpu"
-    num_threads: int = 2
-    seed: int = 1
+    enable: bool | None  # None: when the advantage estimator needs one
+    model: ModelConfig
+    optim: OptimConfig
+    cliprange_value: float
+    grad_clip: float
+    mixed_precision: str
+    device: str
+    num_threads: int
+    seed: int
 
     def validate(self, where: str) -> None:
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")

@@ -3,47 +3,47 @@
 `load_config(overrides)` composes the YAML with command-line style overrides
 (``key=value``, ``trainer.logger=[console,jsonl]``) and returns a `PPOConfig`.
 Every check runs here, before any worker or server starts, and the first
-problem is raised as one `ConfigError` naming the key.
+problem is raised as one `ConfigError` naming the key. The dataclasses hold
+the types; their defaults are the YAML's values (`defaults_from`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from verl.trainer.ppo import core_algos
 from verl.utils.precision import announce, resolve_dtype
-from verl.workers.config import ActorRolloutRefConfig, ConfigError, CriticConfig, from_dict, resolve_policy_precision
-
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
-GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gigpo")  # baselines from the other samples of the task (agent.n >= 2)
+from verl.workers.config import (ActorRolloutRefConfig, ConfigError, CriticConfig, defaults_from, load_yaml_config,
+                                 resolve_policy_precision)
 
 
 @dataclass
+@defaults_from("ppo_trainer", "data")
 class DataConfig:
-    train_files: str = "data/webshop/train.parquet"
-    val_files: str = "data/webshop/dev.parquet"
-    train_batch_size: int = 4
-    val_batch_size: int = 8
-    val_max_samples: int = 8
-    shuffle: bool = True
-    seed: int = 1
-    rollout: str = "agent"  # agent: multi-turn episodes on env servers; single_turn: one generation per prompt, no env
+    train_files: str
+    val_files: str
+    train_batch_size: int
+    val_batch_size: int
+    val_max_samples: int
+    shuffle: bool
+    seed: int
+    rollout: str  # agent: multi-turn episodes on env servers; single_turn: one generation per prompt, no env
 
 
 @dataclass
+@defaults_from("ppo_trainer", "algorithm.kl_ctrl")
 class KLCtrlConfig:
-    type: str = "fixed"
-    kl_coef: float = 0.001
-    target_kl: float = 0.1
-    horizon: int = 10000
+    type: str
+    kl_coef: float
+    target_kl: float
+    horizon: int
 
 
 @dataclass
+@defaults_from("ppo_trainer", "algorithm.gigpo")
 class GiGPOConfig:
     """GiGPO's options (`verl.trainer.ppo.gigpo`): per-step returns discounted over turns by ``step_gamma``
     (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``; ``norm_by_std`` divides both
@@ -51,85 +51,90 @@ class GiGPOConfig:
     differ by a few discount factors, so centred alone ``A_step`` would be dwarfed by ``A_episode``);
     GiGPO ignores ``norm_adv_by_std_in_grpo``."""
 
-    step_gamma: float = 0.95
-    step_weight: float = 1.0
-    norm_by_std: bool = True
+    step_gamma: float
+    step_weight: float
+    norm_by_std: bool
 
 
 @dataclass
+@defaults_from("ppo_trainer", "algorithm.filter_groups")
 class FilterGroupsConfig:
     """Dynamic sampling: drop groups whose scores are all equal and refill from the next prompts."""
 
-    enable: bool = False
-    max_rounds: int = 3  # extra rollouts per step at most
+    enable: bool
+    max_rounds: int  # extra rollouts per step at most
 
 
 @dataclass
+@defaults_from("ppo_trainer", "algorithm")
 class AlgorithmConfig:
-    adv_estimator: str = "gae"
-    gamma: float = 1.0
-    lam: float = 1.0
-    norm_adv_by_std_in_grpo: bool = True
-    use_kl_in_reward: bool = False
-    kl_penalty: str = "kl"
-    kl_ctrl: KLCtrlConfig = field(default_factory=KLCtrlConfig)
-    reward_score_fn: str | None = None
-    reward_allocation: str = "last_token"
-    reward_timeout_s: float = 30.0
-    gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
-    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
-    critic_warmup: int = 0
+    adv_estimator: str
+    gamma: float
+    lam: float
+    norm_adv_by_std_in_grpo: bool
+    use_kl_in_reward: bool
+    kl_penalty: str
+    kl_ctrl: KLCtrlConfig
+    reward_score_fn: str | None
+    reward_allocation: str
+    reward_timeout_s: float
+    gigpo: GiGPOConfig
+    filter_groups: FilterGroupsConfig
+    critic_warmup: int
 
 
 @dataclass
+@defaults_from("ppo_trainer", "trainer")
 class TrainerConfig:
-    project_name: str = "openmanus_rl"
-    experiment_name: str = "webshop_ppo"
-    device: str = "cpu"
-    nnodes: int = 1
-    n_workers_per_node: int = 1
-    cpus_per_worker: float = 2.0
-    threads_per_worker: int = 2
-    total_training_steps: int = 3
-    total_epochs: int = 100
-    seed: int = 1
-    balance_batch: bool = False
-    val_before_train: bool = True
-    val_do_sample: bool = False
-    test_freq: int = 3
-    save_freq: int = 3
-    max_ckpt_to_keep: int = 2
-    resume_mode: str = "auto"
-    resume_from_path: str | None = None
-    logger: list[str] = field(default_factory=lambda: ["console", "jsonl", "tensorboard"])
-    output_dir: str = "outputs/webshop_ppo"
-    default_local_dir: str = "outputs/webshop_ppo/checkpoints"
-    save_trajectories: bool = True
-    max_failed_fraction: float = 0.5  # above it a step is retried once, then the run stops (checkpointed)
-    stop_after_step: int | None = None
-    staleness: int = 0  # 0: synchronous; 1: one-step-off (the next rollout overlaps this step's training)
+    project_name: str
+    experiment_name: str
+    device: str
+    nnodes: int
+    n_workers_per_node: int
+    cpus_per_worker: float
+    threads_per_worker: int
+    total_training_steps: int
+    total_epochs: int
+    seed: int
+    balance_batch: bool
+    val_before_train: bool
+    val_do_sample: bool
+    test_freq: int
+    save_freq: int
+    max_ckpt_to_keep: int
+    resume_mode: str
+    resume_from_path: str | None
+    logger: list[str]
+    output_dir: str
+    default_local_dir: str
+    save_trajectories: bool
+    max_failed_fraction: float  # above it a step is retried once, then the run stops (checkpointed)
+    stop_after_step: int | None
+    staleness: int  # 0: synchronous; 1: one-step-off (the next rollout overlaps this step's training)
 
 
 @dataclass
+@defaults_from("ppo_trainer", "ray_init")
 class RayInitConfig:
-    address: str | None = None
-    num_cpus: int | None = None
-    include_dashboard: bool = False
+    address: str | None
+    num_cpus: int | None
+    include_dashboard: bool
 
 
 @dataclass
+@defaults_from("ppo_trainer")
 class PPOConfig:
-    data: DataConfig = field(default_factory=DataConfig)
-    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    agent: dict[str, Any] = field(default_factory=dict)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    ray_init: RayInitConfig = field(default_factory=RayInitConfig)
+    data: DataConfig
+    actor_rollout_ref: ActorRolloutRefConfig
+    critic: CriticConfig
+    algorithm: AlgorithmConfig
+    agent: dict[str, Any]  # typed by the rollout plugin (`data.rollout`)
+    trainer: TrainerConfig
+    ray_init: RayInitConfig
 
     @property
     def use_critic(self) -> bool:
-        needs = self.algorithm.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+        needs = core_algos.get_estimator(self.algorithm.adv_estimator).needs_critic
         return needs if self.critic.enable is None else self.critic.enable
 
     @property
@@ -148,34 +153,28 @@ class PPOConfig:
         return load_rollout_plugin(self.data.rollout).response_budget(self)
 
 
-def compose(overrides: list[str] | None = None):
-    """The raw OmegaConf config: YAML defaults plus Hydra-syntax overrides."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import ConfigCompositionException
-
-    try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-            return hydra_compose(config_name="ppo_trainer", overrides=list(overrides or []))
-    except ConfigCompositionException as exc:
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"bad override: {cause}") from None
-
-
 def load_config(overrides: list[str] | None = None, check_files: bool = True) -> PPOConfig:
-    """Compose, type-check and validate; raises `ConfigError` on the first problem."""
-    raw = compose(overrides)
-    try:
-        container = OmegaConf.to_container(raw, resolve=True)
-    except Exception as exc:  # interpolation errors name the key
-        raise ConfigError(f"config interpolation failed: {exc}") from None
-    cfg = from_dict(PPOConfig, container, "config")
+    """Compose ``ppo_trainer.yaml`` with the overrides, type-check, validate, then fill in the values derived
+    from others (`derive`); raises `ConfigError` on the first problem."""
+    cfg = load_yaml_config(PPOConfig, "ppo_trainer", overrides or [], "config")
     validate(cfg, check_files=check_files)
+    derive(cfg)
     return cfg
 
 
+def derive(cfg: PPOConfig) -> None:
+    """Resolve the settings whose default depends on others: ``actor.loss_agg_mode: auto`` becomes the estimator's
+    own (`core_algos.Estimator.loss_agg_mode`), and seq-mean-token-sum-norm's constant defaults to the response budget."""
+    a = cfg.actor_rollout_ref.actor
+    if a.loss_agg_mode == "auto":
+        a.loss_agg_mode = core_algos.get_estimator(cfg.algorithm.adv_estimator).loss_agg_mode
+    if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
+        a.loss_scale_factor = float(cfg.response_budget)  # Dr. GRPO's constant: the configured response budget
+
+
 def validate(cfg: PPOConfig, check_files: bool = True) -> None:
-    """Cross-field checks that a type check cannot see; then the rollout plugin checks its own section."""
+    """Cross-field checks that a type check cannot see, then the rollout plugin's checks of its own section;
+    reads ``cfg`` and changes nothing."""
     from verl.trainer.ppo.rollout import load_rollout_plugin
 
     t, a, alg = cfg.trainer, cfg.actor_rollout_ref.actor, cfg.algorithm
@@ -193,9 +192,6 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     if t.staleness and a.tis_cap is None:
         raise ConfigError("trainer.staleness=1 trains on samples drawn by the weights of one update ago: set "
                           "actor_rollout_ref.actor.tis_cap (e.g. 2.0) so the loss corrects for it with truncated importance sampling")
-    if t.staleness and alg.adv_estimator == "remax":
-        raise ConfigError("trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
-                          "would share the engine with the overlapped rollout")
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:
@@ -205,9 +201,10 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     bad_loggers = [b for b in t.logger if b not in BACKENDS]
     if bad_loggers:
         raise ConfigError(f"trainer.logger has unknown backend(s) {bad_loggers}; known: {list(BACKENDS)}")
-    if alg.adv_estimator not in core_algos.ADV_ESTIMATORS:
-        raise ConfigError(f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ADV_ESTIMATORS)}")
-    needs_critic = alg.adv_estimator in core_algos.ESTIMATORS_NEEDING_CRITIC
+    if alg.adv_estimator not in core_algos.ESTIMATORS:
+        raise ConfigError(f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ESTIMATORS)}")
+    estimator = core_algos.get_estimator(alg.adv_estimator)
+    needs_critic = estimator.needs_critic
     if cfg.critic.enable is False and needs_critic:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} needs a critic, but critic.enable=false")
     if cfg.critic.enable is True and not needs_critic:
@@ -218,9 +215,9 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}")
     if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
         raise ConfigError(f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}")
-    if alg.filter_groups.enable and alg.adv_estimator not in GROUP_ESTIMATORS:
+    if alg.filter_groups.enable and not estimator.group_baseline:
         raise ConfigError(f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
-                          f"estimator ({', '.join(GROUP_ESTIMATORS)}) has; algorithm.adv_estimator={alg.adv_estimator}")
+                          f"estimator ({', '.join(core_algos.group_estimators())}) has; algorithm.adv_estimator={alg.adv_estimator}")
     if alg.filter_groups.max_rounds < 0:
         raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
     if alg.reward_timeout_s <= 0:
@@ -242,14 +239,10 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"agent: {exc}") from None
     n = int(cfg.agent.get("n", 1))  # samples per task: the rollout's group size
-    if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
+    if estimator.group_baseline and n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})")
-    if alg.adv_estimator == "gigpo" and int(cfg.agent.get("history_window", 0)) < 1:
-        raise ConfigError("algorithm.adv_estimator=gigpo needs the rollout's step-wise mode (one row per turn): set agent.history_window >= 1")
-    if a.loss_agg_mode == "auto":
-        a.loss_agg_mode = "seq-mean-token-sum-norm" if alg.adv_estimator == "dr_grpo" else "token-mean"
-    if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
-        a.loss_scale_factor = float(cfg.response_budget)  # Dr. GRPO's constant: the configured response budget
+    if estimator.check is not None and (problem := estimator.check(cfg)):
+        raise ConfigError(problem)
 
     trajectories = cfg.data.train_batch_size * n
     ws = cfg.world_size

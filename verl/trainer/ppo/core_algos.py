@@ -14,7 +14,8 @@ KL estimators k1/k2/k3 (Schulman 2020).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -59,13 +60,39 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = T
 
 # --------------------------------------------------------------------------- advantage estimators
 
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
 AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-ADV_ESTIMATORS: dict[str, AdvantageFn] = {}
-ESTIMATORS_NEEDING_CRITIC: set[str] = set()
 
 
-def register_adv_est(name: str, needs_critic: bool = False) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Register an advantage estimator under ``name``.
+@dataclass(frozen=True)
+class Estimator:
+    """A registered advantage estimator and what it needs from the run; the config check and the trainer
+    read these, so adding an estimator touches only the file that registers it.
+
+    ``needs_critic``: it reads critic values. ``group_baseline``: its baseline comes from the other
+    samples of the same task, so it needs ``agent.n >= 2`` and dynamic sampling may drop a group in
+    which every advantage would be 0. ``loss_agg_mode``: what ``actor.loss_agg_mode: auto`` becomes.
+    ``check(cfg)``: a message when the config cannot run it, else None. ``informative(group, options)``:
+    whether a task's rows (a `DataProto`) can get a non-zero advantage (dynamic sampling); None: their
+    outcome scores differ.
+    """
+
+    fn: AdvantageFn
+    needs_critic: bool = False
+    group_baseline: bool = False
+    loss_agg_mode: str = "token-mean"
+    check: Callable[[Any], str | None] | None = None
+    informative: Callable[[Any, Any], bool] | None = None
+
+
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_adv_est(name: str, needs_critic: bool = False, group_baseline: bool = False,
+                     loss_agg_mode: str = "token-mean", check: Callable[[Any], str | None] | None = None,
+                     informative: Callable[[Any, Any], bool] | None = None) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Register an advantage estimator under ``name`` with what it needs (`Estimator`).
 
     The trainer calls every estimator with keyword arguments only:
     ``token_level_rewards`` ``(B, T)``, ``response_mask``, ``index`` (group ids),
@@ -80,23 +107,28 @@ def register_adv_est(name: str, needs_critic: bool = False) -> Callable[[Advanta
     estimator takes what it needs and accepts the rest through ``**kwargs``.
     It returns ``(advantages, returns)``, both ``(B, T)``.
     """
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"estimator '{name}': loss_agg_mode must be one of {LOSS_AGG_MODES}, got {loss_agg_mode!r}")
 
     def decorator(fn: AdvantageFn) -> AdvantageFn:
-        if name in ADV_ESTIMATORS and ADV_ESTIMATORS[name] is not fn:
+        if name in ESTIMATORS and ESTIMATORS[name].fn is not fn:
             raise ValueError(f"advantage estimator '{name}' is already registered")
-        ADV_ESTIMATORS[name] = fn
-        if needs_critic:
-            ESTIMATORS_NEEDING_CRITIC.add(name)
+        ESTIMATORS[name] = Estimator(fn, needs_critic, group_baseline, loss_agg_mode, check, informative)
         return fn
 
     return decorator
 
 
-def get_adv_estimator_fn(name: str) -> AdvantageFn:
+def get_estimator(name: str) -> Estimator:
     """The estimator registered as ``name``; unknown names list the known ones."""
-    if name not in ADV_ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator '{name}'; known: {sorted(ADV_ESTIMATORS)}")
-    return ADV_ESTIMATORS[name]
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator '{name}'; known: {sorted(ESTIMATORS)}")
+    return ESTIMATORS[name]
+
+
+def group_estimators() -> list[str]:
+    """The registered estimators whose baseline comes from the other samples of a task, in registration order."""
+    return [name for name, est in ESTIMATORS.items() if est.group_baseline]
 
 
 @register_adv_est("gae", needs_critic=True)
@@ -175,7 +207,7 @@ def record_group_metrics(groups: dict[object, list[int]], scores: torch.Tensor, 
     metrics[EQUAL_SCORE_GROUP_SHARE] = equal_score_group_share(scores[rows].tolist() for rows in groups.values())
 
 
-@register_adv_est("grpo")
+@register_adv_est("grpo", group_baseline=True)
 @torch.no_grad()
 def compute_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor,
@@ -208,7 +240,7 @@ def compute_grpo_outcome_advantage(
     return advantages, advantages
 
 
-@register_adv_est("dr_grpo")
+@register_adv_est("dr_grpo", group_baseline=True, loss_agg_mode="seq-mean-token-sum-norm")
 def compute_dr_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -221,7 +253,7 @@ def compute_dr_grpo_outcome_advantage(
     return compute_grpo_outcome_advantage(token_level_rewards, response_mask, index, **kwargs)
 
 
-@register_adv_est("rloo")
+@register_adv_est("rloo", group_baseline=True)
 @torch.no_grad()
 def compute_rloo_outcome_advantage(
     token_level_rewards: torch.Tensor,
@@ -272,7 +304,14 @@ def compute_reinforce_plus_plus_outcome_advantage(
     return advantages, returns
 
 
-@register_adv_est("remax")
+def _remax_check(cfg: Any) -> str | None:
+    if cfg.trainer.staleness:
+        return ("trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
+                "would share the engine with the overlapped rollout")
+    return None
+
+
+@register_adv_est("remax", check=_remax_check)
 @torch.no_grad()
 def compute_remax_outcome_advantage(
     token_level_rewards: torch.Tensor,
@@ -372,8 +411,6 @@ def apply_kl_penalty(
 
 
 # --------------------------------------------------------------------------- losses
-
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None) -> torch.Tensor:

@@ -24,6 +24,7 @@ from typing import Any, Hashable
 import numpy as np
 import torch
 
+from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 
 REQUIRED_COLUMNS = ("traj_uid", "step", "anchor_obs")
@@ -122,7 +123,20 @@ def has_signal(scores: torch.Tensor, response_mask: torch.Tensor, index: np.ndar
             or any(_varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()))
 
 
-@register_adv_est("gigpo")
+def _check(cfg: Any) -> str | None:
+    if int(cfg.agent.get("history_window", 0)) < 1:
+        return "algorithm.adv_estimator=gigpo needs the rollout's step-wise mode (one row per turn): set agent.history_window >= 1"
+    return None
+
+
+def _informative(group: DataProto, options: Any) -> bool:
+    """Dynamic sampling keeps a task's rows while `has_signal` says GiGPO can give one a non-zero advantage."""
+    b = group.batch
+    return has_signal(b["outcome_scores"], b["response_mask"], group.non_tensor_batch["uid"], group.non_tensor_batch,
+                      options.step_gamma)
+
+
+@register_adv_est("gigpo", group_baseline=True, check=_check, informative=_informative)
 @torch.no_grad()
 def compute_gigpo_advantage(
     token_level_rewards: torch.Tensor,

@@ -50,7 +50,8 @@ import torch
 
 from verl.protocol import DataProto
 from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, WorkerError
-from verl.trainer.ppo import core_algos, gigpo
+from verl.trainer.checkpoint import LATEST_MARKER
+from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.reward import RewardManager, mark_failed
@@ -62,7 +63,6 @@ from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ROLLOUT_GROUP, ActorRolloutRefWorker, CriticWorker
 
-LATEST = "latest_checkpointed_iteration.txt"
 AHEAD_FILE = "rollout_ahead.pt"  # in a checkpoint: the next step's batch, rolled out ahead (trainer.staleness=1)
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")  # what every model pass reads
 SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
@@ -186,7 +186,7 @@ class RayPPOTrainer:
         b = batch.batch
         scores = b["outcome_scores"] + (b["token_level_rewards"] - b["token_level_scores"]).sum(dim=-1)
         metrics: dict[str, float] = {}
-        fn = core_algos.get_adv_estimator_fn(alg.adv_estimator)
+        fn = core_algos.get_estimator(alg.adv_estimator).fn
         advantages, returns = fn(
             token_level_rewards=b["token_level_rewards"],
             response_mask=b["response_mask"].float(),
@@ -259,13 +259,14 @@ class RayPPOTrainer:
         return batch
 
     def _informative(self, group: DataProto) -> bool:
-        """Whether the estimator can give a row of ``group`` (one task's rows) a non-zero advantage: the outcome
-        scores of its live rows differ; under GiGPO also when the step returns at a shared state differ
-        (`gigpo.has_signal`), though every episode scored the same."""
-        b, alg = group.batch, self.config.algorithm
-        if alg.adv_estimator == "gigpo":
-            return gigpo.has_signal(b["outcome_scores"], b["response_mask"], group.non_tensor_batch["uid"],
-                                    group.non_tensor_batch, alg.gigpo.step_gamma)
+        """Whether the estimator can give a row of ``group`` (one task's rows) a non-zero advantage: its own
+        rule when it registered one (GiGPO: also when step returns at a shared state differ), else the outcome
+        scores of the live rows differ."""
+        alg = self.config.algorithm
+        estimator = core_algos.get_estimator(alg.adv_estimator)
+        if estimator.informative is not None:
+            return estimator.informative(group, getattr(alg, alg.adv_estimator, None))
+        b = group.batch
         scores = b["outcome_scores"][b["response_mask"].sum(dim=-1) > 0]
         return scores.numel() > 1 and bool((scores != scores[0]).any())
 
@@ -502,9 +503,9 @@ class RayPPOTrainer:
         )
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        marker = self.ckpt_dir / f".{LATEST}.tmp"
+        marker = self.ckpt_dir / f".{LATEST_MARKER}.tmp"
         marker.write_text(str(self.global_step))
-        os.replace(marker, self.ckpt_dir / LATEST)
+        os.replace(marker, self.ckpt_dir / LATEST_MARKER)
         kept = sorted(self.ckpt_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
         for old in kept[: max(len(kept) - self.config.trainer.max_ckpt_to_keep, 0)]:
             shutil.rmtree(old, ignore_errors=True)
@@ -519,7 +520,7 @@ class RayPPOTrainer:
             if not (path / "trainer_state.pt").is_file():
                 raise FileNotFoundError(f"trainer.resume_from_path={path} is not a checkpoint (no trainer_state.pt)")
             return path
-        marker = self.ckpt_dir / LATEST
+        marker = self.ckpt_dir / LATEST_MARKER
         if not marker.is_file():
             return None
         path = self.ckpt_dir / f"global_step_{int(marker.read_text().strip())}"
@@ -629,7 +630,7 @@ class RayPPOTrainer:
             self._stop(problem, completed, loader_state)
 
     def _latest_step(self) -> int | None:
-        marker = self.ckpt_dir / LATEST
+        marker = self.ckpt_dir / LATEST_MARKER
         return int(marker.read_text().strip()) if marker.is_file() else None
 
     def _stop(self, cause: str, completed: int, loader_state: dict | None) -> None:

@@ -15,13 +15,16 @@ Output, ``len(tasks) * n`` rows (the copies of a row adjacent, sharing one fresh
   ``truncated`` when stopped by length), ``num_turns`` (1), ``success`` (None: the reward path decides), ``env_reward`` (0.0);
 * ``meta_info["metrics"]``: ``rollout/*`` counts and ``timing_s/*``.
 
-Conventions of the multi-turn agent: the exact sampled ids are kept (never re-tokenised), sample
-``(row, copy)`` of step ``global_step`` is seeded with ``trajectory_seed(seed, global_step, row, copy)``,
+Conventions of the multi-turn agent: the exact sampled ids are kept (never re-tokenised), copy
+``c`` of a row at step ``global_step`` is seeded with ``trajectory_seed(seed, global_step, task, c)``, ``task``
+naming the row by ``extra_info["index"]`` or else by its prompt (never by its place in the batch),
 and the end-of-turn (eos) token is a stop token; a response ends at its first end-of-turn token.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -35,7 +38,8 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.rollout import RolloutPlugin
 from verl.utils.batch import pack_sequences
 from verl.utils.jsonl import write_jsonl
-from verl.utils.seeding import trajectory_seed
+from verl.utils.seeding import task_keys, trajectory_seed
+from verl.utils.yaml_defaults import yaml_value
 
 GENERATED_COLUMNS = ("uid", "task_id", "seed", "failed", "status", "num_turns", "success", "env_reward")
 
@@ -54,6 +58,14 @@ def _messages(prompt: Any, row: int) -> list[dict[str, Any]]:
     return [{k: v for k, v in m.items() if v is not None} for m in prompt]
 
 
+def _task_name(prompt: Any, extra_info: Any) -> str:
+    """What names a row for its seeds: ``index:<extra_info["index"]>``, else ``prompt:<digest of the prompt>``."""
+    if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
+        return f"index:{extra_info['index']}"
+    text = json.dumps(prompt, sort_keys=True, default=str)
+    return "prompt:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def _task_id(extra_info: Any, row: int) -> Any:
     if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
         return extra_info["index"]
@@ -62,11 +74,16 @@ def _task_id(extra_info: Any, row: int) -> Any:
 
 class SingleTurnRollout:
     """Samples ``n`` responses per dataset row with ``generator`` (anything with
-    ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker group or an in-process worker)."""
+    ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker group or an in-process worker).
+    Unset limits, sampling settings and seed are ``ppo_trainer.yaml``'s."""
 
-    def __init__(self, tokenizer: Any, generator: Any, n: int = 1, max_prompt_length: int = 512,
-                 max_response_length: int = 256, temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1,
-                 seed: int = 0) -> None:
+    def __init__(self, tokenizer: Any, generator: Any, n: int = yaml_value("ppo_trainer", "agent.n"),
+                 max_prompt_length: int = yaml_value("ppo_trainer", "agent.max_prompt_length"),
+                 max_response_length: int = yaml_value("ppo_trainer", "agent.max_response_length"),
+                 temperature: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.temperature"),
+                 top_p: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_p"),
+                 top_k: int = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_k"),
+                 seed: int = yaml_value("ppo_trainer", "trainer.seed")) -> None:
         if n < 1 or max_prompt_length < 1 or max_response_length < 1:
             raise ValueError(f"n={n}, max_prompt_length={max_prompt_length} and max_response_length="
                              f"{max_response_length} must all be at least 1")
@@ -105,7 +122,9 @@ class SingleTurnRollout:
             prompts.append(ids)
         order = [(row, copy) for row in range(rows) for copy in range(n)]
         sample_prompts = [prompts[row] for row, _ in order]
-        seeds = [trajectory_seed(self.seed, global_step, row, copy) for row, copy in order]
+        extra = nt.get("extra_info")
+        keys = task_keys(_task_name(nt["prompt"][row], None if extra is None else extra[row]) for row in range(rows))
+        seeds = [trajectory_seed(self.seed, global_step, keys[row], copy) for row, copy in order]
         request = DataProto.from_dict(
             non_tensors={"prompt_ids": _objects(sample_prompts), "seed": _objects(seeds)},
             meta_info={"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
@@ -120,7 +139,6 @@ class SingleTurnRollout:
         for b, lps in enumerate(log_probs):
             tensors["rollout_log_probs"][b, : len(lps)] = torch.tensor(lps, dtype=torch.float32)
         uids = [str(uuid.uuid4()) for _ in range(rows)]
-        extra = nt.get("extra_info")
         non_tensors = {key: np.repeat(values, n, axis=0) for key, values in nt.items()}
         non_tensors.update({
             "uid": _objects([uids[row] for row, _ in order]),
@@ -197,4 +215,4 @@ def _validate(cfg: Any) -> None:
 
 
 PLUGIN = RolloutPlugin(build=_build, validate=_validate,
-                       response_budget=lambda cfg: int(cfg.agent.get("max_response_length", 128)))
+                       response_budget=lambda cfg: int(cfg.agent["max_response_length"]))
