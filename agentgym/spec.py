@@ -54,7 +54,7 @@ class EnvSpec:
     accepts_answer: bool = False
     answer_template: str = "{}"
     max_turns: int = 8
-    reward_score: str = "agentgym"
+    reward_score: str = "episode"
     app: str | None = None
     tasks: str | None = None
     splits: str = ""

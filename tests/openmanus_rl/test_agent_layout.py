@@ -113,7 +113,7 @@ def test_reward_allocation_through_the_agent(tokenizer, toy_server, allocation, 
         out = agent.run_llm_loop(task_batch([3]))
     assert "token_level_scores" not in out.batch  # the agent reports what happened; the reward path scores it
     assert out.non_tensor_batch["reward_total"][0] == 1.5 and list(out.non_tensor_batch["turn_ends"][0]) == [5, 23, 43]
-    RewardManager(tokenizer, "agentgym", allocation, gamma=0.5)(out)
+    RewardManager(tokenizer, "episode", allocation, gamma=0.5)(out)
     want = torch.zeros(1, 44)
     for position, value in expected.items():
         want[0, position] = value
@@ -235,7 +235,7 @@ def test_stepwise_rows_with_a_one_turn_history_window(tokenizer, toy_server, all
     cfg = config(toy_server, history_window=1)
     with OpenManusAgent(tokenizer, generator, cfg) as agent:
         out = agent.run_llm_loop(task_batch([3], uid=["g"]))
-    RewardManager(tokenizer, "agentgym", allocation, gamma=0.5)(out)
+    RewardManager(tokenizer, "episode", allocation, gamma=0.5)(out)
     prompt = tokenizer.encode(PROMPT_TEXT, add_special_tokens=False)
     # turn 0 sees the prompt; turn 1 the prompt and turn 0; turn 2 the prompt and turn 1 only (turn 0 left the window)
     contexts = [prompt, prompt + R1 + O1, prompt + R2 + E + O2]

@@ -66,7 +66,7 @@ def test_vllm_webshop_rollout_is_training_ready(tokenizer, engine, webshop_serve
         for prompt, ids, lps, reason in generator.samples:
             samples.setdefault(tuple(prompt), []).append((ids, lps, reason))
         again = agent.run_llm_loop(task_batch([0, 1, 2]), global_step=1)
-        RewardManager(tokenizer, "agentgym")(out)
+        RewardManager(tokenizer, "episode")(out)
         greedy = agent.run_llm_loop(task_batch([4]), global_step=1, do_sample=False)
 
     b, nt = out.batch, out.non_tensor_batch

@@ -13,17 +13,17 @@ TEXT_STUB = type("T", (), {"decode": staticmethod(lambda ids, skip_special_token
 
 
 def test_every_registered_env_maps_to_the_episode_reward():
-    assert {name: DATA_SOURCE_TO_FN[name] for name in ENV_SPECS} == {name: "agentgym" for name in ENV_SPECS}
-    assert get_reward_score_fn(None, "webshop")[0] == "agentgym"
+    assert {name: DATA_SOURCE_TO_FN[name] for name in ENV_SPECS} == {name: "episode" for name in ENV_SPECS}
+    assert get_reward_score_fn(None, "webshop")[0] == "episode"
 
 
-def test_default_agentgym_reward_pays_the_agents_composed_reward():
+def test_default_episode_reward_pays_the_agents_composed_reward():
     packed = pack_sequences([[1, 2], [3]], [[10, 11, 12, 13], [20, 21]], response_masks=[[1, 1, 0, 1], [1, 1]], pad_id=0)
     batch = DataProto.from_dict(packed, {
         "data_source": ["webshop", "webshop"], "task_id": [5, 6], "success": [True, False], "num_turns": [2, 1],
         "reward_total": [0.7, 0.0], "turn_ends": [[1, 3], [1]], "failed": [False, False]})
     assert RewardManager(tokenizer=TEXT_STUB, allocation="discounted", gamma=0.5)(batch) == {
-        "reward/agentgym/mean": pytest.approx(0.35), "reward/errors": 0.0}
+        "reward/episode/mean": pytest.approx(0.35), "reward/errors": 0.0}
     # row 0: R = 0.7 over two turns ending at 1 and 3: 0.5 * 0.7, 0.7; row 1: R = 0
     torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.35, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0]]))
     torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.7, 0.0]))

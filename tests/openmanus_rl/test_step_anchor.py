@@ -84,7 +84,7 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     #   anchor "value 1": G = 0.5 (a, k=1), 0 (b, k=2) -> +-1/sqrt2;   anchor "value 2": a alone -> 0
     #   group h is failed (mask 0) -> 0
     index = np.array(nt["uid"], dtype=object)
-    RewardManager(NoText(), "agentgym")(out)  # the reward path: every row of a trajectory carries its R
+    RewardManager(NoText(), "episode")(out)  # the reward path: every row of a trajectory carries its R
     adv, _ = compute_gigpo_advantage(out.batch["token_level_scores"], out.batch["response_mask"].float(), index, nt,
                                      scores=out.batch["outcome_scores"], step_gamma=0.5, epsilon=0.0)
     r2, s48 = 0.5 ** 0.5, 48 ** 0.5

@@ -39,7 +39,7 @@ def test_rollout_plugins_by_builtin_name_entry_point_and_dotted_path():
     assert isinstance(load_rollout_plugin("single_turn"), RolloutPlugin)
     assert isinstance(load_rollout_plugin("agent"), RolloutPlugin)  # the `verl.rollouts` entry point in pyproject.toml
     assert load_rollout_plugin("verl.workers.rollout.single_turn:PLUGIN") is load_rollout_plugin("single_turn")
-    with pytest.raises(ConfigError, match=r"data.rollout: unknown rollout 'chat'; known: \['agent', 'single_turn'\]"):
+    with pytest.raises(ConfigError, match=r"data.rollout: unknown rollout 'chat'; known: \['agent', 'gateway', 'single_turn'\]"):
         load_rollout_plugin("chat")
     with pytest.raises(ConfigError, match=r"data.rollout='verl.protocol:DataProto' is a type, not a RolloutPlugin"):
         load_rollout_plugin("verl.protocol:DataProto")

@@ -150,7 +150,7 @@ def test_every_module_in_the_folder_registers_itself():
     out = subprocess.run(
         [sys.executable, "-c", "import verl.utils.reward_score as r; print(sorted(r.SUPPORTED_REWARD_SCORE_FNS)); "
          "print(sorted(r.DATA_SOURCE_TO_FN.items()))"], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == ["['agentgym', 'countdown', 'exact_match']", "[('countdown', 'countdown')]"]
+    assert out == ["['countdown', 'episode', 'exact_match']", "[('countdown', 'countdown')]"]
 
 
 def test_register_decorator_adds_a_module_and_its_data_sources():

@@ -7,8 +7,10 @@ happened, per row: the dataset's columns (``data_source``, ``reward_model``,
 episode reward) and ``turn_ends`` (the last model token of each turn).
 `RewardManager` turns that into scores:
 
-1. ``R`` = the reward module chosen by name (``algorithm.reward_score_fn``) or
-   by the row's ``data_source`` (`verl.utils.reward_score`), called as
+1. ``R`` = the reward module the row's ``reward_score_fn`` column names (a rollout
+   that decided the reward itself says so there), else the one chosen by name
+   (``algorithm.reward_score_fn``) or by the row's ``data_source``
+   (`verl.utils.reward_score`), called as
    ``compute_score(data_source, solution_str, ground_truth, extra_info)``
    with a time limit. A module that raises or runs past the limit marks the
    row failed (the error recorded); it is never scored 0 as if played.
@@ -160,10 +162,15 @@ class RewardManager:
                 extra[key] = _plain(nt[key][row])
         return extra
 
+    def _fn(self, nt: dict, row: int) -> tuple[str, Any]:
+        """The row's reward module: its ``reward_score_fn`` column when set, else ours or its data source's."""
+        own = nt["reward_score_fn"][row] if "reward_score_fn" in nt else None
+        return get_reward_score_fn(own or self.reward_score_fn, str(nt["data_source"][row]))
+
     def _score_row(self, batch: DataProto, row: int) -> tuple[str, float, dict]:
         nt = batch.non_tensor_batch
         source = str(nt["data_source"][row])
-        name, fn = get_reward_score_fn(self.reward_score_fn, source)
+        name, fn = self._fn(nt, row)
         reward_model = _plain(_as_dict(nt["reward_model"][row])) if "reward_model" in nt else {}
         args = (source, self.final_model_text(batch, row), reward_model.get("ground_truth"), self._extra_info(nt, row))
         result = _call_with_timeout(fn, args, self.timeout_s)
@@ -189,7 +196,7 @@ class RewardManager:
             try:
                 name, rewards[i], extra = self._score_row(batch, i)
             except RewardError as exc:
-                name, _ = get_reward_score_fn(self.reward_score_fn, str(nt["data_source"][i]))
+                name, _ = self._fn(nt, i)
                 mark_failed(batch, [i], f"reward '{name}' failed: {exc}")
                 errors += 1
                 continue

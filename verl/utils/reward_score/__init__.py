@@ -10,7 +10,7 @@ registration. A dict must hold ``"score"``; other keys are logged as ``reward/<n
 ``algorithm.reward_score_fn=<name>`` selects a function for every row; with ``null`` each row's
 ``data_source`` picks the function registered for it (`DATA_SOURCE_TO_FN`): a single-turn
 dataset names its module with ``data_sources``, and each env's spec names its module
-(``EnvSpec.reward_score``, by default ``agentgym``: the episode's composed reward, `episode.py`).
+(``EnvSpec.reward_score``, by default ``episode``: the episode's composed reward, `episode.py`).
 
 ``solution_str`` is the decoded response (for an episode, the model's turns); ``ground_truth``
 is the row's ``reward_model.ground_truth``; ``extra_info`` is the row's dataset ``extra_info``

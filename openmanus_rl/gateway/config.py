@@ -1,0 +1,95 @@
+"""`GatewayConfig`: the gateway rollout's keys of the trainer's ``agent`` section.
+
+The ``agent`` section is every rollout plugin's free-form config; in a run it also holds the
+built-in agent's keys (``env_name``, ``env_ports`` ...), which the gateway ignores.  The keys it
+shares with the built-in agent (``n``, the token limits, ``concurrency``, sampling, ``seed``)
+default to ``ppo_trainer.yaml``'s values; ``program`` and ``episode_timeout_s`` are the
+gateway's own (``+agent.program=package.module:function`` on the command line).
+
+Token budget (the built-in agent's rule): a sample's first prompt holds at most
+``max_prompt_length`` tokens; everything after it (model replies, the messages added between
+calls, appended end-of-turn tokens) at most ``max_trajectory_length - max_prompt_length``
+(`response_budget`); one reply at most ``max_response_length`` tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from verl.utils.yaml_defaults import yaml_value
+
+
+def _agent_default(key: str) -> Any:
+    return dataclasses.field(default_factory=lambda: yaml_value("ppo_trainer", f"agent.{key}"))
+
+
+@dataclass
+class GatewayConfig:
+    """The gateway's keys; `validate` raises ValueError naming the first bad one."""
+
+    program: str  # package.module:function, the agent program that plays one episode
+    episode_timeout_s: float = 600.0  # an episode still running after this long is a failed trajectory
+    n: int = _agent_default("n")  # episodes per task (the group)
+    concurrency: int = _agent_default("concurrency")  # episodes running at once
+    max_prompt_length: int = _agent_default("max_prompt_length")
+    max_response_length: int = _agent_default("max_response_length")  # per reply
+    max_trajectory_length: int = _agent_default("max_trajectory_length")  # per sample: prompt + everything after
+    temperature: float = _agent_default("temperature")
+    top_p: float = _agent_default("top_p")
+    top_k: int = _agent_default("top_k")
+    seed: int = _agent_default("seed")
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], n: int | None = None) -> "GatewayConfig":
+        """The gateway's keys of an ``agent`` section; a key neither the gateway nor the built-in agent
+        knows is a ValueError (a typo would otherwise be ignored)."""
+        from openmanus_rl.agent.config import AgentConfig
+
+        ours = {f.name for f in dataclasses.fields(cls)}
+        theirs = {f.name for f in dataclasses.fields(AgentConfig)}
+        unknown = sorted(set(section) - ours - theirs)
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; the gateway's keys: {sorted(ours)}")
+        if "program" not in section:
+            raise ValueError("program is required: +agent.program=package.module:function")
+        values = {key: section[key] for key in ours if key in section}
+        if n is not None:
+            values["n"] = n
+        return cls(**values)
+
+    @property
+    def response_budget(self) -> int:
+        """Tokens a sample may hold after its first prompt."""
+        return self.max_trajectory_length - self.max_prompt_length
+
+    def validate(self) -> None:
+        for name in ("n", "concurrency", "max_prompt_length", "max_response_length", "max_trajectory_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.response_budget < self.max_response_length + 1:
+            raise ValueError(f"max_trajectory_length ({self.max_trajectory_length}) must leave room after "
+                             f"max_prompt_length ({self.max_prompt_length}) for one reply of max_response_length "
+                             f"({self.max_response_length}) plus its end-of-turn token")
+        if not isinstance(self.episode_timeout_s, (int, float)) or self.episode_timeout_s <= 0:
+            raise ValueError(f"episode_timeout_s must be > 0, got {self.episode_timeout_s!r}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {self.temperature} and {self.top_p}")
+        load_program(self.program)
+
+
+def load_program(target: str) -> Callable[..., Any]:
+    """The function ``package.module:function`` names; ValueError when it cannot be loaded or called."""
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"program must be package.module:function, got {target!r}")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"program {target!r} cannot be loaded: {exc}") from None
+    if not callable(fn):
+        raise ValueError(f"program {target!r} is a {type(fn).__name__}, not a function")
+    return fn
