@@ -18,7 +18,7 @@ from agentgym.launcher import ENVS
 from agentgym.registry import get_env_spec
 from agentgym.spawn import serve_subprocess
 from agentgym.spec import load_object
-from openmanus_rl.eval import wilson_interval
+from openmanus_rl.evaluation.stats import wilson_interval
 from openmanus_rl.experts import evaluate_expert
 
 

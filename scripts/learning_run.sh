@@ -61,7 +61,7 @@ import json, sys
 from pathlib import Path
 from transformers import AutoTokenizer
 from openmanus_rl.experts import evaluate_expert
-from openmanus_rl.eval import env_server
+from openmanus_rl.evaluation.servers import env_server
 out, limit, base = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 with env_server("webshop") as url:  # the expert sees observations cut as the agent cuts them
     score = evaluate_expert("webshop", "test", limit, url, max_turns=8, max_obs_length=256,

@@ -1,8 +1,9 @@
-"""`openmanus_rl.eval`: the statistics (literal values worked out by hand), model path resolution,
-per-task results and summaries, ``compare`` on hand-written result files, and one end-to-end run."""
+"""`openmanus_rl.eval` and `openmanus_rl.evaluation`: the statistics (literal values worked out by hand), model path
+resolution, per-task results and summaries, ``compare`` on hand-written result files, and one end-to-end run."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import subprocess
@@ -12,7 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openmanus_rl import eval as ev
+from openmanus_rl.eval import main
+from openmanus_rl.evaluation.checkpoints import ModelPathError, resolve_model_path
+from openmanus_rl.evaluation.compare import compare
+from openmanus_rl.evaluation.provenance import git_commit, model_files, model_sha256, package_versions
+from openmanus_rl.evaluation.results import TaskResult, load_task_results, task_results_from_batch, tasks_path_for
+from openmanus_rl.evaluation.servers import split_server_url
+from openmanus_rl.evaluation.stats import bootstrap_ci, mcnemar_exact, paired_bootstrap_ci, wilson_interval
+from openmanus_rl.evaluation.summary import summarize
 from verl.protocol import DataProto
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,17 +42,17 @@ REPO = Path(__file__).resolve().parents[2]
     (2, 3, 0.2077, 0.9385),
 ])
 def test_wilson_interval_literal_values(successes, n, lo, hi):
-    got = ev.wilson_interval(successes, n)
+    got = wilson_interval(successes, n)
     assert round(got[0], 4) == lo and round(got[1], 4) == hi
 
 
 def test_wilson_interval_edges():
-    assert ev.wilson_interval(0, 0) == (0.0, 1.0)
-    lo, hi = ev.wilson_interval(0, 10)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo, hi = wilson_interval(0, 10)
     assert lo == 0.0 and hi < 1.0
-    assert ev.wilson_interval(10, 10)[1] == 1.0
+    assert wilson_interval(10, 10)[1] == 1.0
     with pytest.raises(ValueError):
-        ev.wilson_interval(11, 10)
+        wilson_interval(11, 10)
 
 
 # ---------------------------------------------------------------------------------------------- McNemar
@@ -56,48 +64,48 @@ def test_wilson_interval_edges():
 @pytest.mark.parametrize("b,c,p", [(0, 0, 1.0), (5, 0, 0.0625), (10, 2, 0.0386), (2, 10, 0.0386), (5, 1, 0.2188),
                                    (3, 3, 1.0)])
 def test_mcnemar_exact_literal_values(b, c, p):
-    assert round(ev.mcnemar_exact(b, c), 4) == p
+    assert round(mcnemar_exact(b, c), 4) == p
 
 
 def test_mcnemar_exact_is_exact():
-    assert ev.mcnemar_exact(10, 2) == 158 / 4096
-    assert ev.mcnemar_exact(5, 1) == 0.21875
+    assert mcnemar_exact(10, 2) == 158 / 4096
+    assert mcnemar_exact(5, 1) == 0.21875
     with pytest.raises(ValueError):
-        ev.mcnemar_exact(-1, 2)
+        mcnemar_exact(-1, 2)
 
 
 # ---------------------------------------------------------------------------------------------- bootstrap
 def test_bootstrap_ci_deterministic_for_a_seed():
     values = np.random.default_rng(1).random(50)
-    a = ev.bootstrap_ci(values, resamples=500, seed=7)
-    assert a == ev.bootstrap_ci(values, resamples=500, seed=7)
-    assert a != ev.bootstrap_ci(values, resamples=500, seed=8)
+    a = bootstrap_ci(values, resamples=500, seed=7)
+    assert a == bootstrap_ci(values, resamples=500, seed=7)
+    assert a != bootstrap_ci(values, resamples=500, seed=8)
     assert a[0] < float(values.mean()) < a[1]
 
 
 def test_bootstrap_ci_of_a_constant_vector():
-    assert ev.bootstrap_ci([0.5] * 9, seed=3) == (0.5, 0.5)
-    lo, hi = ev.bootstrap_ci([0.1] * 9)
+    assert bootstrap_ci([0.5] * 9, seed=3) == (0.5, 0.5)
+    lo, hi = bootstrap_ci([0.1] * 9)
     assert lo == pytest.approx(0.1, abs=1e-12) and hi == pytest.approx(0.1, abs=1e-12)
 
 
 def test_bootstrap_ci_other_statistic_and_errors():
-    assert ev.bootstrap_ci([1.0, 2.0, 3.0], stat=np.max, resamples=200, seed=0)[1] == 3.0
+    assert bootstrap_ci([1.0, 2.0, 3.0], stat=np.max, resamples=200, seed=0)[1] == 3.0
     with pytest.raises(ValueError):
-        ev.bootstrap_ci([])
+        bootstrap_ci([])
 
 
 def test_paired_bootstrap_ci():
     a = [0.0, 1.0, 1.0, 0.0, 0.5]
-    assert ev.paired_bootstrap_ci(a, list(a)) == (0.0, 0.0)
+    assert paired_bootstrap_ci(a, list(a)) == (0.0, 0.0)
     # B = A + 0.25 on every task: the difference is the constant 0.25
-    assert ev.paired_bootstrap_ci(a, [x + 0.25 for x in a], seed=5) == (0.25, 0.25)
+    assert paired_bootstrap_ci(a, [x + 0.25 for x in a], seed=5) == (0.25, 0.25)
     b = [1.0, 1.0, 1.0, 0.0, 1.0]
-    first = ev.paired_bootstrap_ci(a, b, resamples=1000, seed=2)
-    assert first == ev.paired_bootstrap_ci(a, b, resamples=1000, seed=2)
-    assert first == ev.bootstrap_ci(np.subtract(b, a), resamples=1000, seed=2)
+    first = paired_bootstrap_ci(a, b, resamples=1000, seed=2)
+    assert first == paired_bootstrap_ci(a, b, resamples=1000, seed=2)
+    assert first == bootstrap_ci(np.subtract(b, a), resamples=1000, seed=2)
     with pytest.raises(ValueError):
-        ev.paired_bootstrap_ci([1.0], [1.0, 2.0])
+        paired_bootstrap_ci([1.0], [1.0, 2.0])
 
 
 # ---------------------------------------------------------------------------------------------- model paths
@@ -114,40 +122,40 @@ def checkpoints(tmp_path: Path) -> Path:
 
 def test_resolve_model_path_from_each_form(checkpoints: Path):
     hf = (checkpoints / "global_step_3" / "actor" / "huggingface").resolve()
-    assert ev.resolve_model_path(checkpoints) == hf
-    assert ev.resolve_model_path(checkpoints / "global_step_3") == hf
-    assert ev.resolve_model_path(checkpoints / "global_step_3" / "actor") == hf
-    assert ev.resolve_model_path(str(hf)) == hf
+    assert resolve_model_path(checkpoints) == hf
+    assert resolve_model_path(checkpoints / "global_step_3") == hf
+    assert resolve_model_path(checkpoints / "global_step_3" / "actor") == hf
+    assert resolve_model_path(str(hf)) == hf
 
 
 def test_resolve_model_path_errors_name_what_was_looked_for(tmp_path: Path, checkpoints: Path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ev.ModelPathError) as err:
-        ev.resolve_model_path(empty)
+    with pytest.raises(ModelPathError) as err:
+        resolve_model_path(empty)
     message = str(err.value)
     for looked in (empty / "config.json", empty / "huggingface" / "config.json",
                    empty / "actor" / "huggingface" / "config.json", empty / "latest_checkpointed_iteration.txt"):
         assert str(looked) in message
-    with pytest.raises(ev.ModelPathError, match="no such file"):
-        ev.resolve_model_path(tmp_path / "missing")
-    with pytest.raises(ev.ModelPathError, match="no Hugging Face export"):
-        ev.resolve_model_path(checkpoints / "global_step_1")
+    with pytest.raises(ModelPathError, match="no such file"):
+        resolve_model_path(tmp_path / "missing")
+    with pytest.raises(ModelPathError, match="no Hugging Face export"):
+        resolve_model_path(checkpoints / "global_step_1")
     (checkpoints / "latest_checkpointed_iteration.txt").write_text("1")
-    with pytest.raises(ev.ModelPathError, match="global_step_1"):
-        ev.resolve_model_path(checkpoints)
+    with pytest.raises(ModelPathError, match="global_step_1"):
+        resolve_model_path(checkpoints)
     assert isinstance(err.value, FileNotFoundError)
 
 
 def test_main_reports_a_bad_model_path(tmp_path: Path, capsys):
-    assert ev.main(["--model", str(tmp_path)]) == 2
+    assert main(["--model", str(tmp_path)]) == 2
     assert "looked for" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------- results
 def _result(task: int, success: bool, reward: float = 0.0, sample: int = 0, failed: bool = False,
-            turns: int = 2, invalid: int = 0, source: str = "webshop") -> ev.TaskResult:
-    return ev.TaskResult(task_id=task, sample=sample, success=success, env_reward=reward, turns=turns,
+            turns: int = 2, invalid: int = 0, source: str = "webshop") -> TaskResult:
+    return TaskResult(task_id=task, sample=sample, success=success, env_reward=reward, turns=turns,
                          invalid_actions=invalid, failed=failed, data_source=source)
 
 
@@ -160,7 +168,7 @@ def test_task_results_from_batch():
         "num_turns": [2, 1, 0, 1], "trajectory": turns, "failed": [False, False, True, False],
         "data_source": ["webshop"] * 4, "status": ["done", "done", "failed", "turn_limit"],
         "error": [None, None, "EnvServerError: boom", None]})
-    rows = ev.task_results_from_batch(out, n=2)
+    rows = task_results_from_batch(out, n=2)
     assert [(r.task_id, r.sample) for r in rows] == [(4, 0), (4, 1), (9, 0), (9, 1)]
     assert [r.invalid_actions for r in rows] == [1, 0, 0, 1]
     assert [r.failed for r in rows] == [False, False, True, False]
@@ -168,18 +176,18 @@ def test_task_results_from_batch():
     assert rows[0].to_json() == {"task_id": 4, "sample": 0, "success": True, "env_reward": 1.0, "turns": 2,
                                  "invalid_actions": 1, "failed": False, "data_source": "webshop", "status": "done",
                                  "error": None}
-    assert ev.TaskResult.from_json(rows[3].to_json()) == rows[3]
+    assert TaskResult.from_json(rows[3].to_json()) == rows[3]
 
 
 def test_summarize_greedy_leaves_failed_episodes_out():
     results = [_result(0, True, 1.0, invalid=1), _result(1, False, 0.5, turns=3), _result(2, True, 1.0, turns=1),
                _result(3, False, 0.0, failed=True, turns=1, invalid=1)]
-    s = ev.summarize(results, n=1)
+    s = summarize(results, n=1)
     assert (s["tasks"], s["scored_tasks"], s["rollouts"], s["failed"]) == (4, 3, 4, 1)
     assert s["success_rate"] == pytest.approx(2 / 3)
     assert [round(x, 4) for x in s["success_ci95"]] == [0.2077, 0.9385]  # Wilson 2/3, worked out above
     assert s["mean_reward"] == pytest.approx(2.5 / 3)
-    assert s["reward_ci95"] == list(ev.bootstrap_ci([1.0, 0.5, 1.0], resamples=2000, seed=0))
+    assert s["reward_ci95"] == list(bootstrap_ci([1.0, 0.5, 1.0], resamples=2000, seed=0))
     assert s["invalid_action_rate"] == pytest.approx(1 / 6)  # 1 invalid over 2 + 3 + 1 turns of unfailed episodes
     assert s["mean_turns"] == pytest.approx(2.0)
     assert "pass_at_k" not in s
@@ -190,28 +198,28 @@ def test_summarize_samples_mean_and_pass_at_k():
     results = [_result(0, True, 1.0, 0), _result(0, False, 0.0, 1), _result(1, False, 0.2, 0), _result(1, False, 0.4, 1),
                _result(2, True, 1.0, 0), _result(2, True, 1.0, 1), _result(3, False, 0.0, 0, failed=True),
                _result(3, True, 1.0, 1)]
-    s = ev.summarize(results, n=2, seed=4)
+    s = summarize(results, n=2, seed=4)
     assert (s["tasks"], s["scored_tasks"], s["failed"]) == (4, 4, 1)
     assert s["success_rate"] == s["mean_at_k"] == pytest.approx((0.5 + 0 + 1 + 1) / 4)
     assert s["pass_at_k"] == pytest.approx(3 / 4)
     assert s["mean_reward"] == pytest.approx((0.5 + 0.3 + 1 + 1) / 4)
-    assert s["success_ci95"] == list(ev.bootstrap_ci([0.5, 0.0, 1.0, 1.0], resamples=2000, seed=4))
+    assert s["success_ci95"] == list(bootstrap_ci([0.5, 0.0, 1.0, 1.0], resamples=2000, seed=4))
 
 
 def test_tasks_path_for():
-    assert ev.tasks_path_for("results/run.json") == Path("results/run.tasks.jsonl")
-    assert ev.tasks_path_for("results/run") == Path("results/run.tasks.jsonl")
+    assert tasks_path_for("results/run.json") == Path("results/run.tasks.jsonl")
+    assert tasks_path_for("results/run") == Path("results/run.tasks.jsonl")
 
 
 def test_split_server_url():
-    assert ev.split_server_url("http://127.0.0.1:36001") == ("http://127.0.0.1", 36001)
-    assert ev.split_server_url("localhost:5000/") == ("http://localhost", 5000)
+    assert split_server_url("http://127.0.0.1:36001") == ("http://127.0.0.1", 36001)
+    assert split_server_url("localhost:5000/") == ("http://localhost", 5000)
     with pytest.raises(ValueError):
-        ev.split_server_url("ftp://x:1")
+        split_server_url("ftp://x:1")
 
 
 # ---------------------------------------------------------------------------------------------- compare
-def _write_jsonl(path: Path, rows: list[ev.TaskResult]) -> Path:
+def _write_jsonl(path: Path, rows: list[TaskResult]) -> Path:
     path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
     return path
 
@@ -236,7 +244,7 @@ def result_files(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_compare_literal_values(result_files, capsys):
     a, b = result_files
-    c = ev.compare(a, b, seed=0)
+    c = compare(a, b, seed=0)
     assert (c["shared_tasks"], c["only_a"], c["only_b"], c["unscored_shared"]) == (9, 1, 1, 1)
     s = c["success"]
     assert s["a_mean"] == pytest.approx(3 / 9) and s["b_mean"] == pytest.approx(7 / 9)
@@ -244,15 +252,15 @@ def test_compare_literal_values(result_files, capsys):
     # discordant: b = A fails & B succeeds = tasks 2, 3, 4, 5, 8; c = A succeeds & B fails = task 1
     assert (s["b"], s["c"]) == (5, 1)
     assert s["mcnemar_p"] == 0.21875  # 2 * (C(6,0) + C(6,1)) / 2^6 = 14/64
-    assert s["ci95"] == list(ev.paired_bootstrap_ci(SUCCESS_A, SUCCESS_B, resamples=10000, seed=0))
+    assert s["ci95"] == list(paired_bootstrap_ci(SUCCESS_A, SUCCESS_B, resamples=10000, seed=0))
     assert s["ci95"][0] <= 4 / 9 <= s["ci95"][1]
     r = c["reward"]
     assert r["gain"] == pytest.approx((7.5 - 3.75) / 9)
-    assert r["ci95"] == list(ev.paired_bootstrap_ci(REWARD_A, REWARD_B, resamples=10000, seed=0))
+    assert r["ci95"] == list(paired_bootstrap_ci(REWARD_A, REWARD_B, resamples=10000, seed=0))
     assert "mcnemar_p" not in r
     assert c["binary"] is True
 
-    assert ev.main(["compare", str(a), str(b), "--json", str(a.parent / "cmp.json")]) == 0
+    assert main(["compare", str(a), str(b), "--json", str(a.parent / "cmp.json")]) == 0
     printed = capsys.readouterr().out
     assert "+0.4444" in printed and "b (A fails, B succeeds) = 5" in printed and "p = 0.2188" in printed
     assert json.loads((a.parent / "cmp.json").read_text())["success"]["mcnemar_p"] == 0.21875
@@ -261,20 +269,20 @@ def test_compare_literal_values(result_files, capsys):
 def test_compare_identical_and_sampled(tmp_path: Path):
     rows = [_result(t, bool(t % 2), 0.5 * (t % 3)) for t in range(6)]
     a = _write_jsonl(tmp_path / "a.tasks.jsonl", rows)
-    c = ev.compare(a, a)
+    c = compare(a, a)
     assert c["success"]["gain"] == 0.0 and c["success"]["ci95"] == [0.0, 0.0]
     assert (c["success"]["b"], c["success"]["c"], c["success"]["mcnemar_p"]) == (0, 0, 1.0)
     # two samples per task in B: per-task mean success, no McNemar
     sampled = [_result(t, s, 0.0, sample=k) for t in range(6) for k, s in enumerate((True, bool(t % 2)))]
     b = _write_jsonl(tmp_path / "b.tasks.jsonl", sampled)
-    c = ev.compare(a, b)
+    c = compare(a, b)
     assert c["binary"] is False and "mcnemar_p" not in c["success"]
     assert c["success"]["gain"] == pytest.approx((6 * 0.5 + 3 * 0.5) / 6 - 3 / 6)
 
 
 def test_compare_missing_file(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="nothing.tasks.jsonl"):
-        ev.load_task_results(tmp_path / "nothing.json")
+        load_task_results(tmp_path / "nothing.json")
 
 
 def test_import_has_no_side_effects():
@@ -289,14 +297,15 @@ def test_import_has_no_side_effects():
 def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path, capsys):
     out = tmp_path / "results" / "tiny.json"
     data_dir = tmp_path / "data"  # missing: eval writes it with scripts/prepare_data.py
-    code = ev.main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
+    code = main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
                     "--max_turns", "2", "--server_url", server, "--data_dir", str(data_dir), "--out", str(out),
                     "--threads", "2", "--request_timeout_s", "45"])
     assert code == 0
     assert (data_dir / "webshop" / "test.parquet").is_file()
     summary = json.loads(out.read_text())
     for key in ("model", "env", "split", "n", "greedy", "tasks", "success_rate", "success_ci95", "mean_reward",
-                "reward_ci95", "invalid_action_rate", "mean_turns", "failed", "per_source", "config", "ci_method"):
+                "reward_ci95", "invalid_action_rate", "mean_turns", "failed", "per_source", "config", "ci_method",
+                "provenance"):
         assert key in summary, key
     assert summary["tasks"] == 3 and summary["n"] == 1 and summary["greedy"] is True
     assert summary["env"] == "webshop" and summary["split"] == "test"
@@ -308,6 +317,12 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert summary["config"]["engine"] == "hf" and summary["config"]["server_url"] == server
     assert (summary["config"]["kv_cache_gb"], summary["config"]["request_timeout_s"]) == (4.0, 45.0)
     assert summary["tasks_per_s"] == pytest.approx(3 / summary["wall_s"])
+    task_path = data_dir / "webshop" / "test.parquet"
+    assert summary["provenance"] == {
+        "model_sha256": model_sha256(tiny_model_path), "model_files": [p.name for p in model_files(tiny_model_path)],
+        "task_file": str(task_path), "task_file_sha256": hashlib.sha256(task_path.read_bytes()).hexdigest(),
+        "versions": package_versions(), "git_commit": git_commit()}
+    assert "config.json" in summary["provenance"]["model_files"]
 
     lines = [json.loads(line) for line in (tmp_path / "results" / "tiny.tasks.jsonl").read_text().splitlines()]
     assert len(lines) == 3
@@ -319,6 +334,6 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert "success_rate" in printed and f"wall {summary['wall_s']:.0f} s, {summary['tasks_per_s']:.3f} tasks/s" in printed
 
     # the run compared with itself: no gain, no discordant pair
-    c = ev.compare(out, out)
+    c = compare(out, out)
     assert c["shared_tasks"] == 3 and c["success"]["gain"] == 0.0 and c["success"]["mcnemar_p"] == 1.0
     assert math.isclose(c["reward"]["gain"], 0.0)

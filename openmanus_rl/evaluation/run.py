@@ -1,0 +1,129 @@
+"""The evaluation loop: resolve the model, read the tasks, start a server and the engine, roll out, write the files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openmanus_rl.evaluation.checkpoints import model_label, resolve_model_path
+from openmanus_rl.evaluation.provenance import provenance
+from openmanus_rl.evaluation.report import format_summary
+from openmanus_rl.evaluation.results import TaskResult, task_results_from_batch, tasks_path_for
+from openmanus_rl.evaluation.servers import env_server, split_server_url
+from openmanus_rl.evaluation.summary import ci_methods, summarize
+from openmanus_rl.evaluation.tasks import ensure_task_file
+
+
+def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
+    """An in-process rollout-only `ActorRolloutRefWorker` with its engine started."""
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    worker = ActorRolloutRefWorker({
+        "model": {"path": model_path},
+        "num_threads": args.threads,
+        "device": args.device,
+        "seed": args.seed,
+        "rollout": {"name": args.engine, "dtype": args.dtype, "kv_cache_gb": args.kv_cache_gb, "seed": args.seed,
+                    "max_model_len": args.max_trajectory_length + 64},
+    }, role="rollout")
+    worker.init_model()
+    return worker
+
+
+def default_out(hf: Path, env: str, split: str) -> Path:
+    """``results/<model label>_<env>_<split>.json`` (see `model_label`)."""
+    return Path("results") / f"{model_label(hf)}_{env}_{split}.json"
+
+
+def evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the evaluation ``args`` describe (``openmanus_rl.eval.build_parser``); write the files; return the summary.
+
+    Writes ``args.out`` (or `default_out`): the summary JSON, with ``config`` (every flag, the resolved model
+    and server) and ``provenance`` (`openmanus_rl.evaluation.provenance.provenance`, taken before the model
+    loads); and ``<out stem>.tasks.jsonl`` beside it, one `TaskResult` a line.
+    """
+    from openmanus_rl.envs import get_env_spec
+    from verl.utils.dataset import TaskDataLoader, read_tasks
+
+    get_env_spec(args.env_name)  # unknown env: fail before loading anything
+    hf = resolve_model_path(args.model)
+    print(f"[eval] model: {hf}" + ("" if Path(args.model).resolve() == hf else f" (resolved from {args.model})"),
+          flush=True)
+    task_path = ensure_task_file(args.data_dir, args.env_name, args.split)
+    frame = read_tasks(task_path, max_rows=args.limit)
+    if len(frame) == 0:
+        raise ValueError(f"no tasks in {task_path}")
+    recorded = provenance(hf, task_path)
+    batch_size = len(frame) if args.batch_size <= 0 else min(args.batch_size, len(frame))
+    batches = TaskDataLoader(frame, batch_size, shuffle=False).all_batches()
+    greedy = args.n == 1
+    out_path = Path(args.out) if args.out else default_out(hf, args.env_name, args.split)
+
+    from transformers import AutoTokenizer
+
+    from openmanus_rl.agent import OpenManusAgent
+
+    results: list[TaskResult] = []
+    start = time.perf_counter()
+    with ExitStack() as stack:
+        if args.server_url:
+            server_url = args.server_url
+        else:
+            from agentgym.launcher import ENVS
+
+            if args.env_name not in ENVS:
+                raise ValueError(f"no server can be started here for env {args.env_name!r} (servable: {sorted(ENVS)}); "
+                                 "start one and pass --server_url")
+            server_url = stack.enter_context(env_server(args.env_name))
+        base, port = split_server_url(server_url)
+        tokenizer = AutoTokenizer.from_pretrained(str(hf))
+        worker = rollout_worker(str(hf), args)
+        stack.callback(worker.shutdown)
+        config = {"env_name": args.env_name, "env_server_base": base, "env_ports": [port], "n": args.n,
+                  "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
+                  "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
+                  "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
+                  "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
+                  "request_timeout_s": args.request_timeout_s}
+        agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
+        print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
+              f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
+              f"server {server_url}; engine {args.engine}", flush=True)
+        for index, batch in enumerate(batches):
+            # seeds: trajectory_seed(seed, 0, task, copy): the same samples whatever the batch size or order
+            out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
+            results += task_results_from_batch(out, args.n)
+            done = [r for r in results if not r.failed]
+            print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
+                  f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "
+                  f"failed {len(results) - len(done)}, {time.perf_counter() - start:.0f}s", flush=True)
+
+    summary = {"model": str(hf), "env": args.env_name, "split": args.split, "n": args.n, "greedy": greedy}
+    summary.update(summarize(results, args.n, args.seed))
+    by_source: dict[str, list[TaskResult]] = defaultdict(list)
+    for r in results:
+        by_source[r.data_source].append(r)
+    summary["per_source"] = {source: summarize(rows, args.n, args.seed) for source, rows in sorted(by_source.items())}
+    summary["ci_method"] = ci_methods(args.n, args.seed)
+    summary["wall_s"] = time.perf_counter() - start
+    summary["tasks_per_s"] = len({r.task_id for r in results}) / summary["wall_s"]
+    summary["tasks_file"] = tasks_path_for(out_path).name
+    summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_url": server_url,
+                         "out": str(out_path)}
+    summary["provenance"] = recorded
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(summary, indent=2) + "\n")
+    with open(tasks_path_for(out_path), "w") as f:
+        for r in results:
+            f.write(json.dumps(r.to_json()) + "\n")
+    print(format_summary(summary))
+    print(f"[eval] wrote {out_path} and {tasks_path_for(out_path)}")
+    return summary
