@@ -69,3 +69,17 @@ def webshop_server(spawn_server: Callable[..., ServerProcess]) -> ServerProcess:
 def toy_server(spawn_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The shared toy family-B server (no prefix, reset field ``data_idx``)."""
     return spawn_server("toy")
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tiny_model_path: str) -> Iterator[Any]:
+    """One in-process vLLM rollout worker on the tiny model (fp32, 1 GiB KV cache), shared by every test that
+    needs the real engine."""
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    worker = ActorRolloutRefWorker({"model": {"path": tiny_model_path}, "num_threads": 1,
+                                    "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
+                                   role="rollout")
+    worker.init_model()
+    yield worker
+    worker.shutdown()

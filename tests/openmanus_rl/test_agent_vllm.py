@@ -6,39 +6,13 @@ import pytest
 import torch
 
 from agent_helpers import task_batch
+from engine_helpers import Recording
 from openmanus_rl.agent import OpenManusAgent
 from verl.trainer.ppo.reward import RewardManager
 
 pytestmark = pytest.mark.slow
 
 HEAD, TAIL, EOT = [198, 1, 4093, 198], [2, 198, 1, 520, 9531, 198], 2
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_path):
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
-
-    worker = ActorRolloutRefWorker({"model": {"path": tiny_model_path}, "num_threads": 1,
-                                    "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
-                                   role="rollout")
-    worker.init_model()
-    yield worker
-    worker.shutdown()
-
-
-class Recording:
-    """Passes calls to the engine and keeps every (prompt ids, sampled ids, log-probs, finish reason)."""
-
-    def __init__(self, inner):
-        self.inner, self.samples = inner, []
-
-    def generate_sequences(self, data):
-        out = self.inner.generate_sequences(data)
-        nt = out.non_tensor_batch
-        for i, prompt in enumerate(data.non_tensor_batch["prompt_ids"]):
-            self.samples.append((list(prompt), list(nt["response_ids"][i]), list(nt["response_log_probs"][i]),
-                                 nt["finish_reason"][i]))
-        return out
 
 
 CONFIG = {"n": 2, "max_turns": 3, "max_response_length": 24, "max_obs_length": 64, "max_prompt_length": 512,
@@ -58,8 +32,8 @@ def runs(mask):
     return out
 
 
-def test_vllm_webshop_rollout_is_training_ready(tokenizer, engine, webshop_server, shop, tmp_path):
-    generator = Recording(engine)
+def test_vllm_webshop_rollout_is_training_ready(tokenizer, vllm_engine, webshop_server, shop, tmp_path):
+    generator = Recording(vllm_engine)
     with OpenManusAgent(tokenizer, generator, {**CONFIG, "env_ports": [webshop_server.port]}) as agent:
         out = agent.run_llm_loop(task_batch([0, 1, 2]), output_dir=str(tmp_path), global_step=1)
         samples = {}  # prompt ids -> what the engine sampled for them (the n=2 copies share their first prompt)

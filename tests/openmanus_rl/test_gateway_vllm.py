@@ -4,40 +4,14 @@ through the ``openai`` client keeps exactly the ids and log-probs the engine ret
 import pytest
 
 from agent_helpers import task_batch
+from engine_helpers import Recording
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
 pytestmark = pytest.mark.slow
 
 
-class Recording:
-    """Passes calls to the engine and keeps every (prompt ids, sampled ids, log-probs) it returned."""
-
-    def __init__(self, inner):
-        self.inner, self.samples = inner, []
-
-    def generate_sequences(self, data):
-        out = self.inner.generate_sequences(data)
-        nt = out.non_tensor_batch
-        for i, prompt in enumerate(data.non_tensor_batch["prompt_ids"]):
-            self.samples.append((list(prompt), [int(x) for x in nt["response_ids"][i]],
-                                 [float(x) for x in nt["response_log_probs"][i]]))
-        return out
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_path):
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
-
-    worker = ActorRolloutRefWorker({"model": {"path": tiny_model_path}, "num_threads": 1,
-                                    "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
-                                   role="rollout")
-    worker.init_model()
-    yield worker
-    worker.shutdown()
-
-
-def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, engine):
-    generator = Recording(engine)
+def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, vllm_engine):
+    generator = Recording(vllm_engine)
     config = GatewayConfig(program="gateway_helpers:chat_episode", n=2, concurrency=2, max_prompt_length=256,
                            max_response_length=12, max_trajectory_length=512)
     with GatewayRollout(tokenizer, generator, config) as rollout:
@@ -52,7 +26,7 @@ def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, engine):
         sequence = prompt + out.batch["responses"][b, :length].tolist()
         mask = out.batch["response_mask"][b, :length].tolist()
         # the engine calls this row is made of: each one's prompt is a prefix of the row, its sampled ids follow
-        calls = {len(p): (ids, lps) for p, ids, lps in generator.samples
+        calls = {len(p): (ids, lps) for p, ids, lps, _ in generator.samples
                  if sequence[:len(p)] == p and sequence[len(p):len(p) + len(ids)] == ids}
         assert sorted(calls)[0] == len(prompt) and len(calls) == 2, b
         for start, (ids, lps) in calls.items():
