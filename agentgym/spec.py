@@ -11,7 +11,8 @@
   for this project). ``action_pattern`` is a regex a bare reply (without an
   action marker) must fully match to be taken as an action. An env with
   ``accepts_answer`` takes a final answer; ``answer_template`` turns it into
-  the env's action.
+  the env's action.  ``tools``: the env's actions as function tools (`agentgym.tools.EnvTool`), for the
+  agent's ``tool_call`` action format; each tool writes the action string its call stands for.
 * ``max_turns``: the agent's turn cap for this env when the run does not set
   one (``agent.max_turns: null``): enough for the expert's episodes on the
   train tasks, so that demonstrations and RL episodes are not cut short.
@@ -36,6 +37,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from .tools import EnvTool
+
 
 @dataclass(frozen=True)
 class EnvSpec:
@@ -53,6 +56,7 @@ class EnvSpec:
     reward_scale: float = 1.0
     accepts_answer: bool = False
     answer_template: str = "{}"
+    tools: tuple[EnvTool, ...] = ()
     max_turns: int = 8
     reward_score: str = "episode"
     app: str | None = None

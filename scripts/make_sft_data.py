@@ -61,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=100, help="episodes to play")
     parser.add_argument("--split", choices=("train", "dev"), default="train",
                         help="train: demonstrations for SFT; dev: held-out demonstrations (SFT dev loss). Never test.")
-    add_yaml_argument(parser, "--action_format", "agent.action_format", "the agent's action template (react | xml)")
+    add_yaml_argument(parser, "--action_format", "agent.action_format",
+                      "the agent's action template (react | xml | tool_call)")
     parser.add_argument("--out", required=True, help="the parquet file to write")
     parser.add_argument("--server_url", default=None, help="a running env server (default: start one)")
     parser.add_argument("--noise", type=float, default=0.0, help="expert noise in [0, 1] (0: the best expert)")

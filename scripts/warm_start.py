@@ -7,7 +7,8 @@
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
 limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
-the demonstrations are cut exactly as RL's episodes are), the envs' task lists (``prepare_data.task_fingerprint``:
+the demonstrations are cut exactly as RL's episodes are; an ``agent.action_format=`` override is the format
+the demonstrations are written in), the envs' task lists (``prepare_data.task_fingerprint``:
 a new WebShop catalogue is a new key), the SFT defaults (``sft_trainer.yaml``) and the SFT
 overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
@@ -48,6 +49,13 @@ def agent_limits(agent_overrides: Sequence[str] = ()) -> dict[str, int | None]:
     given = OmegaConf.from_dotlist([item.removeprefix("agent.") for item in agent_overrides])
     agent = OmegaConf.merge(agent, {key: given[key] for key in LIMIT_KEYS if key in given})
     return {key: None if agent[key] is None else int(agent[key]) for key in LIMIT_KEYS}
+
+
+def action_format(default: str, agent_overrides: Sequence[str] = ()) -> str:
+    """The format the demonstrations are written in: the RL run's (an ``agent.action_format=`` override, the last
+    one given), else ``default`` (``--action_format``)."""
+    given = [item.split("=", 1)[1] for item in agent_overrides if item.startswith("agent.action_format=")]
+    return given[-1] if given else default
 
 
 def model_fingerprint(model: Path) -> list:
@@ -109,6 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     args.agent_overrides = [item for item in args.overrides if item.startswith("agent.")]
     args.sft_overrides = [item for item in args.overrides if not item.startswith("agent.")]
+    args.action_format = action_format(args.action_format, args.agent_overrides)
     limits = agent_limits(args.agent_overrides)
     envs = [name.strip() for name in args.env_name.split(",")]
     if args.server_url and len(envs) > 1:

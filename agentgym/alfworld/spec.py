@@ -2,6 +2,7 @@
 server is `agentgym.alfworld.app` (needs the ``alfworld`` extra: ``OPENMANUS_EXTRAS=alfworld scripts/setup.sh``)."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, text
 
 SPEC = EnvSpec(
     name="alfworld",
@@ -16,6 +17,10 @@ SPEC = EnvSpec(
         "open drawer 2, take mug 1 from countertop 1, move mug 1 to shelf 1, clean mug 1 with sinkbasin 1, "
         "heat egg 1 with microwave 1, cool apple 1 with fridge 1, use desklamp 1, examine cabinet 1, look, "
         "inventory. Any other action changes nothing. You succeed (reward 1) when the task is done within 50 actions."
+    ),
+    tools=(
+        EnvTool("act", "Take one of the actions listed under AVAILABLE ACTIONS.", "{action}",
+                {"action": text("the action as listed, e.g. go to countertop 1")}),
     ),
     app="agentgym.alfworld.app",
     tasks="agentgym.alfworld.data:task_list",

@@ -8,6 +8,10 @@ threshold, 0.01: any positive reward is a success.
 """
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, choice, text
+
+_OBJECT = text("e.g. grey key 1")
+_DOOR = text("e.g. red door 1")
 
 SPEC = EnvSpec(
     name="babyai",
@@ -27,6 +31,18 @@ SPEC = EnvSpec(
         "front of you, or open the box in front of you); drop (put what you carry in front of you); check available "
         "actions. Any other action changes nothing.\n"
         "You succeed when the mission is done before the level's step limit; the sooner, the higher the reward."
+    ),
+    tools=(
+        EnvTool("turn", "Turn left or right.", "turn {direction}", {"direction": choice("which way", "left", "right")}),
+        EnvTool("move_forward", "Move one cell forward.", "move forward"),
+        EnvTool("go_to", "Walk up to an object and face it.", "go to {object}", {"object": _OBJECT}),
+        EnvTool("pickup", "Pick up an object.", "pickup {object}", {"object": _OBJECT}),
+        EnvTool("go_through", "Go through an open door.", "go through {door}", {"door": _DOOR}),
+        EnvTool("toggle_and_go_through", "Open a door and go through it.", "toggle and go through {door}",
+                {"door": _DOOR}),
+        EnvTool("toggle", "Open or close the door, or open the box, in front of you.", "toggle"),
+        EnvTool("drop", "Put down what you carry.", "drop"),
+        EnvTool("check_available_actions", "List the actions you can take now.", "check available actions"),
     ),
     success_reward=0.01,
     app="agentgym.babyai.app",

@@ -2,6 +2,7 @@
 protocol: how clients and the agent see it; the server is `agentgym.frozenlake.app`."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import DIRECTIONS, EnvTool, choice
 
 SPEC = EnvSpec(
     name="frozenlake",
@@ -16,6 +17,7 @@ SPEC = EnvSpec(
         "Moving off the map changes nothing; stepping into a hole ends the episode.\n"
         "You succeed when you reach G within 30 moves; every action, valid or not, uses a move."
     ),
+    tools=(EnvTool("move", "Move one cell that way.", "{direction}", {"direction": choice("which way", *DIRECTIONS)}),),
     app="agentgym.frozenlake.app",
     tasks="agentgym.frozenlake.data:task_list",
     splits="1,300 seeded random maps (4x4, 5x5, 6x6 by task id): test ids 0-199, dev 200-299, train 300-1299",

@@ -2,6 +2,7 @@
 agent see it; the server is `agentgym.lmrlgym.app`, shared with Wordle."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import DIRECTIONS, EnvTool, choice
 
 SPEC = EnvSpec(
     name="maze",
@@ -17,6 +18,8 @@ SPEC = EnvSpec(
         "a wall changes nothing.\n"
         "You succeed when you reach the goal within 50 moves; every action, valid or not, uses a move."
     ),
+    tools=(EnvTool("move", "Walk one cell that way; a move into a wall changes nothing.", "move {direction}",
+                   {"direction": choice("which way", *DIRECTIONS)}),),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.maze.data:task_list",
     splits="26 start positions in one fixed double-T maze, task id = start (id % 26): test ids 0-25 (every start "

@@ -2,6 +2,7 @@
 the server is `agentgym.sciworld.app` (needs Java; ``OPENMANUS_EXTRAS=sciworld scripts/setup.sh``)."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, text
 
 SPEC = EnvSpec(
     name="sciworld",
@@ -17,6 +18,10 @@ SPEC = EnvSpec(
         "and use objects with short commands such as: look around, go to kitchen, open door to hallway, "
         "pick up thermometer, use thermometer on water, focus on substance, wait. "
         "Your score goes from 0 to 100; 100 means the task is done."
+    ),
+    tools=(
+        EnvTool("act", "Do one action in the world.", "{action}",
+                {"action": text("a short command, e.g. look around, go to kitchen, pick up thermometer")}),
     ),
     app="agentgym.sciworld.app",
     tasks="agentgym.sciworld.data:task_list",

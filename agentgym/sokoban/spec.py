@@ -2,6 +2,7 @@
 protocol: how clients and the agent see it; the server is `agentgym.sokoban.app`."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import DIRECTIONS, EnvTool, choice
 
 SPEC = EnvSpec(
     name="sokoban",
@@ -17,6 +18,8 @@ SPEC = EnvSpec(
         "stop you.\n"
         "You succeed when every box is on a target, within 60 moves; every action, valid or not, uses a move."
     ),
+    tools=(EnvTool("move", "Walk one cell that way, pushing a box in the way.", "{direction}",
+                   {"direction": choice("which way", *DIRECTIONS)}),),
     app="agentgym.sokoban.app",
     tasks="agentgym.sokoban.data:task_list",
     splits="1,300 generated rooms (6x6 or 7x7, 1 or 2 boxes, by task id): test ids 0-199, dev 200-299, "

@@ -1,6 +1,7 @@
 """SQL questions over databases (AgentGym's SqlGym protocol): the spec; no server in this project yet."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, text
 
 SPEC = EnvSpec(
     name="sqlgym",
@@ -13,4 +14,6 @@ SPEC = EnvSpec(
         "and the tables. Your action is a single SQL statement (SQLite dialect), written on one line. "
         "The reward is 1 when the result of your query equals the expected answer."
     ),
+    tools=(EnvTool("query", "Run your SQL query; its result is your answer.", "{sql}",
+                   {"sql": text("one SQL statement (SQLite dialect) on one line")}),),
 )

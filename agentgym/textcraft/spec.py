@@ -2,6 +2,7 @@
 is `agentgym.textcraft.app`."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, integer, text
 
 SPEC = EnvSpec(
     name="textcraft",
@@ -17,6 +18,15 @@ SPEC = EnvSpec(
         "you hold instead, e.g. craft 4 stick using 2 oak planks\n"
         "- inventory: show what you hold.\n"
         "You succeed when you hold the goal item."
+    ),
+    tools=(
+        EnvTool("get", "Take base items (ones no crafting command makes).", "get {count} {item}",
+                {"count": integer("how many"), "item": text("the item, e.g. oak logs")}),
+        EnvTool("craft", "Use one crafting command as listed, naming the specific items you hold for a kind of item.",
+                "craft {count} {item} using {ingredients}",
+                {"count": integer("how many the command makes"), "item": text("the item it makes, e.g. stick"),
+                 "ingredients": text("what it uses, with counts, comma-separated, e.g. 2 oak planks")}),
+        EnvTool("inventory", "Show what you hold.", "inventory"),
     ),
     app="agentgym.textcraft.app",
     tasks="agentgym.textcraft.data:task_list",

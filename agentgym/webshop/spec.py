@@ -1,6 +1,7 @@
 """WebShop: how clients and the agent see it; the server is `agentgym.webshop.app`."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, text
 
 SPEC = EnvSpec(
     name="webshop",
@@ -19,6 +20,13 @@ SPEC = EnvSpec(
         "click[Back to Search], click[Description] or click[Buy Now].\n"
         "Select the wanted options on the product page before you click Buy Now. Buy Now ends the episode; "
         "the reward says how well the bought product matches the instruction."
+    ),
+    tools=(
+        EnvTool("search", "Type keywords into the search box (only on a page that has one).", "search[{query}]",
+                {"query": text("the keywords, e.g. waterproof hiking boots for men")}),
+        EnvTool("click", "Click something shown on the page: a product id, an option value or a button.",
+                "click[{target}]", {"target": text("exactly as the page shows it, e.g. B0123ABCDE, large, Next >, "
+                                                   "Back to Search, Description or Buy Now")}),
     ),
     app="agentgym.webshop.app",
     tasks="agentgym.webshop.data:task_list",

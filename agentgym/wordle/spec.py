@@ -2,6 +2,7 @@
 see it; the server is `agentgym.lmrlgym.app`, shared with Maze."""
 
 from agentgym.spec import EnvSpec
+from agentgym.tools import EnvTool, text
 
 SPEC = EnvSpec(
     name="wordle",
@@ -17,6 +18,8 @@ SPEC = EnvSpec(
         "English word of the game's list is answered \"invalid word\" and does not use a guess.\n"
         "You succeed when you guess the word; each observation lists your guesses so far with their colours."
     ),
+    tools=(EnvTool("guess", "Guess a five-letter word.", "{letters}",
+                   {"letters": text("the word's five lower-case letters separated by spaces, e.g. s h i r e")}),),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.wordle.data:task_list",
     splits="2,135 secret words (common English words from SCOWL), task id = seed: test ids 0-199, dev 200-299, "

@@ -12,10 +12,15 @@
 
 Both pieces are read off the template itself by rendering a conversation with
 marker strings, so any chat template whose renderings extend each other works.
+
+Tools: `ChatFormat.native_tools` says whether the template renders ``tools=``
+(a probe conversation renders differently with a tool than without; SmolLM2's
+ignores them); ``prompt_ids(text, tools)`` hands tools to the template.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 _USER, _MODEL, _OBS = "\u2063USER\u2063", "\u2063MODEL\u2063", "\u2063OBS\u2063"
@@ -31,8 +36,22 @@ class ChatFormat:
         self.eot_text, self.eot_id = eot, ids
         self.turn_head_ids, self.turn_tail_ids = (self.encode(t) for t in self._observation_wrapper())
 
-    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool,
+                tools: list[dict[str, Any]] | None = None) -> str:
+        return self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=generation_prompt,
+                                                  tokenize=False)
+
+    @cached_property
+    def native_tools(self) -> bool:
+        """Whether the chat template renders ``tools=`` (one that raises on them does not)."""
+        probe = [{"role": "user", "content": "?"}]
+        tool = {"type": "function", "function": {"name": "probe", "description": "probe",
+                                                 "parameters": {"type": "object", "properties": {}}}}
+        try:
+            with_tools = self._render(probe, True, [tool])
+        except Exception:  # noqa: BLE001 - a template that rejects tools does not render them
+            return False
+        return with_tools != self._render(probe, True)
 
     def _observation_wrapper(self) -> tuple[str, str]:
         two = [{"role": "user", "content": _USER}, {"role": "assistant", "content": _MODEL}]
@@ -52,9 +71,10 @@ class ChatFormat:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def prompt_ids(self, user_text: str) -> list[int]:
-        """The first prompt: one user turn plus the assistant generation prompt, encoded once."""
-        return self.encode(self._render([{"role": "user", "content": user_text}], True))
+    def prompt_ids(self, user_text: str, tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """The first prompt: one user turn plus the assistant generation prompt (with ``tools`` given to the
+        template), encoded once."""
+        return self.encode(self._render([{"role": "user", "content": user_text}], True, tools))
 
     def observation_turn_ids(self, observation_ids: list[int]) -> list[int]:
         """``head + observation_ids + tail``: a user turn that follows a model turn and prompts the next one."""

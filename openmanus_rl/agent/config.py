@@ -59,7 +59,7 @@ class AgentConfig:
     max_obs_length: int  # per observation
     max_trajectory_length: int  # prompt + all turns
     n: int  # rollouts per task (the GRPO group)
-    action_format: str  # "react" | "xml"
+    action_format: str  # "react" | "xml" | "tool_call" (a registered `ActionTemplate`)
     temperature: float
     top_p: float
     top_k: int

@@ -112,11 +112,13 @@ class RolloutProgress:
 @dataclass
 class EnvSide:
     """One env of the agent: its spec, its reward composer, the instructions of its first prompt (and that
-    prompt's tokens without an observation) and its pool of env clients."""
+    prompt's tokens without an observation), the tools the chat template gets (None: none) and its pool of
+    env clients."""
 
     spec: EnvSpec
     composer: RewardComposer
     instructions: str
+    tools: list[dict[str, Any]] | None
     bare_prompt: list[int]
     pool: EnvPool
     max_turns: int  # the turn cap of this env's episodes (`AgentConfig.turn_cap`)
@@ -144,14 +146,15 @@ class OpenManusAgent:
         self.envs: dict[str, EnvSide] = {}
         for name, ports in cfg.ports_by_env().items():
             spec = get_env_spec(name)
-            instructions = f"{spec.instructions}\n\n{self.template.format_instructions(spec)}"
-            bare_prompt = self.chat.prompt_ids(first_user_text(instructions, ""))
+            format_text, tools = self.template.prompt(spec, self.chat.native_tools)
+            instructions = f"{spec.instructions}\n\n{format_text}"
+            bare_prompt = self.chat.prompt_ids(first_user_text(instructions, ""), tools)
             if len(bare_prompt) + MIN_FIRST_OBSERVATION_TOKENS > cfg.max_prompt_length:
                 raise ValueError(f"max_prompt_length {cfg.max_prompt_length} is too small: the {name} instructions "
                                  f"alone take {len(bare_prompt)} tokens, and the first observation needs at least "
                                  f"{MIN_FIRST_OBSERVATION_TOKENS}")
             composer = RewardComposer.from_config(cfg.reward_components, name, [self.template.format_pattern])
-            self.envs[name] = EnvSide(spec, composer, instructions, bare_prompt,
+            self.envs[name] = EnvSide(spec, composer, instructions, tools, bare_prompt,
                                       EnvPool(spec, cfg.env_server_base, ports, policy, cfg.env_cooldown_s),
                                       cfg.turn_cap(name))
         self.specs = {name: side.spec for name, side in self.envs.items()}
@@ -236,7 +239,7 @@ class OpenManusAgent:
         limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(side.bare_prompt))
         while limit >= 0:
             obs_ids, cut = self.chat.truncate(observation, limit)
-            ids = self.chat.prompt_ids(first_user_text(side.instructions, self.tokenizer.decode(obs_ids)))
+            ids = self.chat.prompt_ids(first_user_text(side.instructions, self.tokenizer.decode(obs_ids)), side.tools)
             if len(ids) <= cfg.max_prompt_length:
                 return ids, len(obs_ids), cut
             limit -= len(ids) - cfg.max_prompt_length  # token boundaries moved when encoded in context
@@ -365,7 +368,7 @@ class OpenManusAgent:
         if parsed.valid:
             return parsed.action
         t.invalid_actions += 1
-        self._observe(t, self.template.invalid_feedback(self.envs[t.env_name].spec), feedback=True)
+        self._observe(t, parsed.feedback or self.template.invalid_feedback(self.envs[t.env_name].spec), feedback=True)
         return None
 
     def _start(self, t: Trajectory) -> None:

@@ -1,11 +1,14 @@
 """Action templates: how the model is asked to answer, and how its reply is parsed.
 
 A template owns both sides, so the prompt and the parser always agree:
-``format_instructions(spec)`` is the text appended to the env's instructions,
-``parse(text, spec)`` reads the reply, ``invalid_feedback`` is the
-observation the model gets when its reply holds no action, and
-``format_pattern`` is the regex of a well-formed reply (the default pattern of
-the format reward).
+``format_instructions(spec)`` is the text appended to the env's instructions
+(``prompt(spec, native_tools)`` adds the tools the chat template is given, if
+any), ``parse(text, spec)`` reads the reply, ``format_reply(thought, action,
+spec)`` is its inverse (the reply that parses to ``action``: how expert
+demonstrations are written), ``invalid_feedback`` is the observation the model
+gets when its reply holds no action (unless the parse names the problem in
+``ParsedAction.feedback``), and ``format_pattern`` is the regex of a
+well-formed reply (the default pattern of the format reward).
 
 * ``react``: ``Thought: ...`` then ``Action: ...``.  The action is the rest of
   the line after the last ``Action:``; a reply without ``Action:`` is taken as
@@ -14,6 +17,14 @@ the format reward).
 * ``xml``: ``<think>...</think>`` then ``<action>...</action>``; for envs that
   take final answers (``EnvSpec.accepts_answer``) also ``<answer>...</answer>``,
   which wins over an action and is sent through the spec's ``answer_template``.
+* ``tool_call``: reasoning, then one ``<tool_call>{"name": ..., "arguments":
+  {...}}</tool_call>`` block (`openmanus_rl.agent.tool_calls`) calling one of
+  the env's tools (``EnvSpec.tools``); the tool writes the env action.  The
+  tools go to the chat template's ``tools=`` when it renders them, else the
+  instructions list them, one signature a line (`EnvTool.signature`).  A
+  reply without exactly one block, with a block that is not a JSON call, an
+  unknown tool, or arguments that do not fit the tool's schema (missing,
+  extra, ill-typed) is invalid, and its feedback names the problem.
 
 New templates register with `register_action_template`.
 """
@@ -23,18 +34,24 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from agentgym.tools import EnvTool, call_for
 from openmanus_rl.envs.specs import EnvSpec
+
+from .tool_calls import TOOL_CALL, ToolCallError, read_call, tool_block
 
 
 @dataclass(frozen=True)
 class ParsedAction:
-    """``action`` is what goes to the env (None: no parsable action); ``kind`` is "action", "answer" or "invalid"."""
+    """``action`` is what goes to the env (None: no parsable action); ``kind`` is "action", "answer" or "invalid";
+    ``feedback``: for an invalid reply, the observation that names its problem (empty: the template's
+    ``invalid_feedback``)."""
 
     action: str | None
     kind: str
     thought: str = ""
+    feedback: str = ""
 
     @property
     def valid(self) -> bool:
@@ -59,6 +76,15 @@ class ActionTemplate(ABC):
     @abstractmethod
     def invalid_feedback(self, spec: EnvSpec) -> str:
         """The observation shown after a reply without a parsable action."""
+
+    @abstractmethod
+    def format_reply(self, thought: str, action: str, spec: EnvSpec | None = None) -> str:
+        """The reply that `parse` reads as ``action`` with ``thought`` (one line without format markers)."""
+
+    def prompt(self, spec: EnvSpec, native_tools: bool) -> tuple[str, list[dict[str, Any]] | None]:
+        """The text appended to the env's instructions, and the tools to give the chat template's ``tools=``
+        (None: none); ``native_tools``: whether the chat template renders tools."""
+        return self.format_instructions(spec), None
 
 
 class ReactTemplate(ActionTemplate):
@@ -87,6 +113,9 @@ class ReactTemplate(ActionTemplate):
     def invalid_feedback(self, spec: EnvSpec) -> str:
         return ("Invalid action: your reply has no 'Action:' line, so nothing happened. "
                 "Reply with 'Thought: ...' and then 'Action: <exactly one action>'.")
+
+    def format_reply(self, thought: str, action: str, spec: EnvSpec | None = None) -> str:
+        return f"Thought: {thought}\nAction: {action}"
 
 
 class XmlTemplate(ActionTemplate):
@@ -117,6 +146,67 @@ class XmlTemplate(ActionTemplate):
         wanted = "<action>...</action>" + (" or <answer>...</answer>" if spec.accepts_answer else "")
         return f"Invalid action: your reply has no {wanted}, so nothing happened. Reply <think>...</think>{wanted}."
 
+    def format_reply(self, thought: str, action: str, spec: EnvSpec | None = None) -> str:
+        return f"<think>{thought}</think>\n<action>{action}</action>"
+
+
+class ToolCallTemplate(ActionTemplate):
+    name = "tool_call"
+    format_pattern = r"<tool_call>\s*\{.*\}\s*</tool_call>"
+    _no_block = "your reply has no <tool_call>...</tool_call> block"
+    _block = '<tool_call>{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}</tool_call>'
+
+    @staticmethod
+    def _tools(spec: EnvSpec) -> tuple[EnvTool, ...]:
+        if not spec.tools:
+            raise ValueError(f"env {spec.name!r} declares no tools (EnvSpec.tools), so it cannot use the "
+                             "tool_call action format")
+        return spec.tools
+
+    def format_instructions(self, spec: EnvSpec) -> str:
+        tools = "\n".join(f"- {tool.signature()}" for tool in self._tools(spec))
+        return (f"You act by calling one of these tools:\n{tools}\n"
+                "Answer every turn with your reasoning about what to do next, then exactly one tool call "
+                f"on its own line:\n{self._block}\nThe call's result is the next observation.")
+
+    def prompt(self, spec: EnvSpec, native_tools: bool) -> tuple[str, list[dict[str, Any]] | None]:
+        if not native_tools:
+            return self.format_instructions(spec), None
+        return ("Answer every turn with your reasoning about what to do next, then exactly one call of one of "
+                "your tools. The call's result is the next observation.", [t.schema() for t in self._tools(spec)])
+
+    def _invalid(self, problem: str) -> ParsedAction:
+        return ParsedAction(None, "invalid", feedback=(
+            f"Invalid action: {problem}, so nothing happened. Reply with your reasoning, then exactly one "
+            f"tool call: {self._block}"))
+
+    def parse(self, text: str, spec: EnvSpec) -> ParsedAction:
+        blocks = TOOL_CALL.findall(text)
+        if len(blocks) != 1:
+            return self._invalid(f"your reply has {len(blocks)} <tool_call> blocks" if blocks else self._no_block)
+        try:
+            name, arguments = read_call(blocks[0])
+        except ToolCallError as exc:
+            return self._invalid(str(exc))
+        tool = next((t for t in spec.tools if t.name == name), None)
+        if tool is None:
+            return self._invalid(f"there is no tool {name!r} (the tools: {', '.join(t.name for t in spec.tools)})")
+        if (problem := tool.problem(arguments)) is not None:
+            return self._invalid(problem)
+        return ParsedAction(tool.action_for(arguments), "action", TOOL_CALL.sub("", text).strip())
+
+    def invalid_feedback(self, spec: EnvSpec) -> str:
+        return self._invalid(self._no_block).feedback
+
+    def format_reply(self, thought: str, action: str, spec: EnvSpec | None = None) -> str:
+        if spec is None:
+            raise ValueError("the tool_call format needs the env's spec to write a reply")
+        call = call_for(spec.tools, action)
+        if call is None:
+            raise ValueError(f"no tool of env {spec.name!r} writes the action {action!r}")
+        tool, arguments = call
+        return f"{thought}\n{tool_block(tool.name, arguments)}"
+
 
 ACTION_TEMPLATES: dict[str, ActionTemplate] = {}
 
@@ -137,3 +227,4 @@ def get_action_template(name: str) -> ActionTemplate:
 
 register_action_template(ReactTemplate())
 register_action_template(XmlTemplate())
+register_action_template(ToolCallTemplate())

@@ -7,11 +7,11 @@ template.  `ExpertGenerator` stands in for the model inside `OpenManusAgent`
 `evaluate_expert` plays an expert over HTTP and reports its success rate.
 """
 
-from .registry import EXPERTS, REPLY_FORMATS, Expert, format_reply, get_expert, register_expert
+from .registry import EXPERTS, Expert, format_reply, get_expert, register_expert
 from .webshop import WebShopExpert
 from .rollout import ExpertGenerator, ExpertScore, ExpertTurn, evaluate_expert, last_observation, split_task_ids
 
 __all__ = [
-    "EXPERTS", "REPLY_FORMATS", "Expert", "ExpertGenerator", "ExpertScore", "ExpertTurn", "WebShopExpert", "evaluate_expert",
+    "EXPERTS", "Expert", "ExpertGenerator", "ExpertScore", "ExpertTurn", "WebShopExpert", "evaluate_expert",
     "format_reply", "get_expert", "last_observation", "register_expert", "split_task_ids",
 ]

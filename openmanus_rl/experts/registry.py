@@ -4,11 +4,14 @@ An `Expert` plays one episode at a time: `Expert.reset` starts a new one,
 `Expert.act` maps the observation text (exactly what the agent would see)
 to the env action (``search[red shoes]``, ``click[buy now]``...) and leaves a
 short reasoning line in ``last_thought``.  `format_reply` writes that
-thought and action as the model's reply in an action template's format, so
-the template's own ``parse`` reads the same action back:
+thought and action as the model's reply in an action template's format
+(`ActionTemplate.format_reply`), so the template's own ``parse`` reads the
+same action back:
 
 * ``react``: ``Thought: <thought>`` newline ``Action: <action>``;
-* ``xml``: ``<think><thought></think>`` newline ``<action><action></action>``.
+* ``xml``: ``<think><thought></think>`` newline ``<action><action></action>``;
+* ``tool_call``: ``<thought>`` newline ``<tool_call>{"name": <tool>, "arguments":
+  {...}}</tool_call>``, the first of the env's tools that writes the action.
 
 An env names its expert in its spec (``expert = "module:factory"`` in
 ``agentgym/<env>/spec.py``); `register_expert` adds or replaces one from
@@ -93,7 +96,7 @@ def get_expert(env_name: str, **kwargs: Any) -> Expert:
     return EXPERTS[env_name](**kwargs)
 
 
-_THOUGHT_BANNED = re.compile(r"action\s*:|thought\s*:|</?(think|action|answer)>", re.IGNORECASE)
+_THOUGHT_BANNED = re.compile(r"action\s*:|thought\s*:|</?(think|action|answer|tool_call)>", re.IGNORECASE)
 
 
 def _clean_thought(thought: str) -> str:
@@ -102,32 +105,17 @@ def _clean_thought(thought: str) -> str:
     return " ".join(text.split()) or "I decide the next step."
 
 
-def _react(thought: str, action: str) -> str:
-    return f"Thought: {thought}\nAction: {action}"
-
-
-def _xml(thought: str, action: str) -> str:
-    return f"<think>{thought}</think>\n<action>{action}</action>"
-
-
-REPLY_FORMATS: dict[str, Callable[[str, str], str]] = {"react": _react, "xml": _xml}
-
-
 def format_reply(template: ActionTemplate | str, action: str, thought: str = "", spec: EnvSpec | None = None) -> str:
-    """``action`` (with ``thought``) as a reply in ``template``'s format (an object or a registered name).
+    """``action`` (with ``thought``) as a reply in ``template``'s format (an object or a registered name), written
+    by the template's ``format_reply`` (``tool_call`` needs ``spec``, to find the tool that writes ``action``).
 
     With ``spec``, checks that ``template.parse(reply, spec)`` gives ``action`` back and raises ValueError if not.
     """
     template = get_action_template(template) if isinstance(template, str) else template
-    try:
-        render = REPLY_FORMATS[template.name]
-    except KeyError:
-        raise ValueError(f"no expert reply format for action template {template.name!r}; "
-                         f"known: {sorted(REPLY_FORMATS)}") from None
     action = action.strip()
     if not action or "\n" in action:
         raise ValueError(f"an expert action must be one non-empty line, got {action!r}")
-    reply = render(_clean_thought(thought), action)
+    reply = template.format_reply(_clean_thought(thought), action, spec)
     if spec is not None:
         parsed = template.parse(reply, spec)
         if parsed.action != action:

@@ -4,13 +4,14 @@ Messages become the dicts a Hugging Face chat template takes: ``developer`` is r
 ``system``; content given as text parts is joined with newlines; a tool result is a ``tool``
 message (how it looks is the template's business).
 
-Tools.  If the tokenizer's chat template renders ``tools=`` (rendering a probe conversation with a
-tool differs from rendering it without), tools are passed to it and an assistant message's
-``tool_calls`` go to it as ``{"id", "type", "function": {"name", "arguments": <dict>}}``.
+Tools.  If the tokenizer's chat template renders ``tools=`` (`ChatFormat.native_tools`), tools are
+passed to it and an assistant message's ``tool_calls`` go to it as
+``{"id", "type", "function": {"name", "arguments": <dict>}}``.
 Otherwise (SmolLM2's template ignores ``tools=``) the tools are described in the system message
 (`TOOLS_PROMPT`, after the request's own system text, or as a system message of its own), and an
 assistant message's tool calls are written into its text as
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, one per line.
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, one per line
+(`openmanus_rl.agent.tool_calls`).
 
 Replies.  Either way, each ``<tool_call>...</tool_call>`` block of the reply whose body is a JSON
 object with a string ``name`` and an object ``arguments`` becomes a tool call; the text around the
@@ -20,15 +21,13 @@ blocks is the content (None when empty).  A block that does not parse stays in t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from openmanus_rl.agent.chat import ChatFormat
+from openmanus_rl.agent.tool_calls import TOOL_CALL, ToolCallError, read_call, tool_block
 
 from .api import ApiError, Message, Tool
-
-TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 TOOLS_PROMPT = (
     "You can call these tools (one JSON schema per line):\n{tools}\n"
@@ -46,22 +45,14 @@ class ParsedReply:
     calls: tuple[tuple[str, dict[str, Any]], ...]
 
 
-def tool_block(name: str, arguments: dict[str, Any]) -> str:
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
-
-
 def parse_reply(text: str) -> ParsedReply:
     """Split ``text`` into content and the tool calls of its well-formed ``<tool_call>`` blocks."""
     calls, kept, end = [], [], 0
     for match in TOOL_CALL.finditer(text):
         try:
-            body = json.loads(match.group(1))
-        except json.JSONDecodeError:
+            calls.append(read_call(match.group(1)))
+        except ToolCallError:
             continue
-        if not (isinstance(body, dict) and isinstance(body.get("name"), str)
-                and isinstance(body.get("arguments", {}), dict)):
-            continue
-        calls.append((body["name"], body.get("arguments", {})))
         kept.append(text[end:match.start()])
         end = match.end()
     kept.append(text[end:])
@@ -86,18 +77,7 @@ class ChatRenderer:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.chat = ChatFormat(tokenizer)
-        self.native_tools = self._template_renders_tools()
-
-    def _template_renders_tools(self) -> bool:
-        probe = [{"role": "user", "content": "?"}]
-        tool = {"type": "function", "function": {"name": "probe", "description": "probe",
-                                                 "parameters": {"type": "object", "properties": {}}}}
-        try:
-            with_tools = self.tokenizer.apply_chat_template(probe, tools=[tool], add_generation_prompt=True,
-                                                            tokenize=False)
-        except Exception:  # noqa: BLE001 - a template that rejects tools does not render them
-            return False
-        return with_tools != self.tokenizer.apply_chat_template(probe, add_generation_prompt=True, tokenize=False)
+        self.native_tools = self.chat.native_tools
 
     # ------------------------------------------------------------------ messages
     def assistant(self, content: str | None, calls: list[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:

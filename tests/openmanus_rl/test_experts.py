@@ -235,8 +235,17 @@ def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
     assert make_sft_data.parse_args(["--env_name", "maze", "--out", "x", "--max_turns", "9"]).max_turns == 9
 
 
+def test_demonstrations_use_the_rl_runs_action_format() -> None:
+    """``run_training.sh`` passes the run's ``agent.*`` overrides to the warm start: an ``agent.action_format``
+    among them is the format of the demonstrations."""
+    warm_start = _load_script("warm_start")
+    assert warm_start.action_format("react") == "react"
+    assert warm_start.action_format("react", ["agent.max_turns=12", "agent.action_format=tool_call"]) == "tool_call"
+    assert warm_start.action_format("xml", ["agent.action_format=react", "agent.action_format=tool_call"]) == "tool_call"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("action_format", ["react", "xml"])
+@pytest.mark.parametrize("action_format", ["react", "xml", "tool_call"])
 def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
     script = _load_script()
     out = tmp_path / "one.parquet"

@@ -70,5 +70,5 @@ def test_invalid_feedback_names_the_expected_format():
 
 
 def test_unknown_template():
-    with pytest.raises(ValueError, match="unknown action format 'json'; known: \\['react', 'xml'\\]"):
+    with pytest.raises(ValueError, match="unknown action format 'json'; known: \\['react', 'tool_call', 'xml'\\]"):
         get_action_template("json")
