@@ -1,4 +1,4 @@
-"""Agent programs (loaded by ``gateway_helpers:<name>``) and test generators for the gateway tests."""
+"""Agent programs (loaded by ``gateway_helpers:<name>``), test generators and a row reader for the gateway tests."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ LATE_CALLS: list[str] = []  # what a timed-out episode's call after its deadline
 def log_probs_for(call: int, n: int) -> list[float]:
     """Distinct log-probs, exact in float32: call c, token j -> -(c * 16 + j + 1) / 64."""
     return [-(call * 16 + j + 1) / 64 for j in range(n)]
+
+
+def row(out, b: int) -> tuple[list[int], list[int], list[int], list[float]]:
+    """Row ``b`` without padding: prompt, response, response mask, rollout log-probs."""
+    prompt = out.batch["prompts"][b][out.batch["attention_mask"][b, :out.batch["prompts"].shape[1]] == 1].tolist()
+    length = int(out.batch["attention_mask"][b, out.batch["prompts"].shape[1]:].sum())
+    return (prompt, out.batch["responses"][b, :length].tolist(), out.batch["response_mask"][b, :length].tolist(),
+            out.batch["rollout_log_probs"][b, :length].tolist())
 
 
 class ReplayGenerator:

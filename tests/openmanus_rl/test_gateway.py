@@ -10,7 +10,7 @@ import pytest
 
 import gateway_helpers as gh
 from agent_helpers import task_batch
-from gateway_helpers import EOT, ReplayGenerator, StreamingReplayGenerator, log_probs_for
+from gateway_helpers import EOT, ReplayGenerator, StreamingReplayGenerator, log_probs_for, row
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.trajectory import Trajectory
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
@@ -32,14 +32,6 @@ def rollout(tokenizer, generator, program: str, **config) -> GatewayRollout:
 def said(tokenizer, text: str, reason: str = "stop") -> tuple[list[int], str]:
     """A reply: ``text``'s ids and the end-of-turn token."""
     return tokenizer.encode(text, add_special_tokens=False) + [EOT], reason
-
-
-def row(out, b: int) -> tuple[list[int], list[int], list[int], list[float]]:
-    """Row ``b`` without padding: prompt, response, response mask, rollout log-probs."""
-    prompt = out.batch["prompts"][b][out.batch["attention_mask"][b, :out.batch["prompts"].shape[1]] == 1].tolist()
-    length = int(out.batch["attention_mask"][b, out.batch["prompts"].shape[1]:].sum())
-    return (prompt, out.batch["responses"][b, :length].tolist(), out.batch["response_mask"][b, :length].tolist(),
-            out.batch["rollout_log_probs"][b, :length].tolist())
 
 
 def text(tokenizer, ids: list[int]) -> str:
