@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from verl.workers.config import defaults_from
 
@@ -52,7 +53,8 @@ class AgentConfig:
     env_name: str  # one env, or several comma-separated ("babyai,webshop"; quote it in a Hydra
     # override: agent.env_name='babyai,webshop'): each row goes to the env its data_source names
     env_server_base: str
-    env_ports: list[int]  # k envs: k equal runs, one per env, in order
+    env_ports: list[int]  # k envs: k equal runs, one per env, in order; [] when env_servers lists every env
+    env_servers: dict[str, list[str]] | None  # env -> server URLs on any host (never started or restarted by us)
     max_turns: int | None  # None: each env's own cap (EnvSpec.max_turns); an int caps every env
     max_prompt_length: int
     max_response_length: int  # per model turn
@@ -83,6 +85,7 @@ class AgentConfig:
         if isinstance(self.env_ports, int):
             self.env_ports = [self.env_ports]
         self.reward_components = _plain(self.reward_components)
+        self.env_servers = _plain(self.env_servers)
 
     @property
     def env_names(self) -> list[str]:
@@ -94,6 +97,18 @@ class AgentConfig:
         names = self.env_names
         per_env = len(self.env_ports) // len(names)
         return {name: self.env_ports[i * per_env:(i + 1) * per_env] for i, name in enumerate(names)}
+
+    @property
+    def listed_servers(self) -> dict[str, list[str]]:
+        """``env_servers`` as a dict (``{}`` when null), each URL without a trailing slash."""
+        return {name: [url.rstrip("/") for url in urls] for name, urls in (self.env_servers or {}).items()}
+
+    def servers_by_env(self) -> dict[str, list[str]]:
+        """Each env's server URLs: its local ports on ``env_server_base`` (`ports_by_env`), then its ``env_servers``."""
+        base = self.env_server_base.rstrip("/")
+        listed = self.listed_servers
+        return {name: [f"{base}:{port}" for port in ports] + listed.get(name, [])
+                for name, ports in self.ports_by_env().items()}
 
     def turn_cap(self, env: str) -> int:
         """Model turns an episode of ``env`` may take: ``max_turns``, or the env's ``EnvSpec.max_turns`` when it is None."""
@@ -119,9 +134,12 @@ class AgentConfig:
                              f"got {self.env_name!r}")
         specs = [get_env_spec(name) for name in names]
         template = get_action_template(self.action_format)
-        if not self.env_ports or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
-                                         for p in self.env_ports):
-            raise ValueError(f"env_ports must be a non-empty list of ports (1..65535), got {self.env_ports!r}")
+        self._validate_env_servers()
+        every_env_listed = set(names) <= set(self.env_servers or {})
+        if not isinstance(self.env_ports, list) or not (self.env_ports or every_env_listed) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in self.env_ports):
+            raise ValueError(f"env_ports must be a non-empty list of ports (1..65535; [] only when env_servers lists "
+                             f"every env), got {self.env_ports!r}")
         if len(set(self.env_ports)) != len(self.env_ports):
             raise ValueError(f"env_ports lists a port twice: {self.env_ports!r}")
         if len(self.env_ports) % len(names):
@@ -130,6 +148,9 @@ class AgentConfig:
                              f"got {len(self.env_ports)} ports")
         if not self.env_server_base.startswith(("http://", "https://")):
             raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
+        for name, urls in self.servers_by_env().items():
+            if twice := sorted({url for url in urls if urls.count(url) > 1}):
+                raise ValueError(f"{name} server {twice[0]} is listed twice (env_server_base + env_ports, env_servers)")
         if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
             raise ValueError(f"manage_servers starts the servers on this machine (http://127.0.0.1), "
                              f"but env_server_base is {self.env_server_base!r}")
@@ -162,3 +183,32 @@ class AgentConfig:
             raise ValueError(f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}")
         for spec in specs:
             RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])
+
+    def _validate_env_servers(self) -> None:
+        """Raise ValueError naming the first malformed ``env_servers`` entry."""
+        if self.env_servers is None:
+            return
+        if not isinstance(self.env_servers, dict):
+            raise ValueError(f"env_servers must map env names to lists of server URLs "
+                             f"({{webshop: [http://10.0.0.5:36001]}}), got {self.env_servers!r}")
+        for name, urls in self.env_servers.items():
+            if name not in self.env_names:
+                raise ValueError(f"env_servers.{name}: {name!r} is not an env of env_name {self.env_name!r}")
+            if not isinstance(urls, list) or not urls:
+                raise ValueError(f"env_servers.{name} must be a non-empty list of server URLs, got {urls!r}")
+            for url in urls:
+                if not _is_server_url(url):
+                    raise ValueError(f"env_servers.{name}: {url!r} is not a server URL "
+                                     f"(http:// or https://, a host, an optional port: http://10.0.0.5:36001)")
+
+
+def _is_server_url(url: Any) -> bool:
+    """Whether ``url`` is ``http(s)://host[:port][/path]``."""
+    if not isinstance(url, str):
+        return False
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0  # .port raises ValueError on a port out of range
+    except ValueError:
+        return False
+    return port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.query or parts.fragment)

@@ -144,7 +144,7 @@ class OpenManusAgent:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.chat.eot_id
         policy = RetryPolicy(cfg.request_timeout_s, cfg.env_retries, cfg.env_retry_backoff_s)
         self.envs: dict[str, EnvSide] = {}
-        for name, ports in cfg.ports_by_env().items():
+        for name, urls in cfg.servers_by_env().items():
             spec = get_env_spec(name)
             format_text, tools = self.template.prompt(spec, self.chat.native_tools)
             instructions = f"{spec.instructions}\n\n{format_text}"
@@ -155,7 +155,7 @@ class OpenManusAgent:
                                  f"{MIN_FIRST_OBSERVATION_TOKENS}")
             composer = RewardComposer.from_config(cfg.reward_components, name, [self.template.format_pattern])
             self.envs[name] = EnvSide(spec, composer, instructions, tools, bare_prompt,
-                                      EnvPool(spec, cfg.env_server_base, ports, policy, cfg.env_cooldown_s),
+                                      EnvPool(spec, urls, policy, cfg.env_cooldown_s),
                                       cfg.turn_cap(name))
         self.specs = {name: side.spec for name, side in self.envs.items()}
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")

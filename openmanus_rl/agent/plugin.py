@@ -8,7 +8,11 @@ engine agree, and that its env servers answer before any worker starts. With
 ``agent.server_hang_s``, or leave an env request in flight for the larger of
 that and ``agent.request_timeout_s``; on a free port when another
 process took theirs, which the agent's client pools follow through the
-driver's `ADDRESSES`), logging under ``<output_dir>/env_logs``.
+driver's `ADDRESSES`), logging under ``<output_dir>/env_logs``. Servers listed in
+``agent.env_servers`` (any host) are never started or restarted: the preflight
+names every one that does not answer, and the trainer waits on them
+(`ServerWatch`), stopping with each URL's last error once none of an env's
+servers answers.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from verl.trainer.ppo.rollout import RolloutPlugin
 from verl.workers.config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
+from ..envs.remote import ServerWatch, silent_servers
 from ..envs.supervisor import ServerSupervisor, SupervisorGroup
 from .config import AgentConfig
 from .openmanus_agent import OpenManusAgent
@@ -43,24 +48,33 @@ def _validate(cfg: Any) -> None:
 
 
 def _preflight(cfg: Any) -> None:
+    """`ConfigError` naming the first local server, or every ``env_servers`` URL, that does not answer."""
     agent = AgentConfig(**cfg.agent)
     try:
         for ports in agent.ports_by_env().values():
             check_servers(agent.env_server_base, ports)
     except ConnectionError as exc:
         raise ConfigError(str(exc)) from None
+    listed = [url for urls in agent.listed_servers.values() for url in urls]
+    if silent := silent_servers(listed):
+        raise ConfigError(f"agent.env_servers: {len(silent)} of {len(listed)} servers do not answer GET / with \"ok\": "
+                          + "; ".join(f"{url} ({why})" for url, why in silent.items())
+                          + ". Start them on their hosts (the run never starts a listed server) or drop them from the list")
 
 
 def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
+    """The supervised local servers (``manage_servers``) and the watch on the envs with ``env_servers``, or None."""
     agent = AgentConfig(**cfg.agent)
-    if not agent.manage_servers:
-        return None
-    supervisors = SupervisorGroup([
+    supervisors = [
         ServerSupervisor(env, ports, output_dir / "env_logs", max_restarts=agent.server_max_restarts,
                          hang_s=agent.server_hang_s, stuck_request_s=max(agent.server_hang_s, agent.request_timeout_s))
-        for env, ports in agent.ports_by_env().items()])
+        for env, ports in agent.ports_by_env().items() if ports] if agent.manage_servers else []
+    watched = {env: urls for env, urls in agent.servers_by_env().items() if env in agent.listed_servers}
+    if not supervisors and not watched:
+        return None
+    group = SupervisorGroup(supervisors, ServerWatch(watched) if watched else None)
     try:
-        return supervisors.start()
+        return group.start()
     except RuntimeError as exc:
         raise ConfigError(f"could not start the {agent.env_name} servers: {exc}") from None
 

@@ -59,15 +59,16 @@ def check_servers(base_url: str, ports: list[int]) -> None:
 
 
 class EnvPool:
-    def __init__(self, spec: EnvSpec, base_url: str, ports: list[int], policy: RetryPolicy,
+    def __init__(self, spec: EnvSpec, urls: list[str], policy: RetryPolicy,
                  cooldown_s: float = 30.0, addresses: ServerAddresses = ADDRESSES) -> None:
-        if not ports:
-            raise ValueError(f"env {spec.name!r}: no server ports given")
+        """``urls``: the env's servers (``http://host:port``), local or on any host, all treated alike."""
+        if not urls:
+            raise ValueError(f"env {spec.name!r}: no server URLs given")
         self.spec = spec
         self.policy = policy
         self.cooldown_s = cooldown_s
         self.addresses = addresses
-        self._homes = [f"{base_url.rstrip('/')}:{port}" for port in ports]  # configured URLs, one per server
+        self._homes = [url.rstrip("/") for url in urls]  # configured URLs, one per server
         self.urls = list(self._homes)  # where each server answers now
         self._server_of = {url: i for i, url in enumerate(self.urls)}  # every URL a server had -> its index
         self._idle: list[list[EnvClient]] = [[] for _ in self.urls]

@@ -52,6 +52,7 @@ from agentgym.spawn import ServerProcess, free_port, healthy
 from verl.utils.memory import current_rss_gb
 
 from .addresses import ADDRESSES, ServerAddresses
+from .remote import ServerWatch
 
 HEALTH_TIMEOUT_S = 2.0
 
@@ -264,11 +265,14 @@ class SupervisorGroup:
     """The supervisors of several envs (a mixed-env run) as one: started, waited on and closed together.
 
     ``wait_ready`` needs every env served (a row of an env without a server could only fail); ``metrics`` add up
-    over the envs.
+    over the envs. ``watch`` (`ServerWatch`) covers the envs with servers listed in ``agent.env_servers``: such an
+    env waits on all its servers through it (it is gone only when none answers), while its supervisor, if
+    any, still restarts the local ones.
     """
 
-    def __init__(self, supervisors: list[ServerSupervisor]) -> None:
+    def __init__(self, supervisors: list[ServerSupervisor], watch: ServerWatch | None = None) -> None:
         self.supervisors = supervisors
+        self.watch = watch
 
     def start(self) -> "SupervisorGroup":
         started: list[ServerSupervisor] = []
@@ -287,11 +291,14 @@ class SupervisorGroup:
 
     def wait_ready(self, timeout_s: float) -> str | None:
         deadline = time.monotonic() + timeout_s
+        watched = self.watch.urls if self.watch is not None else {}
         for supervisor in self.supervisors:
+            if supervisor.env in watched:
+                continue  # the watch waits on all of that env's servers
             problem = supervisor.wait_ready(max(0.0, deadline - time.monotonic()))
             if problem is not None:
                 return problem
-        return None
+        return self.watch.wait_ready(max(0.0, deadline - time.monotonic())) if self.watch is not None else None
 
     def metrics(self) -> dict[str, float]:
         total: dict[str, float] = {}

@@ -129,7 +129,7 @@ def test_hung_server_times_out_and_steps_are_not_retried(spawn_server):
 def test_pool_balances_reuses_and_closes(spawn_server):
     a, b = spawn_server("toy"), spawn_server("toy")
     spec = get_env_spec("babyai")
-    pool = EnvPool(spec, "http://127.0.0.1", [a.port, b.port], FAST)
+    pool = EnvPool(spec, [a.url, b.url], FAST)
     episodes = [pool.start_episode(task) for task in (1, 2, 3, 4)]
     assert [obs for _, obs in episodes] == ["Task 1: value 0.", "Task 2: value 0.", "Task 3: value 0.", "Task 4: value 0."]
     assert [c.server_url for c, _ in episodes] == [a.url, b.url, a.url, b.url]  # least leased, ties to the first
@@ -149,7 +149,7 @@ def test_pool_balances_reuses_and_closes(spawn_server):
 def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(spawn_server):
     live, dead = spawn_server("toy"), spawn_server("toy")
     dead.kill()
-    pool = EnvPool(get_env_spec("babyai"), "http://127.0.0.1", [dead.port, live.port],
+    pool = EnvPool(get_env_spec("babyai"), [dead.url, live.url],
                    RetryPolicy(timeout_s=2.0, retries=0, backoff_s=0.0), cooldown_s=1.0)
     client, obs = pool.start_episode(5)
     assert (client.server_url, obs) == (live.url, "Task 5: value 0.")
@@ -168,7 +168,7 @@ def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(spawn_server):
 def test_pool_follows_a_server_that_moved_to_another_port(spawn_server):
     old, new = spawn_server("toy"), spawn_server("toy")
     addresses = ServerAddresses()
-    pool = EnvPool(get_env_spec("babyai"), "http://127.0.0.1", [old.port], FAST, addresses=addresses)
+    pool = EnvPool(get_env_spec("babyai"), [old.url], FAST, addresses=addresses)
     leased, _ = pool.start_episode(1)
     idle, _ = pool.start_episode(2)
     pool.release(idle)
@@ -187,7 +187,7 @@ def test_pool_follows_a_server_that_moved_to_another_port(spawn_server):
 
 def test_pool_replaces_an_idle_env_the_server_closed_for_idleness(spawn_server):
     server = spawn_server("webshop", "--idle-timeout-s", "0.5")
-    pool = EnvPool(WEBSHOP, "http://127.0.0.1", [server.port], FAST)
+    pool = EnvPool(WEBSHOP, [server.url], FAST)
     first, _ = pool.start_episode(1)
     pool.release(first)
     time.sleep(0.8)  # the idle env expires on the server
@@ -201,7 +201,7 @@ def test_pool_replaces_an_idle_env_the_server_closed_for_idleness(spawn_server):
 
 
 def test_pool_with_no_reachable_server():
-    pool = EnvPool(WEBSHOP, "http://127.0.0.1", [free_port(), free_port()], RetryPolicy(2.0, 0, 0.0))
+    pool = EnvPool(WEBSHOP, [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"], RetryPolicy(2.0, 0, 0.0))
     with pytest.raises(NoEnvServerError, match="no webshop server could start an episode"):
         pool.start_episode(0)
     assert pool.leased() == dict.fromkeys(pool.urls, 0)

@@ -72,7 +72,7 @@ def test_a_taken_port_moves_the_server_to_a_free_one_and_the_pool_follows(
     home = f"http://127.0.0.1:{port}"
     supervisor = ServerSupervisor("textcraft", [port], tmp_path, backoff_s=0.5, poll_s=0.2,
                                   addresses=addresses).start()
-    pool = EnvPool(get_env_spec("textcraft"), "http://127.0.0.1", [port], FAST, addresses=addresses)
+    pool = EnvPool(get_env_spec("textcraft"), [home], FAST, addresses=addresses)
     blocker = socket.socket()
     try:
         client, _ = pool.start_episode(3)
