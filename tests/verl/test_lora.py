@@ -310,8 +310,6 @@ def test_a_lora_override_changes_the_warm_start_key(tmp_path):
 
 
 def test_sft_with_lora_saves_a_merged_folder_with_the_trained_logits(tiny_model_path, tmp_path):
-    import torch.distributed as dist
-
     from verl.trainer.main_sft import load_sft_config
     from verl.trainer.sft_trainer import SFTTrainer
 
@@ -326,7 +324,7 @@ def test_sft_with_lora_saves_a_merged_folder_with_the_trained_logits(tiny_model_
     try:
         summary = trainer.fit()
     finally:
-        dist.destroy_process_group()
+        trainer.leave_distributed()
     assert (summary["best_step"], summary["steps"]) == (2, 2)  # the folder holds the final weights
     module = trainer.model.module.eval()
     folder = tmp_path / "sft" / "huggingface"

@@ -28,3 +28,32 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
         assert all(len(o.token_ids) == 4 and len(o.log_probs) == 4 for o in first)
     finally:
         engine.shutdown()
+
+
+def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destroyed(tiny_model_path):
+    """A worker that created the default process group destroys it when it shuts down; an in-process engine
+    built before and is still up keeps dead group handles in vLLM's module globals; the next engine must not reuse them."""
+    import torch.distributed as dist
+
+    from verl.single_controller.base import Worker
+    from verl.workers.config import RolloutConfig
+    from verl.workers.rollout.base import SamplingParams
+    from verl.workers.rollout.vllm_rollout import VLLMRollout
+
+    owner = Worker()
+    owner.init_distributed()
+    cfg = RolloutConfig(dtype="float32", kv_cache_gb=0.25, max_model_len=256)
+    prompts, greedy = [[5, 6, 7, 8]], [SamplingParams(temperature=0.0, max_tokens=4)]
+    first = VLLMRollout(tiny_model_path, cfg, num_threads=1)  # stays up, as a session-wide engine does
+    try:
+        expected = first.generate(prompts, greedy)[0].token_ids
+        owner.leave_distributed()
+        assert not dist.is_initialized()
+        second = VLLMRollout(tiny_model_path, cfg, num_threads=1)
+        try:
+            assert second.generate(prompts, greedy)[0].token_ids == expected
+            assert first.generate(prompts, greedy)[0].token_ids == expected
+        finally:
+            second.shutdown()
+    finally:
+        first.shutdown()

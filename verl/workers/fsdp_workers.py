@@ -329,8 +329,7 @@ class ActorRolloutRefWorker(Worker):
         if self.rollout is not None:
             self.rollout.shutdown()
             self.rollout = None
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self.leave_distributed()
 
 
 class CriticWorker(Worker):
@@ -396,5 +395,4 @@ class CriticWorker(Worker):
             self._update_count = torch.load(worker_state, weights_only=False)["update_count"]
 
     def shutdown(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self.leave_distributed()

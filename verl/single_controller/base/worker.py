@@ -37,9 +37,10 @@ class Worker:
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.master_addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
         self.master_port = int(os.environ.get("MASTER_PORT", 0) or 0)
+        self._owns_process_group = False
 
     def init_distributed(self, device: str = "cpu", backend: str | None = None, timeout_s: int = 600) -> None:
-        """Join the default process group once (a no-op when already joined)."""
+        """Join the default process group once (a no-op when already joined, e.g. by an in-process vLLM engine)."""
         if dist.is_initialized():
             return
         if torch.device(device).type == "cuda":
@@ -56,3 +57,11 @@ class Worker:
             world_size=self.world_size,
             timeout=timedelta(seconds=timeout_s),
         )
+        self._owns_process_group = True
+
+    def leave_distributed(self) -> None:
+        """Destroy the default process group if `init_distributed` created it; a group that was already there
+        belongs to whoever made it (another worker or an in-process vLLM engine in this process) and stays."""
+        if self._owns_process_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self._owns_process_group = False

@@ -69,6 +69,26 @@ def _drop_inherited_kv_cache_env() -> None:
         print(f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: rollout.kv_cache_gb sets the KV cache")
 
 
+def _drop_stale_vllm_groups() -> None:
+    """An in-process engine keeps its process groups in ``vllm.distributed.parallel_state``'s module globals and
+    reuses them for every later in-process engine.  When the default group under them was destroyed since (a
+    worker in this process left it), those handles are dead: forget them so the new engine builds fresh ones.
+    Live groups are left as they are."""
+    from vllm.distributed import parallel_state
+
+    world = getattr(parallel_state, "_WORLD", None)
+    if world is None:
+        return
+    try:
+        torch.distributed.get_backend(world.device_group)
+        return
+    except (ValueError, RuntimeError, AttributeError):
+        pass
+    for name in ("_WORLD", "_INNER_DP_WORLD", "_NODE_COUNT", "_TP", "_ETP", "_ENGRAM_DP", "_DCP", "_PP", "_DP", "_EP", "_EPLB", "_PCP"):
+        if hasattr(parallel_state, name):
+            setattr(parallel_state, name, None)
+
+
 class VLLMRollout(RolloutEngine):
     def __init__(
         self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1, dtype: str | None = None
@@ -83,6 +103,7 @@ class VLLMRollout(RolloutEngine):
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind(cfg, local_rank, num_threads))
         if cfg.in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            _drop_stale_vllm_groups()
         quiet_vllm()
         from vllm import LLM
 
