@@ -109,13 +109,14 @@ RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet"
 DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 RL_MODEL="$MODEL"
 if [[ "$WARM_START" == 1 ]]; then
-    AGENT_OVERRIDES=()  # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...)
+    # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...), and SFT runs on RL's device
+    WARM_OVERRIDES=()
     for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
-        if [[ "$item" == agent.* ]]; then AGENT_OVERRIDES+=("$item"); fi
+        if [[ "$item" == agent.* || "$item" == trainer.device=* ]]; then WARM_OVERRIDES+=("$item"); fi
     done
     # demonstrations + SFT once per (model, env, format, demos, agent limits, SFT config); progress on stderr, the folder on stdout
     RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
-        ${AGENT_OVERRIDES[@]+"${AGENT_OVERRIDES[@]}"})"
+        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"})"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
