@@ -16,10 +16,20 @@
 * ``max_turns``: the agent's turn cap for this env when the run does not set
   one (``agent.max_turns: null``): enough for the expert's episodes on the
   train tasks, so that demonstrations and RL episodes are not cut short.
+* ``max_trajectory_length``: the agent's token budget for one trajectory of this
+  env (first prompt plus every turn after it) when the run does not set one
+  (``agent.max_trajectory_length: null``), chosen so that the budget cuts at most
+  5% of the expert's episodes (``scripts/budget_cuts.py`` measures it).
+* ``reset_timeout_s``: how long a ``/reset`` may take on a busy server, for
+  an env whose reset does real work one request at a time (ALFWorld loads its
+  game, 1-2 s, one at a time per server: 32 episodes starting at once queue for
+  up to a minute).  The client waits the larger of this and its request
+  timeout for ``/reset``, and the trainer's supervisor does not take a queue of
+  resets for a hung server.  None: the request timeout alone.
 * The success rule: the episode's reward (the last step's ``reward_key``
   value) is at least ``success_reward``; ``reward_scale`` maps it to 0..1.
 * ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
-  that scores this env's rows; by default ``agentgym``, the episode's composed reward.
+  that scores this env's rows; by default ``episode``, the episode's composed reward.
 * Where the rest lives, as dotted paths loaded only when needed (so a spec
   imports without the env's heavy extra): ``app``, the module that serves the
   env (``DEFAULT_PORT``, ``add_arguments(parser)``, ``app_from_args(args)``);
@@ -58,6 +68,8 @@ class EnvSpec:
     answer_template: str = "{}"
     tools: tuple[EnvTool, ...] = ()
     max_turns: int = 8
+    max_trajectory_length: int = 3072
+    reset_timeout_s: float | None = None
     reward_score: str = "episode"
     app: str | None = None
     tasks: str | None = None

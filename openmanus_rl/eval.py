@@ -3,10 +3,10 @@
 Evaluate (greedy by default: one rollout per task at temperature 0)::
 
     python -m openmanus_rl.eval --model PATH [--env_name ENV] [--split test] [--data_dir data] [--limit N]
-        [--n 1] [--temperature T] [--server_url http://127.0.0.1:PORT] [--out results/NAME.json] [--seed 0]
+        [--n 1] [--temperature T] [--server_url URL[,URL...] | --num_servers 1] [--out results/NAME.json] [--seed 0]
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
-        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s S]
+        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s S] [--rollout_mode async|sync]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
 request timeout) default to ``verl/trainer/config/ppo_trainer.yaml``'s values (``--help`` shows them).
@@ -20,8 +20,12 @@ or ``<ckpt>/global_step_K/actor``, whose ``huggingface/`` export is used) or the
 checkpoints folder itself (the step named in ``latest_checkpointed_iteration.txt``);
 see `openmanus_rl.evaluation.checkpoints.resolve_model_path`.  Tasks are the rows of
 ``<data_dir>/<env>/<split>.parquet`` (``scripts/prepare_data.py`` writes it when missing),
-the first ``--limit`` of them if given.  Without ``--server_url`` a server for the env is
-started on a free port and stopped at the end.
+the first ``--limit`` of them if given.  Without ``--server_url``, ``--num_servers`` servers for
+the env are started on free ports and stopped at the end.
+
+A result does not depend on how it was run: each trajectory's sampling seed comes from (``--seed``,
+task id, copy), never from its place in a batch, so ``--batch_size``, the number of servers and
+``--rollout_mode`` leave every task's result as it is (greedy, and sampled for the same seed).
 
 ``--n k`` with k > 1 samples k rollouts per task at ``--temperature`` and reports
 mean@k (``success_rate``: the mean over tasks of each task's mean success) and
@@ -96,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=1, help="rollouts per task; 1: greedy, >1: sampled (mean@k, pass@k)")
     add_yaml_argument(parser, "--temperature", "actor_rollout_ref.rollout.temperature", "sampling temperature when --n > 1",
                       type=float)
-    parser.add_argument("--server_url", default=None, help="a running env server (default: start one on a free port)")
+    parser.add_argument("--server_url", default=None,
+                        help="running env server(s), comma-separated: the agent spreads the tasks over them "
+                             "(default: start --num_servers servers on free ports)")
+    parser.add_argument("--num_servers", type=int, default=1, help="env servers to start when --server_url is not given")
     parser.add_argument("--out", default=None, help="summary JSON (default results/<model>_<env>_<split>.json)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
     add_yaml_argument(parser, "--max_turns", "agent.max_turns", "turns per episode; unset: the env's own cap "
@@ -112,8 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="tasks per rollout call (all their trajectories generate together); <= 0: all at once")
     parser.add_argument("--kv_cache_gb", type=float, default=4.0,
                         help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
+    add_yaml_argument(parser, "--rollout_mode", "agent.rollout_mode", "async: each trajectory moves on as soon as its "
+                      "reply is back; sync: one batched generation per turn (the results are the same)",
+                      choices=("async", "sync"))
     add_yaml_argument(parser, "--request_timeout_s", "agent.request_timeout_s",
-                      "env server request timeout (s); raise it for envs that load slowly (ALFWorld)", type=float)
+                      "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)", type=float)
     return parser
 
 
@@ -129,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--n must be >= 1")
     if args.limit == 0 or args.limit < -1:
         parser.error("--limit must be a positive number of tasks (or -1: all)")
+    if args.max_trajectory_length is None:  # agent.max_trajectory_length: null: the env's own budget
+        from openmanus_rl.envs import get_env_spec
+
+        args.max_trajectory_length = get_env_spec(args.env_name).max_trajectory_length
+    if args.num_servers < 1 or (args.server_url and args.num_servers != 1):
+        parser.error("--num_servers must be >= 1, and is for servers started here: not with --server_url")
     try:
         evaluate(args)
     except ModelPathError as exc:

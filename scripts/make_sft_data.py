@@ -79,10 +79,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--n must be >= 1")
     if not 0.0 <= args.noise <= 1.0:
         parser.error("--noise must be in [0, 1]")
-    if args.max_turns is None:
-        from openmanus_rl.envs.specs import get_env_spec
+    from openmanus_rl.envs.specs import get_env_spec
 
-        args.max_turns = get_env_spec(args.env_name).max_turns
+    spec = get_env_spec(args.env_name)
+    if args.max_turns is None:
+        args.max_turns = spec.max_turns
+    if args.max_trajectory_length is None:
+        args.max_trajectory_length = spec.max_trajectory_length
     return args
 
 

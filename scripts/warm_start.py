@@ -42,13 +42,22 @@ LIMIT_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_
 def agent_limits(agent_overrides: Sequence[str] = ()) -> dict[str, int | None]:
     """The agent limits of the RL config (``ppo_trainer.yaml`` with ``agent.key=value`` overrides): demonstrations
     are written under the same ones, so SFT trains on exactly the prompts and truncations RL will show the model.
-    ``max_turns`` may be None: each env's own cap (``EnvSpec.max_turns``), as in RL."""
+    ``max_turns`` and ``max_trajectory_length`` may be None: each env's own (``EnvSpec``), as in RL."""
     from omegaconf import OmegaConf
 
     agent = OmegaConf.load(ROOT / "verl" / "trainer" / "config" / "ppo_trainer.yaml").agent
     given = OmegaConf.from_dotlist([item.removeprefix("agent.") for item in agent_overrides])
     agent = OmegaConf.merge(agent, {key: given[key] for key in LIMIT_KEYS if key in given})
     return {key: None if agent[key] is None else int(agent[key]) for key in LIMIT_KEYS}
+
+
+def longest_trajectory(limits: dict[str, int | None], envs: Sequence[str]) -> int:
+    """The longest demonstration SFT must hold: ``max_trajectory_length``, or, when it is None, the largest of the
+    envs' own budgets (``EnvSpec.max_trajectory_length``), as in RL."""
+    from openmanus_rl.envs.specs import get_env_spec
+
+    given = limits["max_trajectory_length"]
+    return given if given is not None else max(get_env_spec(env).max_trajectory_length for env in envs)
 
 
 def action_format(default: str, agent_overrides: Sequence[str] = ()) -> str:
@@ -149,7 +158,7 @@ def main() -> None:
         pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
     demos_s = time.perf_counter() - started
     run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
-         f"data.val_files={demos['dev']}", f"data.max_length={limits['max_trajectory_length']}",
+         f"data.val_files={demos['dev']}", f"data.max_length={longest_trajectory(limits, envs)}",
          f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{'+'.join(envs)}", *args.sft_overrides])
     sft_s = time.perf_counter() - started - demos_s
     (folder / TIMING_FILE).write_text(json.dumps({"demonstrations_s": demos_s, "sft_s": sft_s}) + "\n")

@@ -28,5 +28,6 @@ SPEC = EnvSpec(
            "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
     expert="openmanus_rl.experts.alfworld:AlfWorldExpert",
     max_turns=20,  # its observations list the admissible actions, so the token budget ends most episodes first
+    reset_timeout_s=180.0,  # a server loads games one at a time (Fast Downward's translator): 1-2 s each
     extra="alfworld",
 )

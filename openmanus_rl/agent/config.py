@@ -3,8 +3,10 @@
 Token budget (stated policy): the first prompt holds at most
 ``max_prompt_length`` tokens (its observation is cut to fit); the rest of a
 trajectory (model turns and observation turns) holds at most
-``max_trajectory_length - max_prompt_length`` tokens, so every row's response
-fits a response width ``T <= max_trajectory_length - P``.  A new turn starts
+``B - max_prompt_length`` tokens, where ``B`` is ``max_trajectory_length``, or,
+when that is None, the env's own ``EnvSpec.max_trajectory_length``
+(`trajectory_budget`), so every row's response fits a response width
+``T <= max over the run's envs of B - P`` (`response_budget`).  A new turn starts
 only if its observation turn plus a full model turn (``max_response_length``
 tokens and a possible appended end-of-turn token) fit in what is left;
 otherwise the episode stops there and is marked truncated.  Each observation
@@ -59,7 +61,7 @@ class AgentConfig:
     max_prompt_length: int
     max_response_length: int  # per model turn
     max_obs_length: int  # per observation
-    max_trajectory_length: int  # prompt + all turns
+    max_trajectory_length: int | None  # prompt + all turns; None: each env's own budget (EnvSpec.max_trajectory_length)
     n: int  # rollouts per task (the GRPO group)
     action_format: str  # "react" | "xml" | "tool_call" (a registered `ActionTemplate`)
     temperature: float
@@ -116,10 +118,24 @@ class AgentConfig:
 
         return self.max_turns if self.max_turns is not None else get_env_spec(env).max_turns
 
+    def trajectory_budget(self, env: str) -> int:
+        """Tokens a trajectory of ``env`` may hold, prompt included: ``max_trajectory_length``, or the env's
+        ``EnvSpec.max_trajectory_length`` when it is None."""
+        from openmanus_rl.envs.specs import get_env_spec
+
+        if self.max_trajectory_length is not None:
+            return self.max_trajectory_length
+        return get_env_spec(env).max_trajectory_length
+
+    @property
+    def longest_trajectory(self) -> int:
+        """The largest `trajectory_budget` over the run's envs: what the engine's context must hold."""
+        return max(self.trajectory_budget(env) for env in self.env_names)
+
     @property
     def response_budget(self) -> int:
-        """Tokens a trajectory may hold after its prompt."""
-        return self.max_trajectory_length - self.max_prompt_length
+        """Tokens a trajectory may hold after its prompt, in the run's most generous env (the response width)."""
+        return self.longest_trajectory - self.max_prompt_length
 
     def validate(self, where: str = "agent") -> None:
         """Raise ValueError naming the first bad field (``where``: the config section, for `from_dict`)."""
@@ -161,11 +177,20 @@ class AgentConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 allowed = " (or null: each env's own cap)" if name == "max_turns" else ""
                 raise ValueError(f"{name} must be an int >= 1{allowed}, got {value!r}")
-        if self.response_budget < self.max_response_length + 1:
-            raise ValueError(
-                f"max_trajectory_length ({self.max_trajectory_length}) must leave room after max_prompt_length "
-                f"({self.max_prompt_length}) for one model turn of max_response_length ({self.max_response_length}) "
-                f"plus its end-of-turn token: at least {self.max_prompt_length + self.max_response_length + 1}")
+        if self.max_trajectory_length is not None and (not isinstance(self.max_trajectory_length, int)
+                                                       or isinstance(self.max_trajectory_length, bool)):
+            raise ValueError(f"max_trajectory_length must be an int (or null: each env's own budget), "
+                             f"got {self.max_trajectory_length!r}")
+        least = self.max_prompt_length + self.max_response_length + 1
+        for name in names:
+            budget = self.trajectory_budget(name)
+            if budget < least:
+                source = ("max_trajectory_length" if self.max_trajectory_length is not None
+                          else f"{name}'s own max_trajectory_length (EnvSpec)")
+                raise ValueError(
+                    f"{source} ({budget}) must leave room after max_prompt_length ({self.max_prompt_length}) for one "
+                    f"model turn of max_response_length ({self.max_response_length}) plus its end-of-turn token: "
+                    f"at least {least}")
         if not isinstance(self.history_window, int) or isinstance(self.history_window, bool) or self.history_window < 0:
             raise ValueError(f"history_window must be an int >= 0 (0: trajectory mode), got {self.history_window!r}")
         if self.rollout_mode not in ROLLOUT_MODES:

@@ -452,13 +452,14 @@ class OpenManusAgent:
     def _append_observation(self, t: Trajectory) -> None:
         cfg = self.config
         assert t.pending_observation is not None
-        limit = cfg.response_budget if t.pending_feedback else cfg.max_obs_length  # our own feedback is never cut
+        budget = cfg.trajectory_budget(t.env_name)
+        limit = budget - cfg.max_prompt_length if t.pending_feedback else cfg.max_obs_length  # our own feedback is never cut
         obs_ids, cut = self.chat.truncate(t.pending_observation, limit)
         wrapped = self.chat.observation_turn_ids(obs_ids)
         if not self._fits(t, len(wrapped)):
             t.status = "truncated"
             log.info("trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
-                     t.uid, t.copy, t.task_id, t.num_turns, cfg.max_trajectory_length)
+                     t.uid, t.copy, t.task_id, t.num_turns, budget)
             return
         t.add_observation_turn(wrapped)
         t.truncated_observations += cut
@@ -466,12 +467,13 @@ class OpenManusAgent:
         t.pending_observation = None
 
     def _fits(self, t: Trajectory, observation_tokens: int) -> bool:
-        """Whether an observation turn plus a full model turn still fit the budget (see `AgentConfig`)."""
+        """Whether an observation turn plus a full model turn still fit the env's budget (see `AgentConfig`)."""
         cfg = self.config
         turn = observation_tokens + cfg.max_response_length + 1
+        budget = cfg.trajectory_budget(t.env_name)
         if cfg.history_window:
-            return len(t.context(cfg.history_window)) + turn <= cfg.max_trajectory_length
-        return len(t.response_ids) + turn <= cfg.response_budget
+            return len(t.context(cfg.history_window)) + turn <= budget
+        return len(t.response_ids) + turn <= budget - cfg.max_prompt_length
 
     def _fail(self, t: Trajectory, exc: EnvClientError) -> None:
         if t.client is not None:

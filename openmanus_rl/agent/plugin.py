@@ -6,7 +6,7 @@ engine agree, and that its env servers answer before any worker starts. With
 ``agent.manage_servers`` it starts those servers itself, supervised
 (`ServerSupervisor`: restarted when they die, stop answering for
 ``agent.server_hang_s``, or leave an env request in flight for the larger of
-that and ``agent.request_timeout_s``; on a free port when another
+that, ``agent.request_timeout_s`` and the env's ``reset_timeout_s``; on a free port when another
 process took theirs, which the agent's client pools follow through the
 driver's `ADDRESSES`), logging under ``<output_dir>/env_logs``. Servers listed in
 ``agent.env_servers`` (any host) are never started or restarted: the preflight
@@ -36,9 +36,16 @@ def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> OpenManusAgent:
 
 def _validate(cfg: Any) -> None:
     """Types and keys of the ``agent`` section, `AgentConfig.validate`, then: one sampling setting drives
-    generation and log-prob recomputation."""
+    generation and log-prob recomputation, and the engine's context holds the longest trajectory budget."""
     agent = from_dict(AgentConfig, cfg.agent, "agent")
     rollout = cfg.actor_rollout_ref.rollout
+    if agent.longest_trajectory > rollout.max_model_len:
+        source = ("agent.max_trajectory_length" if agent.max_trajectory_length is not None else
+                  "the budget of " + " / ".join(f"{env} ({agent.trajectory_budget(env)})" for env in agent.env_names)
+                  + " (agent.max_trajectory_length: null takes each env's EnvSpec.max_trajectory_length)")
+        raise ConfigError(f"{source} allows trajectories of {agent.longest_trajectory} tokens, more than the engine's "
+                          f"context actor_rollout_ref.rollout.max_model_len={rollout.max_model_len}: raise "
+                          f"max_model_len or set agent.max_trajectory_length")
     for key in ("temperature", "top_p", "top_k"):
         if getattr(agent, key) != getattr(rollout, key):
             raise ConfigError(
@@ -62,12 +69,20 @@ def _preflight(cfg: Any) -> None:
                           + ". Start them on their hosts (the run never starts a listed server) or drop them from the list")
 
 
+def stuck_request_s(agent: AgentConfig, env: str) -> float:
+    """How old an env call may get before its server counts as hung: the larger of ``server_hang_s``, the
+    request timeout and the env's ``reset_timeout_s`` (a queue of resets is not a hang)."""
+    from ..envs.specs import get_env_spec
+
+    return max(agent.server_hang_s, agent.request_timeout_s, get_env_spec(env).reset_timeout_s or 0.0)
+
+
 def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
     """The supervised local servers (``manage_servers``) and the watch on the envs with ``env_servers``, or None."""
     agent = AgentConfig(**cfg.agent)
     supervisors = [
         ServerSupervisor(env, ports, output_dir / "env_logs", max_restarts=agent.server_max_restarts,
-                         hang_s=agent.server_hang_s, stuck_request_s=max(agent.server_hang_s, agent.request_timeout_s))
+                         hang_s=agent.server_hang_s, stuck_request_s=stuck_request_s(agent, env))
         for env, ports in agent.ports_by_env().items() if ports] if agent.manage_servers else []
     watched = {env: urls for env, urls in agent.servers_by_env().items() if env in agent.listed_servers}
     if not supervisors and not watched:

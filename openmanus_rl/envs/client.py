@@ -72,10 +72,17 @@ class EnvClient:
         self.env_id = env_id
         return env_id
 
+    @property
+    def reset_timeout_s(self) -> float:
+        """How long ``/reset`` may take: the request timeout, or the env's ``reset_timeout_s`` when larger
+        (`agentgym.spec.EnvSpec`: resets that queue on the server, like ALFWorld's game loading)."""
+        return max(self.http.policy.timeout_s, self.spec.reset_timeout_s or 0.0)
+
     def reset(self, task_id: int) -> str:
-        """Reset to task ``task_id`` (sent as the spec's ``reset_field``); returns the first observation."""
+        """Reset to task ``task_id`` (sent as the spec's ``reset_field``); returns the first observation, waiting
+        up to `reset_timeout_s`."""
         body = self._body(**{self.spec.reset_field: task_id}, **dict(self.spec.reset_extra))
-        answer = self.http.call("POST", "/reset", json=body)
+        answer = self.http.call("POST", "/reset", json=body, timeout_s=self.reset_timeout_s)
         keys = self.spec.reset_observation_keys or self.spec.observation_keys
         observation = _observation(answer, keys, self.server_url)
         return observation if observation is not None else self.observe()

@@ -283,3 +283,28 @@ def test_expert_over_http_solves_test_tasks(server: str) -> None:
     score = evaluate_expert("alfworld", "test", len(ids), server, task_ids=ids, max_turns=50, request_timeout_s=120)
     assert (score.n, score.successes, score.rewards) == (4, [True] * 4, [1.0] * 4)
     assert score.steps == [12, 12, 6, 5]
+
+
+@pytest.mark.slow
+def test_thirty_two_episodes_starting_at_once_all_start(server: str) -> None:
+    """The server loads games one at a time (1-2 s each), so the last of 32 resets sent together waits far past
+    the agent's 30 s request timeout; the client waits ALFWorld's ``reset_timeout_s`` for a reset instead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openmanus_rl.envs import EnvClient, RetryPolicy
+
+    spec = get_env_spec("alfworld")
+    game_ids = list(range(100, 132))  # test games no other test loads
+
+    def start(game_id: int) -> str:
+        client = EnvClient(spec, server, RetryPolicy(timeout_s=30.0, retries=0))
+        client.create()
+        try:
+            return client.reset(game_id)
+        finally:
+            client.close()
+
+    assert EnvClient(spec, server, RetryPolicy(timeout_s=30.0)).reset_timeout_s == 180.0
+    with ThreadPoolExecutor(len(game_ids)) as pool:
+        observations = list(pool.map(start, game_ids))
+    assert all("Your task is to: " in text and "\nAVAILABLE ACTIONS: " in text for text in observations)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator
 
 import pytest
 
 from agentgym.frozenlake.plan import oracle as frozenlake_oracle
 from agentgym.maze.plan import oracle as maze_oracle
+from agentgym.registry import get_env_spec
 from agentgym.spawn import serve_subprocess
 from openmanus_rl.agent import AgentConfig, OpenManusAgent
 from openmanus_rl.experts import ExpertGenerator
@@ -48,6 +50,52 @@ def test_each_env_has_its_own_turn_cap_unless_the_run_sets_one() -> None:
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match=rf"max_turns must be an int >= 1 \(or null: each env's own cap\), got {bad!r}"):
             config(max_turns=bad).validate()
+
+
+@pytest.fixture
+def short_lake_budget(monkeypatch: pytest.MonkeyPatch) -> int:
+    """FrozenLake's own trajectory budget set to 900 tokens for the test (Maze keeps its own)."""
+    from agentgym.registry import ENV_SPECS
+
+    monkeypatch.setitem(ENV_SPECS, "frozenlake", dataclasses.replace(ENV_SPECS["frozenlake"], max_trajectory_length=900))
+    return 900
+
+
+def test_each_env_has_its_own_token_budget_unless_the_run_sets_one(short_lake_budget: int) -> None:
+    maze = get_env_spec("maze").max_trajectory_length
+    own = config(max_trajectory_length=None, max_prompt_length=512)
+    assert [own.trajectory_budget(env) for env in ("frozenlake", "maze")] == [900, maze]
+    assert (own.longest_trajectory, own.response_budget) == (max(900, maze), max(900, maze) - 512)
+    fixed = config(max_trajectory_length=2000, max_prompt_length=512)
+    assert [fixed.trajectory_budget(env) for env in ("frozenlake", "maze")] == [2000, 2000]
+    assert (fixed.longest_trajectory, fixed.response_budget) == (2000, 1488)
+    own.validate()
+    with pytest.raises(ValueError, match=r"frozenlake's own max_trajectory_length \(EnvSpec\) \(900\) must leave room "
+                                         r"after max_prompt_length \(850\) for one model turn of max_response_length "
+                                         r"\(96\) plus its end-of-turn token: at least 947"):
+        config(max_trajectory_length=None, max_prompt_length=850).validate()
+    with pytest.raises(ValueError, match=r"max_trajectory_length must be an int \(or null: each env's own budget\), got 2\.5"):
+        config(max_trajectory_length=2.5).validate()
+
+
+def test_the_engine_context_must_hold_the_longest_budget(short_lake_budget: int) -> None:
+    from verl.trainer.ppo.config import load_config
+    from verl.workers.config import ConfigError
+
+    base = ["actor_rollout_ref.model.path=/nowhere", "agent.env_name='frozenlake,maze'", "agent.env_ports=[1,2]",
+            "agent.max_prompt_length=512"]
+    maze = get_env_spec("maze").max_trajectory_length
+    with pytest.raises(ConfigError, match=rf"the budget of frozenlake \(900\) / maze \({maze}\) \(agent.max_trajectory_length: "
+                                          rf"null takes each env's EnvSpec.max_trajectory_length\) allows trajectories of "
+                                          rf"{maze} tokens, more than the engine's context "
+                                          rf"actor_rollout_ref.rollout.max_model_len=1024"):
+        load_config([*base, "agent.max_trajectory_length=null", "actor_rollout_ref.rollout.max_model_len=1024"],
+                    check_files=False)
+    with pytest.raises(ConfigError, match=r"agent.max_trajectory_length allows trajectories of 3000 tokens, more than the "
+                                          r"engine's context actor_rollout_ref.rollout.max_model_len=2048"):
+        load_config([*base, "agent.max_trajectory_length=3000", "actor_rollout_ref.rollout.max_model_len=2048"],
+                    check_files=False)
+    load_config([*base, "agent.max_trajectory_length=null"], check_files=False)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +192,22 @@ def test_an_episode_ends_at_its_own_envs_turn_cap(servers: tuple[str, str], toke
         nt = agent.run_llm_loop(batch).non_tensor_batch
     assert list(nt["num_turns"]) == [12, 15, 12, 15]
     assert list(nt["status"]) == ["turn_limit"] * 4 and list(nt["success"]) == [False] * 4
+
+
+@pytest.mark.slow
+def test_an_episode_ends_at_its_own_envs_token_budget(servers: tuple[str, str], tokenizer: Any, short_lake_budget: int) -> None:
+    """The same policy under each env's own budget: FrozenLake's rows (900 tokens) run out of budget before their
+    12 turns, Maze's (its own, larger budget) play their 15; no response outgrows its env's budget."""
+    lake, maze = servers
+    policy = text_policy(tokenizer, lambda prompt: "I am not sure yet.")
+    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_trajectory_length": None,
+                    "max_prompt_length": 512, "write_viewer": False}
+    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
+                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    with OpenManusAgent(tokenizer, ScriptedGenerator(policy), agent_config) as agent:
+        out = agent.run_llm_loop(batch)
+    nt = out.non_tensor_batch
+    assert list(nt["status"]) == ["truncated", "turn_limit", "truncated", "turn_limit"]
+    assert nt["num_turns"][0] == nt["num_turns"][2] < 12 and list(nt["num_turns"][1::2]) == [15, 15]
+    response_tokens = out.batch["attention_mask"][:, out.batch["prompts"].shape[1]:].sum(dim=1).tolist()
+    assert max(response_tokens[0::2]) <= short_lake_budget - 512 < max(response_tokens[1::2])
