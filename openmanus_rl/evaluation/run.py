@@ -16,7 +16,7 @@ from openmanus_rl.evaluation.checkpoints import model_label, resolve_model_path
 from openmanus_rl.evaluation.provenance import provenance
 from openmanus_rl.evaluation.report import format_summary
 from openmanus_rl.evaluation.results import TaskResult, task_results_from_batch, tasks_path_for
-from openmanus_rl.evaluation.servers import env_server, split_server_url
+from openmanus_rl.evaluation.servers import env_server, server_url_list
 from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
 
@@ -74,28 +74,27 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     with ExitStack() as stack:
         if args.server_url:
-            server_url = args.server_url
+            server_urls = server_url_list(args.server_url)
         else:
             from agentgym.launcher import ENVS
 
             if args.env_name not in ENVS:
                 raise ValueError(f"no server can be started here for env {args.env_name!r} (servable: {sorted(ENVS)}); "
                                  "start one and pass --server_url")
-            server_url = stack.enter_context(env_server(args.env_name))
-        base, port = split_server_url(server_url)
+            server_urls = [stack.enter_context(env_server(args.env_name)) for _ in range(args.num_servers)]
         tokenizer = AutoTokenizer.from_pretrained(str(hf))
         worker = rollout_worker(str(hf), args)
         stack.callback(worker.shutdown)
-        config = {"env_name": args.env_name, "env_server_base": base, "env_ports": [port], "n": args.n,
+        config = {"env_name": args.env_name, "env_servers": {args.env_name: server_urls}, "env_ports": [], "n": args.n,
                   "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
                   "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
                   "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
                   "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
-                  "request_timeout_s": args.request_timeout_s}
+                  "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode}
         agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
         print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
               f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
-              f"server {server_url}; engine {args.engine}", flush=True)
+              f"server(s) {', '.join(server_urls)}; engine {args.engine}; {args.rollout_mode} rollout", flush=True)
         for index, batch in enumerate(batches):
             # seeds: trajectory_seed(seed, 0, task, copy): the same samples whatever the batch size or order
             out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
@@ -115,7 +114,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary["wall_s"] = time.perf_counter() - start
     summary["tasks_per_s"] = len({r.task_id for r in results}) / summary["wall_s"]
     summary["tasks_file"] = tasks_path_for(out_path).name
-    summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_url": server_url,
+    summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_urls": server_urls,
                          "out": str(out_path)}
     summary["provenance"] = recorded
 

@@ -1,4 +1,4 @@
-"""The env server an evaluation talks to: one started for the run, or the URL of a running one."""
+"""The env servers an evaluation talks to: started for the run, or the URLs of running ones."""
 
 from __future__ import annotations
 
@@ -19,10 +19,16 @@ def env_server(env: str) -> Iterator[str]:
         yield url
 
 
-def split_server_url(url: str) -> tuple[str, int]:
-    """``http://host:port`` -> (``http://host``, port), as `AgentConfig` takes them (default port from the scheme)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--server_url must look like http://HOST:PORT, got {url!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme}://{parts.hostname}", port
+def server_url_list(value: str) -> list[str]:
+    """``--server_url``'s comma-separated servers as URLs ``scheme://host[:port]`` (``http://`` when no scheme is
+    given, no trailing slash); a ValueError naming the first one that is not an http(s) URL with a host."""
+    urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+    if not urls:
+        raise ValueError(f"--server_url must name at least one server (http://HOST:PORT[,http://HOST:PORT...]), got {value!r}")
+    checked = []
+    for url in urls:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
+            raise ValueError(f"--server_url must list URLs like http://HOST:PORT, got {url!r}")
+        checked.append(f"{parts.scheme}://{parts.netloc}")
+    return checked

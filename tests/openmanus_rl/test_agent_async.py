@@ -99,7 +99,6 @@ def test_streamed_requests_carry_ids_routes_seeds_and_exact_prompts(tokenizer, w
         seed = trajectory_seed(1, 3, f"webshop:{(5, 6)[i // 2]}", i % 2)
         prompt = b["prompts"][i][b["attention_mask"][i, :P] == 1].tolist()
         response = b["responses"][i].tolist()
-        ends = [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 1 and b["response_mask"][i, s] == 0]
         starts = [0] + [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 0 and b["response_mask"][i, s] == 1]
         assert len(starts) == 3
         for turn, s in enumerate(starts):  # each turn's prompt is the trajectory so far, token for token
@@ -127,21 +126,14 @@ def test_a_failed_rollout_cancels_its_requests(tokenizer, webshop_server):
 # ---------------------------------------------------------------------------- real engines
 
 
-def rollout_worker(model_path, name):
+def hf_rollout_worker(model_path):
+    """The HF fallback engine (the vLLM one is the session's ``vllm_engine``)."""
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
     worker = ActorRolloutRefWorker({"model": {"path": model_path}, "num_threads": 1,
-                                    "rollout": {"name": name, "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
-                                   role="rollout")
+                                    "rollout": {"name": "hf", "dtype": "float32", "max_model_len": 1024}}, role="rollout")
     worker.init_model()
     return worker
-
-
-@pytest.fixture(scope="module")
-def vllm_engine(tiny_model_path):
-    worker = rollout_worker(tiny_model_path, "vllm")
-    yield worker
-    worker.shutdown()
 
 
 @pytest.mark.slow
@@ -172,7 +164,7 @@ def test_vllm_slow_env_start_holds_back_only_its_own_trajectory(tokenizer, vllm_
 
 @pytest.mark.slow
 def test_hf_engine_serves_the_async_mode(tokenizer, tiny_model_path, webshop_server):
-    worker = rollout_worker(tiny_model_path, "hf")
+    worker = hf_rollout_worker(tiny_model_path)
     config = {**CONFIG, "n": 1, "max_turns": 2, "env_ports": [webshop_server.port]}
     with OpenManusAgent(tokenizer, worker, config) as agent:
         assert agent.streams
@@ -181,3 +173,38 @@ def test_hf_engine_serves_the_async_mode(tokenizer, tiny_model_path, webshop_ser
     assert list(out.non_tensor_batch["num_turns"]) == [2, 2] and not any(out.non_tensor_batch["failed"])
     # HF pads a batch to its longest prompt: other batch-mates move the log-probs in the last float bits
     assert_same_trajectories(out, sync_out, log_prob_atol=1e-4)
+
+
+def played(outs):
+    """Each trajectory of a run, in task order: task, turn count, status, reward, its response tokens (model and
+    observation turns, unpadded) and its turns' texts."""
+    rows = []
+    for out in outs:
+        width = out.batch["prompts"].shape[1]
+        nt = out.non_tensor_batch
+        for i in range(len(out)):
+            tokens = out.batch["responses"][i][out.batch["attention_mask"][i, width:] == 1].tolist()
+            rows.append((nt["task_id"][i], nt["num_turns"][i], nt["status"][i], nt["reward_total"][i], tokens,
+                         [turn["text"] for turn in nt["trajectory"][i]]))
+    return rows
+
+
+@pytest.mark.slow
+def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(tokenizer, vllm_engine, webshop_server, spawn_server):
+    """20 tasks, greedy and sampled (2 copies each), run three ways: in one batch on one server (async), in batches of
+    7 on two servers (sync), in batches of 3 on three servers (async).  Every trajectory is the same: its seed comes
+    from (seed, step, task, copy), never from its place in a batch, and each server gives a task the same episode."""
+    servers = [webshop_server, spawn_server("webshop"), spawn_server("webshop")]
+    tasks = list(range(20))
+    for n, do_sample in ((1, False), (2, True)):
+        runs = []
+        for batch, n_servers, mode in ((20, 1, "async"), (7, 2, "sync"), (3, 3, "async")):
+            config = {**CONFIG, "n": n, "max_turns": 2, "rollout_mode": mode,
+                      "env_ports": [server.port for server in servers[:n_servers]]}
+            with OpenManusAgent(tokenizer, vllm_engine, config) as agent:
+                outs = [agent.run_llm_loop(task_batch(tasks[i:i + batch]), do_sample=do_sample, global_step=0)
+                        for i in range(0, len(tasks), batch)]
+            runs.append(played(outs))
+        assert [row[0] for row in runs[0]] == [task for task in tasks for _ in range(n)]
+        assert not any(row[2] == "failed" for row in runs[0])
+        assert runs[1] == runs[0] and runs[2] == runs[0], (n, do_sample)

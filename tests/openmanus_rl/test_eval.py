@@ -18,7 +18,7 @@ from openmanus_rl.evaluation.checkpoints import ModelPathError, resolve_model_pa
 from openmanus_rl.evaluation.compare import compare
 from openmanus_rl.evaluation.provenance import git_commit, model_files, model_sha256, package_versions
 from openmanus_rl.evaluation.results import TaskResult, load_task_results, task_results_from_batch, tasks_path_for
-from openmanus_rl.evaluation.servers import split_server_url
+from openmanus_rl.evaluation.servers import server_url_list
 from openmanus_rl.evaluation.stats import bootstrap_ci, mcnemar_exact, paired_bootstrap_ci, wilson_interval
 from openmanus_rl.evaluation.summary import summarize
 from verl.protocol import DataProto
@@ -211,11 +211,13 @@ def test_tasks_path_for():
     assert tasks_path_for("results/run") == Path("results/run.tasks.jsonl")
 
 
-def test_split_server_url():
-    assert split_server_url("http://127.0.0.1:36001") == ("http://127.0.0.1", 36001)
-    assert split_server_url("localhost:5000/") == ("http://localhost", 5000)
-    with pytest.raises(ValueError):
-        split_server_url("ftp://x:1")
+def test_server_url_list():
+    assert server_url_list("http://127.0.0.1:36001") == ["http://127.0.0.1:36001"]
+    assert server_url_list("localhost:5000/, https://10.0.0.5:36002") == ["http://localhost:5000", "https://10.0.0.5:36002"]
+    with pytest.raises(ValueError, match=r"--server_url must list URLs like http://HOST:PORT, got 'ftp://x:1'"):
+        server_url_list("http://a:1,ftp://x:1")
+    with pytest.raises(ValueError, match="at least one server"):
+        server_url_list(" , ")
 
 
 # ---------------------------------------------------------------------------------------------- compare
@@ -314,7 +316,7 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert 0 <= summary["success_ci95"][0] <= summary["success_rate"] <= summary["success_ci95"][1] <= 1
     assert summary["failed"] == 0 and set(summary["per_source"]) == {"webshop"}
     assert 1 <= summary["mean_turns"] <= 2
-    assert summary["config"]["engine"] == "hf" and summary["config"]["server_url"] == server
+    assert summary["config"]["engine"] == "hf" and summary["config"]["server_urls"] == [server]
     assert (summary["config"]["kv_cache_gb"], summary["config"]["request_timeout_s"]) == (4.0, 45.0)
     assert summary["tasks_per_s"] == pytest.approx(3 / summary["wall_s"])
     task_path = data_dir / "webshop" / "test.parquet"
