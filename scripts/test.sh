@@ -11,4 +11,4 @@ cd "$ROOT"
 OPENMANUS_EXTRAS="sciworld,alfworld${OPENMANUS_EXTRAS:+,$OPENMANUS_EXTRAS}" bash scripts/setup.sh
 PYBIN="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 export PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled
-exec "$PYBIN" -m pytest "$@"
+exec "$PYBIN" -m pytest --durations=25 "$@"   # the 25 slowest tests, so every run shows where the time goes

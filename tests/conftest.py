@@ -6,6 +6,10 @@
   processes, started through the launcher on free ports, polled on ``GET /``
   until healthy and killed at teardown; all share one temporary cache, so the
   catalogue and search index are generated once per session.
+* ``webshop_tasks``, ``countdown_data``: the parquet files of a tiny main-job
+  run (WebShop: 16 train and 2 test tasks; countdown: 8/2/2), written once per
+  session by the project's own scripts.  A new end-to-end test that runs the
+  main job builds on these and on ``server`` instead of making its own.
 """
 
 from __future__ import annotations
@@ -102,3 +106,25 @@ def server(start_server: Callable[..., Any]) -> Iterator[str]:
     """The shared WebShop server (default options) for this test session."""
     with start_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
+    """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks: the folder of its parquet files."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("data")
+    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out), "--train_size", "16",
+                    "--test_size", "2"], cwd=REPO, check=True, capture_output=True)
+    return out / "webshop"
+
+
+@pytest.fixture(scope="session")
+def countdown_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0): the folder of its parquet files."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("countdown")
+    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(out), "--n_train", "8", "--n_dev", "2",
+                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    return out

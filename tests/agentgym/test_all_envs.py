@@ -1,6 +1,6 @@
 """Every env that has a server, through the same three checks: the agent's own client plays the env's expert on
-a test task, 10,000 random and malformed requests get no 5xx but the 503 of the env cap, and memory stays flat
-over repeated create/reset/close cycles (1,000; 40 where each env is a JVM or each reset loads a planned game)."""
+a test task, memory stays flat over repeated create/reset/close cycles (1,000; 40 where each env is a JVM or each
+reset loads a planned game), and 10,000 random and malformed requests get no 5xx but the 503 of the env cap."""
 
 from __future__ import annotations
 
@@ -43,8 +43,10 @@ def first_test_ids(name: str) -> list[int]:
     return [task_id for task_id, _ in load_object(get_env_spec(name).tasks)("test")]
 
 
-@pytest.fixture(params=sorted(ENVS))
+@pytest.fixture(scope="module", params=sorted(ENVS))
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """One server per env for the three checks, which run in this file's order: the fuzzing, which leaves envs open,
+    comes last."""
     name = request.param
     with serve_subprocess(name, timeout_s=120, args=SERVER_ARGS.get(name, [])) as url:
         yield name, url
@@ -61,22 +63,6 @@ def test_the_agents_client_plays_the_expert_on_a_test_task(server: tuple[str, st
     client.create()
     assert client.reset(first).strip()
     client.close()
-
-
-def test_random_and_malformed_requests_get_no_5xx_but_503(server: tuple[str, str]) -> None:
-    name, url = server
-    fuzzer = Fuzzer(get_env_spec(name), url, seed=7, task_ids=first_test_ids(name)[:50], close_known=name not in JVM_ENVS,
-                    valid_task_share=VALID_TASK_SHARE.get(name, 0.6))
-    statuses: Counter[int] = Counter()
-    bad = []
-    for _ in range(FUZZ_REQUESTS):
-        outcome = fuzzer.one()
-        statuses[outcome.status] += 1
-        if outcome.status >= 500 and outcome.status != 503:
-            bad.append(outcome)
-    assert not bad, f"{name}: {len(bad)} requests answered 5xx, e.g. {bad[:3]}"
-    assert healthy(url)
-    assert statuses[200] > 1000 and sum(n for s, n in statuses.items() if 400 <= s < 500) > 1000, (name, statuses)
 
 
 def test_memory_stays_flat_over_create_reset_close_cycles(server: tuple[str, str]) -> None:
@@ -98,3 +84,19 @@ def test_memory_stays_flat_over_create_reset_close_cycles(server: tuple[str, str
     grown_mb = (process.memory_info().rss - before) / 2**20
     assert grown_mb < MEMORY_SLACK_MB.get(name, DEFAULT_SLACK_MB), (name, grown_mb)
     assert [p.name() for p in process.children(recursive=True)] == []  # no env (JVM) left behind
+
+
+def test_random_and_malformed_requests_get_no_5xx_but_503(server: tuple[str, str]) -> None:
+    name, url = server
+    fuzzer = Fuzzer(get_env_spec(name), url, seed=7, task_ids=first_test_ids(name)[:50], close_known=name not in JVM_ENVS,
+                    valid_task_share=VALID_TASK_SHARE.get(name, 0.6))
+    statuses: Counter[int] = Counter()
+    bad = []
+    for _ in range(FUZZ_REQUESTS):
+        outcome = fuzzer.one()
+        statuses[outcome.status] += 1
+        if outcome.status >= 500 and outcome.status != 503:
+            bad.append(outcome)
+    assert not bad, f"{name}: {len(bad)} requests answered 5xx, e.g. {bad[:3]}"
+    assert healthy(url)
+    assert statuses[200] > 1000 and sum(n for s, n in statuses.items() if 400 <= s < 500) > 1000, (name, statuses)

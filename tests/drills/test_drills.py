@@ -8,7 +8,7 @@ What survives what (the README's table is built from these):
 * an env server whose port another process took while it was down: restarted on a free port, the agent follows;
 * an env server that cannot come back: the run checkpoints its last completed step and stops, naming the server;
 * a reward module that raises or hangs: its rows fail with the error recorded; too many: retried once, then a stop;
-* the driver SIGKILLed mid-step, or while writing a checkpoint: re-running resumes and gives the same step;
+* the driver SIGKILLed mid-step, then again while writing a checkpoint: re-running resumes and gives the same step;
 * a Ray worker killed: the run stops within seconds naming the worker and step; re-running resumes;
 * a bad input: one message before Ray, servers or anything under the output dir.
 """
@@ -43,19 +43,11 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGIN_PATH = os.pathsep.join(str(REPO / "tests" / d) for d in ("drills", "verl"))  # faulty_reward builds on fixed_rollout
 
 
-@pytest.fixture(scope="module")
-def tasks(tmp_path_factory, shop):
-    out = tmp_path_factory.mktemp("data")
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out), "--train_size", "16",
-                    "--test_size", "2"], cwd=REPO, check=True, capture_output=True)
-    return out / "webshop"
-
-
-def webshop_args(model: str, tasks: Path, out: Path, port: int | list[int], *extra: str) -> list[str]:
+def webshop_args(model: str, webshop_tasks: Path, out: Path, port: int | list[int], *extra: str) -> list[str]:
     """GRPO on WebShop with the tiny model; the trainer starts and supervises the server(s) on ``port``."""
     ports = ",".join(map(str, port if isinstance(port, list) else [port]))
     return [
-        f"actor_rollout_ref.model.path={model}", f"data.train_files={tasks}/train.parquet", f"data.val_files={tasks}/test.parquet",
+        f"actor_rollout_ref.model.path={model}", f"data.train_files={webshop_tasks}/train.parquet", f"data.val_files={webshop_tasks}/test.parquet",
         "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
         f"agent.env_ports=[{ports}]", "agent.manage_servers=true", "agent.max_turns=2", "agent.max_response_length=16",
@@ -136,11 +128,11 @@ def server_pid(run: Run, port: int) -> int:
     return int(found.group(1))
 
 
-def start_past_step_1(model: str, tasks: Path, tmp_path: Path, port: int, *extra: str,
+def start_past_step_1(model: str, webshop_tasks: Path, tmp_path: Path, port: int, *extra: str,
                       environ: Mapping[str, str] | None = None) -> tuple[Run, Path, int]:
     """A 4-step run without checkpoints on one supervised server; returns once step 1 is logged (run, output dir, server pid)."""
     out = tmp_path / "run"
-    run = Run(webshop_args(model, tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
+    run = Run(webshop_args(model, webshop_tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
               tmp_path / "run.log", environ=environ)
     pid = server_pid(run, port)
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
@@ -153,11 +145,11 @@ def complete_checkpoint(path: Path) -> bool:
 
 # ---------------------------------------------------------------------------------------------------- env servers
 @slow
-@pytest.mark.parametrize("n_servers", [1, 2])
-def test_a_killed_env_server_is_restarted_and_the_run_goes_on(tiny_model_path, tasks, tmp_path, n_servers):
-    """A server is SIGKILLed after step 1 and comes back; with two, the other carries on meanwhile."""
-    ports, out, steps = [free_port() for _ in range(n_servers)], tmp_path / "run", 12
-    run = Run(webshop_args(tiny_model_path, tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
+def test_a_killed_env_server_is_restarted_while_the_other_carries_on(tiny_model_path, webshop_tasks, tmp_path):
+    """One of two servers is SIGKILLed after step 1 and comes back; the other serves meanwhile.  (One server killed
+    and restarted, with the later steps on the restarted one: the port-taken drill.)"""
+    ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
+    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
               tmp_path / "run.log")
     victim = server_pid(run, ports[0])
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
@@ -169,13 +161,10 @@ def test_a_killed_env_server_is_restarted_and_the_run_goes_on(tiny_model_path, t
     assert run.finish() == 0, run.text()[-4000:]
     text = run.text()
     assert f"webshop server on port {ports[0]} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
+    assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
     served = [json.loads(line) for step in range(2, steps + 1)
               for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
-    if n_servers == 2:
-        assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
-        assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
-    else:  # the steps after the restart ran on the restarted server
-        assert all(r["server"] == f"http://127.0.0.1:{ports[0]}" and not r["failed"] for r in served[-4:])
+    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
     rows = metrics(out)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
@@ -184,42 +173,39 @@ def test_a_killed_env_server_is_restarted_and_the_run_goes_on(tiny_model_path, t
 
 
 @slow
-def test_a_hung_env_server_is_killed_and_restarted(tiny_model_path, tasks, tmp_path):
-    port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_hang_s=4", "agent.request_timeout_s=2",
-                                      "agent.env_retries=0")
-    os.kill(pid, signal.SIGSTOP)  # the kernel still accepts its connections; nothing answers
-    assert run.finish() == 0, run.text()[-4000:]
-    text = run.text()
-    assert re.search(rf"webshop server on port {port} did not answer its health check for \d+ s \(hung\); killed it; restarting", text)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    rows = metrics(out)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
-    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
-
-
-@slow
-def test_an_env_route_that_hangs_while_the_server_answers_is_found_and_restarted(tiny_model_path, tasks, tmp_path):
-    """Every env call of the server hangs (the test-only fault injection) while GET / and GET /health answer: the
-    supervisor sees the oldest in-flight request pass agent.server_hang_s, kills and restarts the server."""
+def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_path, webshop_tasks, tmp_path):
+    """One run, two hangs.  First every env call of the server hangs (the test-only fault injection) while GET / and
+    GET /health answer: the supervisor sees the oldest in-flight request pass agent.server_hang_s, kills and restarts
+    the server.  Then the restarted server is SIGSTOPped (the kernel still accepts its connections; nothing answers):
+    its health check goes unanswered, and it is killed and restarted too."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_hang_s=4",
-                                      "agent.request_timeout_s=2", "agent.env_retries=0",
-                                      environ={FAULT_INJECTION_ENV: "1"})
+    out = tmp_path / "run"
+    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=8", "trainer.save_freq=0",
+                           "agent.server_hang_s=4", "agent.request_timeout_s=2", "agent.env_retries=0"),
+              tmp_path / "run.log", environ={FAULT_INJECTION_ENV: "1"})
+    first = server_pid(run, port)
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
     assert requests.post(url + "/debug/hang", timeout=10).json() is True
     stuck = run.wait_for(lambda _: requests.get(url + "/health", timeout=10).json()["oldest_request_s"] >= 1,
                          "an env request hanging for a second")
     assert stuck and requests.get(url + "/", timeout=10).json() == "ok"  # the health check still answers
+    back = run.wait_for(lambda text: re.search(rf"webshop server on port {port} is back \(pid (\d+), restart 1\)", text),
+                        "the first restart")
+    second = int(back.group(1))
+    os.kill(second, signal.SIGSTOP)
+    assert [s for s in range(1, 9) if s not in steps_logged(out)], "the run ended before the second hang: make it longer"
     assert run.finish() == 0, run.text()[-4000:]
     text = run.text()
     assert re.search(rf"webshop server on port {port} has had an env request in flight for \d+ s while its health "
                      rf"check answered \(an env route hung\); killed it; restarting in 1.0 s \(attempt 1 of 3\)", text)
-    assert re.search(rf"webshop server on port {port} is back \(pid \d+, restart 1\)", text)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert re.search(rf"webshop server on port {port} did not answer its health check for \d+ s \(hung\); killed it; restarting", text)
+    assert re.search(rf"webshop server on port {port} is back \(pid \d+, restart 2\)", text)
+    for pid in (first, second):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     rows = metrics(out)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
-    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
+    assert [r["step"] for r in rows] == list(range(1, 9))
+    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 2.0
 
 
 def kill_and_take_port(pid: int, port: int) -> socket.socket:
@@ -234,9 +220,9 @@ def kill_and_take_port(pid: int, port: int) -> socket.socket:
 
 
 @slow
-def test_a_server_whose_port_was_taken_comes_back_on_a_free_port(tiny_model_path, tasks, tmp_path):
+def test_a_server_whose_port_was_taken_comes_back_on_a_free_port(tiny_model_path, webshop_tasks, tmp_path):
     port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.request_timeout_s=2",
+    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, "agent.request_timeout_s=2",
                                       "agent.env_retries=0")
     blocker = kill_and_take_port(pid, port)  # something else now holds the port
     try:
@@ -257,10 +243,10 @@ def test_a_server_whose_port_was_taken_comes_back_on_a_free_port(tiny_model_path
 
 
 @slow
-def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, tasks, tmp_path, shop):
+def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, webshop_tasks, tmp_path, shop):
     data = shutil.copytree(shop.data_dir, tmp_path / "webshop_data")  # the server's catalogue, which the test takes away
     port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, tasks, tmp_path, port, "agent.server_max_restarts=2",
+    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, "agent.server_max_restarts=2",
                                       "agent.request_timeout_s=2", "agent.env_retries=0",
                                       environ={"WEBSHOP_DATA_DIR": str(data)})
     shutil.rmtree(data)  # every restart fails to load the catalogue
@@ -289,18 +275,10 @@ def faulty_reward_args(model: str, data: Path, out: Path, *extra: str) -> list[s
     ]
 
 
-@pytest.fixture(scope="module")
-def countdown(tmp_path_factory):
-    data = tmp_path_factory.mktemp("countdown")  # any verl-format parquet: the drill's rollout ignores the prompts
-    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "4", "--n_dev", "2",
-                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
-    return data
-
-
 @slow
-def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny_model_path, countdown, tmp_path):
+def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny_model_path, countdown_data, tmp_path):
     out = tmp_path / "run"
-    run = Run(faulty_reward_args(tiny_model_path, countdown, out), tmp_path / "run.log", pythonpath=PLUGIN_PATH)
+    run = Run(faulty_reward_args(tiny_model_path, countdown_data, out), tmp_path / "run.log", pythonpath=PLUGIN_PATH)
     assert run.finish() == 0, run.text()[-4000:]
     (step,) = metrics(out)
     assert step["reward/errors"] == 2.0 and step["trainer/step_retries"] == 0.0  # 2 of 4 failed: at the limit, not above
@@ -308,9 +286,9 @@ def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny
 
 
 @slow
-def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_path, countdown, tmp_path):
+def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_path, countdown_data, tmp_path):
     out = tmp_path / "run"
-    run = Run(faulty_reward_args(tiny_model_path, countdown, out, "trainer.max_failed_fraction=0.25"), tmp_path / "run.log",
+    run = Run(faulty_reward_args(tiny_model_path, countdown_data, out, "trainer.max_failed_fraction=0.25"), tmp_path / "run.log",
               pythonpath=PLUGIN_PATH)
     assert run.finish() == 3, run.text()[-4000:]
     text = run.text()
@@ -325,15 +303,19 @@ def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_p
 
 # ---------------------------------------------------------------------------------------------------- the driver
 @slow
-@pytest.mark.timeout(1800)  # three runs
-def test_a_driver_killed_mid_step_resumes_to_the_same_step(tiny_model_path, tasks, tmp_path):
+@pytest.mark.timeout(1800)  # four runs
+def test_a_driver_killed_mid_step_or_while_writing_a_checkpoint_resumes_to_the_same_step(tiny_model_path, webshop_tasks, tmp_path):
+    """One chain: the driver is SIGKILLed in step 2's rollout; the re-run resumes from step 1 and is SIGKILLed again
+    while it writes step 2's checkpoint; the third run resumes from step 1 once more and ends with the step 2 of a
+    run never interrupted (same metrics, same weights)."""
     common = ("trainer.total_training_steps=2", "trainer.save_freq=1")
     straight_out = tmp_path / "straight"
-    straight = Run(webshop_args(tiny_model_path, tasks, straight_out, free_port(), *common), tmp_path / "straight.log")
+    straight = Run(webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log")
     assert straight.finish() == 0, straight.text()[-4000:]
 
     out, port = tmp_path / "killed", free_port()
-    killed = Run(webshop_args(tiny_model_path, tasks, out, port, *common), tmp_path / "killed.log")
+    args = webshop_args(tiny_model_path, webshop_tasks, out, port, *common)
+    killed = Run(args, tmp_path / "killed.log")
     pid = server_pid(killed, port)
     killed.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint", poll_s=0.005)
     killed.sigkill()  # step 2 has begun: its rollout is under way
@@ -341,9 +323,19 @@ def test_a_driver_killed_mid_step_resumes_to_the_same_step(tiny_model_path, task
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, "the env server outlived its trainer"
 
-    resumed = Run(webshop_args(tiny_model_path, tasks, out, port, *common), tmp_path / "resumed.log")
+    writing = Run(args, tmp_path / "writing.log")
+    partial = out / "checkpoints" / ".tmp_global_step_2"
+    writing.wait_for(lambda _: partial.exists(), "the step-2 checkpoint being written", poll_s=0.002)
+    writing.sigkill()
+    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in writing.text()
+    assert partial.exists(), "the kill landed after the checkpoint was complete"
+    assert latest(out) == "1" and complete_checkpoint(out / "checkpoints" / "global_step_1")
+    assert not (out / "checkpoints" / "global_step_2").exists()
+
+    resumed = Run(args, tmp_path / "resumed.log")
     assert resumed.finish() == 0, resumed.text()[-4000:]
     assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in resumed.text()
+    assert latest(out) == "2" and complete_checkpoint(out / "checkpoints" / "global_step_2") and not partial.exists()
     again, first = metrics(out)[-1], metrics(straight_out)[-1]
     assert again["step"] == first["step"] == 2
     for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean"):
@@ -356,31 +348,12 @@ def test_a_driver_killed_mid_step_resumes_to_the_same_step(tiny_model_path, task
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
 
 
-@slow
-@pytest.mark.timeout(1800)
-def test_a_driver_killed_while_writing_a_checkpoint_resumes_from_the_previous_one(tiny_model_path, tasks, tmp_path):
-    out, port = tmp_path / "run", free_port()
-    args = webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=2", "trainer.save_freq=1")
-    run = Run(args, tmp_path / "run.log")
-    partial = out / "checkpoints" / ".tmp_global_step_2"
-    run.wait_for(lambda _: partial.exists(), "the step-2 checkpoint being written", poll_s=0.002)
-    run.sigkill()
-    assert partial.exists(), "the kill landed after the checkpoint was complete"
-    assert latest(out) == "1" and complete_checkpoint(out / "checkpoints" / "global_step_1")
-    assert not (out / "checkpoints" / "global_step_2").exists()
-
-    resumed = Run(args, tmp_path / "resumed.log")
-    assert resumed.finish() == 0, resumed.text()[-4000:]
-    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in resumed.text()
-    assert latest(out) == "2" and complete_checkpoint(out / "checkpoints" / "global_step_2") and not partial.exists()
-
-
 # ---------------------------------------------------------------------------------------------------- workers
 @slow
 @pytest.mark.timeout(1800)
-def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_path, tasks, tmp_path):
+def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_path, webshop_tasks, tmp_path):
     out, port = tmp_path / "run", free_port()
-    args = webshop_args(tiny_model_path, tasks, out, port, "trainer.total_training_steps=3", "trainer.save_freq=1")
+    args = webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=3", "trainer.save_freq=1")
     run = Run(args, tmp_path / "run.log")
     found = run.wait_for(lambda text: re.search(r"workers: ActorRolloutRefWorker pids \[(\d+)\]", text), "the worker pids")
     run.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint")
@@ -418,11 +391,11 @@ def test_a_missing_data_file_fails_before_any_work(tiny_model_path, tmp_path):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
-def test_an_unwritable_output_dir_fails_before_any_work(tiny_model_path, tasks, tmp_path):
+def test_an_unwritable_output_dir_fails_before_any_work(tiny_model_path, webshop_tasks, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     out, port = blocker / "run", free_port()
-    proc = _bad_start(tiny_model_path, tasks, out, port)
+    proc = _bad_start(tiny_model_path, webshop_tasks, out, port)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"config error: trainer.output_dir='{out}' cannot be created: {blocker} is not a directory"
     with pytest.raises(OSError):

@@ -14,10 +14,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_main_ppo_trains_a_step_through_the_gateway(tiny_model_path, tmp_path):
-    data = tmp_path / "countdown"
-    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "8", "--n_dev", "2",
-                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+def test_main_ppo_trains_a_step_through_the_gateway(tiny_model_path, countdown_data, tmp_path):
+    data = countdown_data
     out = tmp_path / "run"
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=gateway",

@@ -1,4 +1,5 @@
-"""The main job end to end with a tiny model: real WebShop server, real Ray, real vLLM, PPO and GRPO, resume."""
+"""The main job end to end with a tiny model: real WebShop server, real Ray, real vLLM; PPO, GRPO with LoRA, a KL loss
+and one-step-off rollout, GiGPO, ReMax, single-turn data and a rollout plugin; resume after a stop."""
 
 import json
 import os
@@ -13,19 +14,11 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def tasks(tmp_path_factory, cache_dir):
-    out = tmp_path_factory.mktemp("data")
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out), "--train_size", "16", "--test_size", "2"],
-                   cwd=REPO, check=True, capture_output=True)
-    return out / "webshop"
-
-
-def run_main(tiny_model_path, tasks, server, out_dir, *extra):
+def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra):
     port = server.rsplit(":", 1)[1]
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}",
-        f"data.train_files={tasks}/train.parquet", f"data.val_files={tasks}/test.parquet",
+        f"data.train_files={webshop_tasks}/train.parquet", f"data.val_files={webshop_tasks}/test.parquet",
         "data.train_batch_size=2", "data.val_batch_size=2", "data.val_max_samples=2",
         "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.actor.optim.lr=1e-4",
         "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
@@ -42,9 +35,9 @@ def run_main(tiny_model_path, tasks, server, out_dir, *extra):
 
 
 @pytest.fixture(scope="module")
-def ppo_run(tiny_model_path, tasks, server, tmp_path_factory):
+def ppo_run(tiny_model_path, webshop_tasks, server, tmp_path_factory):
     out = tmp_path_factory.mktemp("ppo")
-    return out, run_main(tiny_model_path, tasks, server, out)
+    return out, run_main(tiny_model_path, webshop_tasks, server, out)
 
 
 def by_step(rows, step):
@@ -76,44 +69,19 @@ def test_ppo_two_steps_leave_all_artifacts(ppo_run):
     assert list((out / "trajectories").rglob("*.jsonl")) and list((out / "trajectories").rglob("*.html"))
 
 
-def test_resume_after_stop_matches_uninterrupted_run(ppo_run, tiny_model_path, tasks, server, tmp_path):
+def test_resume_after_stop_matches_uninterrupted_run(ppo_run, tiny_model_path, webshop_tasks, server, tmp_path):
     _, rows = ppo_run
     out = tmp_path / "resumed"
-    first = run_main(tiny_model_path, tasks, server, out, "trainer.stop_after_step=1")
+    first = run_main(tiny_model_path, webshop_tasks, server, out, "trainer.stop_after_step=1")
     assert [r["step"] for r in first] == [0, 1]
     assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "1"
-    second = run_main(tiny_model_path, tasks, server, out)  # resume_mode=auto picks up global_step_1
+    second = run_main(tiny_model_path, webshop_tasks, server, out)  # resume_mode=auto picks up global_step_1
     assert [r["step"] for r in second] == [0, 1, 2]  # the same metrics file, continued
     resumed, straight = by_step(second, 2), by_step(rows, 2)
     for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean"):
         assert resumed[key] == straight[key], key
     for key in ("actor/pg_loss", "critic/vf_loss", "critic/values/mean", "actor/entropy"):
         assert resumed[key] == pytest.approx(straight[key], rel=1e-3, abs=1e-5), key
-
-
-def test_lora_resume_after_stop_matches_uninterrupted_run(tiny_model_path, tasks, server, tmp_path):
-    """The same with LoRA, under GRPO with a KL loss (the reference is the policy with its adapters off): the checkpoint
-    holds the adapters and their optimiser state, and the resumed step 2 is the uninterrupted one."""
-    import torch
-
-    lora = ("actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
-            "algorithm.adv_estimator=grpo", "agent.n=2", "actor_rollout_ref.actor.use_kl_loss=true",
-            "trainer.val_before_train=false", "trainer.test_freq=0")
-    straight = run_main(tiny_model_path, tasks, server, tmp_path / "straight", *lora)
-    assert [r["step"] for r in straight] == [1, 2]
-    out = tmp_path / "resumed"
-    first = run_main(tiny_model_path, tasks, server, out, *lora, "trainer.stop_after_step=1")
-    assert [r["step"] for r in first] == [1]
-    saved = torch.load(out / "checkpoints" / "global_step_1" / "actor" / "actor.pt", weights_only=False)["model"]
-    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 14 layers x (A, B)
-    assert (out / "checkpoints" / "global_step_1" / "actor" / "huggingface" / "model.safetensors").is_file()
-    second = run_main(tiny_model_path, tasks, server, out, *lora)
-    assert [r["step"] for r in second] == [1, 2]
-    resumed, plain = by_step(second, 2), by_step(straight, 2)
-    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean"):
-        assert resumed[key] == plain[key], key
-    for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy"):
-        assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), key
 
 
 def tasks_per_step(out: Path) -> dict[int, list[int]]:
@@ -125,47 +93,50 @@ def tasks_per_step(out: Path) -> dict[int, list[int]]:
     return found
 
 
-def test_one_step_off_overlaps_rollout_and_training_and_resumes_to_the_same_samples(tiny_model_path, tasks, server, tmp_path):
-    one_step_off = ("algorithm.adv_estimator=grpo", "agent.n=2", "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2",
-                    "trainer.total_training_steps=3", "trainer.val_before_train=false", "trainer.test_freq=3", "data.shuffle=false")
+def test_lora_one_step_off_with_a_kl_loss_resumes_to_the_same_samples(tiny_model_path, webshop_tasks, server, tmp_path):
+    """GRPO with LoRA, a KL loss (the reference is the policy with its adapters off) and one-step-off rollout: each
+    rollout runs while the step before trains; the checkpoint holds the adapters, their optimiser state and the batch
+    rolled out ahead, and a run stopped after step 1 resumes to the uninterrupted steps 2 and 3 with no task lost."""
+    import torch
+
+    recipe = ("actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
+              "algorithm.adv_estimator=grpo", "agent.n=2", "actor_rollout_ref.actor.use_kl_loss=true",
+              "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "trainer.total_training_steps=3",
+              "trainer.val_before_train=false", "trainer.test_freq=3", "data.shuffle=false")
     straight_out = tmp_path / "straight"
-    straight = run_main(tiny_model_path, tasks, server, straight_out, *one_step_off)
+    straight = run_main(tiny_model_path, webshop_tasks, server, straight_out, *recipe)
     assert [r["step"] for r in straight] == [1, 2, 3]
     # step 1 trains what the first weights drew; steps 2 and 3 what the weights before the last update drew
     assert [r["rollout/staleness"] for r in straight] == [0.0, 1.0, 1.0]
     assert "timing_s/rollout_wait" not in straight[0]
     for r in straight[1:]:  # the rollout ran while the step before trained: the driver waited for only part of it
         assert r["timing_s/rollout_wait"] < r["timing_s/rollout"]
-    assert all("actor/tis_weight_mean" in r for r in straight) and "val/webshop/success_rate" in straight[2]
+    for r in straight:  # GRPO: a KL loss, no critic
+        assert "actor/kl_loss" in r and "actor/tis_weight_mean" in r and not any(k.startswith("critic/vf") for k in r)
+    assert "val/webshop/success_rate" in straight[2]
     assert tasks_per_step(straight_out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}
 
     out = tmp_path / "resumed"
-    first = run_main(tiny_model_path, tasks, server, out, *one_step_off, "trainer.stop_after_step=1")
+    first = run_main(tiny_model_path, webshop_tasks, server, out, *recipe, "trainer.stop_after_step=1")
     assert [r["step"] for r in first] == [1]
-    assert (out / "checkpoints" / "global_step_1" / "rollout_ahead.pt").is_file()  # step 2's batch, rolled out ahead
-    second = run_main(tiny_model_path, tasks, server, out, *one_step_off)
+    checkpoint = out / "checkpoints" / "global_step_1"
+    saved = torch.load(checkpoint / "actor" / "actor.pt", weights_only=False)["model"]
+    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 14 layers x (A, B)
+    assert (checkpoint / "actor" / "huggingface" / "model.safetensors").is_file()
+    assert (checkpoint / "rollout_ahead.pt").is_file()  # step 2's batch, rolled out ahead
+    second = run_main(tiny_model_path, webshop_tasks, server, out, *recipe)
     assert [r["step"] for r in second] == [1, 2, 3]
     assert tasks_per_step(out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}  # no task lost, none played twice
     for step in (2, 3):
         resumed, plain = by_step(second, step), by_step(straight, step)
         for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "rollout/staleness"):
             assert resumed[key] == plain[key], (step, key)
-        for key in ("actor/pg_loss", "actor/entropy", "actor/tis_weight_mean"):
+        for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/tis_weight_mean"):
             assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), (step, key)
 
 
-def test_grpo_two_steps_with_kl_loss(tiny_model_path, tasks, server, tmp_path):
-    rows = run_main(tiny_model_path, tasks, server, tmp_path / "grpo", "algorithm.adv_estimator=grpo", "agent.n=2",
-                    "actor_rollout_ref.actor.use_kl_loss=true", "trainer.val_before_train=false", "trainer.save_freq=2")
-    assert [r["step"] for r in rows] == [1, 2]
-    for r in rows:
-        assert "actor/kl_loss" in r and "actor/pg_loss" in r
-        assert not any(k.startswith("critic/vf") for k in r)
-    assert (tmp_path / "grpo" / "checkpoints" / "global_step_2" / "actor" / "actor.pt").is_file()
-
-
-def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, tasks, server, tmp_path):
-    rows = run_main(tiny_model_path, tasks, server, tmp_path / "gigpo", "algorithm.adv_estimator=gigpo", "agent.n=2",
+def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, webshop_tasks, server, tmp_path):
+    rows = run_main(tiny_model_path, webshop_tasks, server, tmp_path / "gigpo", "algorithm.adv_estimator=gigpo", "agent.n=2",
                     "agent.history_window=1", "trainer.val_before_train=false", "trainer.save_freq=0")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
@@ -173,19 +144,17 @@ def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, tasks, server, tmp_p
         assert "actor/pg_loss" in r
 
 
-def test_remax_two_steps_with_the_greedy_baseline(tiny_model_path, tasks, server, tmp_path):
-    rows = run_main(tiny_model_path, tasks, server, tmp_path / "remax", "algorithm.adv_estimator=remax", "agent.n=2",
+def test_remax_two_steps_with_the_greedy_baseline(tiny_model_path, webshop_tasks, server, tmp_path):
+    rows = run_main(tiny_model_path, webshop_tasks, server, tmp_path / "remax", "algorithm.adv_estimator=remax", "agent.n=2",
                     "trainer.val_before_train=false", "trainer.save_freq=0")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:  # every greedy baseline rollout came back, so no sampled row was failed for want of one
         assert r["remax/failed_baseline_rows"] == 0.0 and "actor/pg_loss" in r
 
 
-def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, tmp_path):
+def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, countdown_data, tmp_path):
     """`train_grpo.sh --data_dir data/countdown`'s path: no server, generation by the engine, reward by data source."""
-    data = tmp_path / "countdown"
-    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "8", "--n_dev", "2",
-                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    data = countdown_data
     out = tmp_path / "run"
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=single_turn",
@@ -207,11 +176,9 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, tmp_p
     assert by_step(rows, 0)["val/countdown/count"] == 2.0
 
 
-def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path, tmp_path):
+def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path, countdown_data, tmp_path):
     """The seam: `data.rollout=module:PLUGIN` with no agent and no env server; the trainer only sees a DataProto."""
-    data = tmp_path / "countdown"  # any verl-format parquet: the fixed rollout ignores the prompts
-    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(data), "--n_train", "4", "--n_dev", "2",
-                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    data = countdown_data  # any verl-format parquet: the fixed rollout ignores the prompts
     out = tmp_path / "run"
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
