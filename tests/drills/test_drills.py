@@ -177,7 +177,8 @@ def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_
     """One run, two hangs.  First every env call of the server hangs (the test-only fault injection) while GET / and
     GET /health answer: the supervisor sees the oldest in-flight request pass agent.server_hang_s, kills and restarts
     the server.  Then the restarted server is SIGSTOPped (the kernel still accepts its connections; nothing answers):
-    its health check goes unanswered, and it is killed and restarted too."""
+    its health check goes unanswered, and it is killed and restarted too (after a step passed on it: two faults in
+    one step, rolled out again only once, stop the run)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     out = tmp_path / "run"
@@ -193,6 +194,9 @@ def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_
     back = run.wait_for(lambda text: re.search(rf"webshop server on port {port} is back \(pid (\d+), restart 1\)", text),
                         "the first restart")
     second = int(back.group(1))
+    # a step must pass on the restarted server first: a step is rolled out again once, so two faults in one step stop the run
+    done = max(steps_logged(out))
+    run.wait_for(lambda _: max(steps_logged(out)) > done, "a step on the restarted server")
     os.kill(second, signal.SIGSTOP)
     assert [s for s in range(1, 9) if s not in steps_logged(out)], "the run ended before the second hang: make it longer"
     assert run.finish() == 0, run.text()[-4000:]
