@@ -6,7 +6,9 @@
 #                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
-# update itself, no separate pass), no KL term (no reference pass), dynamic sampling on. The base model is evaluated
+# update itself, no separate pass), lr 5e-6 with a KL loss to the warm start (coefficient 0.02, low_var_kl: one
+# reference pass a step), dynamic sampling on: the recipe of results/learning_v3 (+0.18 success on the 500 WebShop
+# test goals in 14 steps; lr 2e-5 without the KL term gave +0.034, results/learning_v2_500). The base model is evaluated
 # on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'.
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
@@ -50,8 +52,8 @@ evaluate warm_start "$WARM" "$EVAL_LIMIT"
 rm -rf "outputs/$EXP"
 ./train_grpo.sh --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
     trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
-    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=2e-5 \
-    actor_rollout_ref.actor.use_kl_loss=false algorithm.filter_groups.enable=true \
+    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
+    actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 phase rl
 evaluate grpo "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
