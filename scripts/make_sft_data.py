@@ -141,6 +141,16 @@ def samples_from_batch(out: Any, env_name: str, action_format: str, split: str =
     return rows
 
 
+def expert_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The expert's options: its noise, and the turn cap as its move budget where it plans within one."""
+    from openmanus_rl.experts.registry import expert_takes
+
+    kwargs: dict[str, Any] = {"noise": args.noise}
+    if expert_takes(args.env_name, "max_steps"):
+        kwargs["max_steps"] = args.max_turns
+    return kwargs
+
+
 def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[int]) -> list[dict[str, Any]]:
     """Every episode of ``tasks`` as a sample (kept or not)."""
     from openmanus_rl.agent import OpenManusAgent
@@ -148,7 +158,7 @@ def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[
     from verl.protocol import DataProto
 
     generator = ExpertGenerator(tokenizer, args.env_name, args.action_format,
-                                expert_kwargs={"noise": args.noise, "max_steps": args.max_turns})
+                                expert_kwargs=expert_kwargs(args))
     rows: list[dict[str, Any]] = []
     with OpenManusAgent(tokenizer, generator, agent_config(args, server_url)) as agent:
         for step, start in enumerate(range(0, len(tasks), args.batch_size)):

@@ -20,6 +20,8 @@ outside; `get_expert` builds one.
 
 from __future__ import annotations
 
+import inspect
+
 import random
 import re
 from abc import ABC, abstractmethod
@@ -85,15 +87,25 @@ def register_expert(name: str, factory: ExpertFactory, replace: bool = False) ->
     return factory
 
 
-def get_expert(env_name: str, **kwargs: Any) -> Expert:
-    """A new expert for ``env_name``, built by its factory with ``kwargs`` (e.g. ``noise``, ``seed``)."""
+def _factory(env_name: str) -> ExpertFactory:
     if env_name not in EXPERTS:
         spec = ENV_SPECS.get(env_name)
         if spec is None or not spec.expert:
             known = sorted({*EXPERTS, *(name for name, s in ENV_SPECS.items() if s.expert)})
             raise ValueError(f"no expert for env {env_name!r}; experts exist for: {known}")
         EXPERTS[env_name] = load_object(spec.expert)
-    return EXPERTS[env_name](**kwargs)
+    return EXPERTS[env_name]
+
+
+def get_expert(env_name: str, **kwargs: Any) -> Expert:
+    """A new expert for ``env_name``, built by its factory with ``kwargs`` (e.g. ``noise``, ``seed``)."""
+    return _factory(env_name)(**kwargs)
+
+
+def expert_takes(env_name: str, option: str) -> bool:
+    """Whether ``env_name``'s expert factory takes the keyword argument ``option`` (only the experts that plan
+    within a move budget take ``max_steps``)."""
+    return option in inspect.signature(_factory(env_name)).parameters
 
 
 _THOUGHT_BANNED = re.compile(r"action\s*:|thought\s*:|</?(think|action|answer|tool_call)>", re.IGNORECASE)

@@ -235,6 +235,21 @@ def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
     assert make_sft_data.parse_args(["--env_name", "maze", "--out", "x", "--max_turns", "9"]).max_turns == 9
 
 
+def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
+    """The demonstrations' turn cap reaches the experts that plan within a move budget; the others (ALFWorld, BabyAI,
+    SciWorld, Wordle) take no such option, and building them with it failed."""
+    make_sft_data = _load_script("make_sft_data")
+    options = {env: make_sft_data.expert_kwargs(make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]))
+               for env in ("webshop", "maze", "alfworld", "sciworld", "babyai", "wordle")}
+    assert options == {"webshop": {"noise": 0.0, "max_steps": 8}, "maze": {"noise": 0.0, "max_steps": 15},
+                       "alfworld": {"noise": 0.0}, "sciworld": {"noise": 0.0}, "babyai": {"noise": 0.0},
+                       "wordle": {"noise": 0.0}}
+    from openmanus_rl.experts import get_expert
+
+    for env, kwargs in options.items():
+        assert get_expert(env, **kwargs) is not None, env
+
+
 def test_demonstrations_use_the_rl_runs_action_format() -> None:
     """``run_training.sh`` passes the run's ``agent.*`` overrides to the warm start: an ``agent.action_format``
     among them is the format of the demonstrations."""
