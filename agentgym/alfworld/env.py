@@ -4,8 +4,9 @@
   ``PddlEnv`` (Fast Downward underneath, one private copy of its library per
   engine) wrapped in ALFWorld's ``AlfredDemangler`` (objects are called
   ``mug 1``, ``countertop 2``).  Loading a game translates its PDDL (about a
-  second; translations run one at a time in a process, the translator keeps
-  global state).  `Engine.close` puts the engine back in a pool of idle engines
+  second).  Engine calls run one at a time in a process: the translator keeps
+  global state, and the engines' library copies share some, so concurrent
+  steps on two engines fail inside the library.  `Engine.close` puts the engine back in a pool of idle engines
   that the next `Engine()` in the process reuses: a library copy, once loaded,
   is never unloaded, because the copies share Fast Downward's plugin registry,
   and unloading one leaves that registry pointing into freed code (the process
@@ -44,7 +45,10 @@ DEFAULT_MAX_STEPS = 50
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 ACTIONS_PREFIX = "AVAILABLE ACTIONS: "
 _PUT = re.compile(r"^put (.+?) (?:in/on|in|on) (.+)$")
-_TRANSLATE_LOCK = threading.Lock()  # Fast Downward's translator keeps global options (and rewrites sys.argv)
+# Fast Downward's translator keeps global options (and rewrites sys.argv), and the engines' library copies share
+# global state: a step on one engine while another engine steps or loads fails (IndexError, TypeError) in the
+# library, so every engine call in a process holds this lock (steps take milliseconds; a load about a second)
+_ENGINE_LOCK = threading.Lock()
 _POOL_LOCK = threading.Lock()
 _IDLE_ENGINES: list[tuple[Any, Any, "Game | None"]] = []  # (PddlEnv, AlfredDemangler, loaded game) of closed engines
 
@@ -72,7 +76,7 @@ class Engine:
         ``plan``: the state also holds Fast Downward's plan from the start (``state["policy_commands"]``).
         """
         argv = list(sys.argv)
-        with _TRANSLATE_LOCK:
+        with _ENGINE_LOCK:
             self.pddl.request_infos.policy_commands = plan
             try:
                 if self.loaded != game:
@@ -85,7 +89,8 @@ class Engine:
                 sys.argv[:] = argv
 
     def step(self, command: str) -> tuple[Any, float, bool]:
-        return self.game.step(command)
+        with _ENGINE_LOCK:
+            return self.game.step(command)
 
     def close(self) -> None:
         """Give the engine back to the pool (see the module docstring); a closed engine is not used again."""

@@ -286,9 +286,11 @@ def test_expert_over_http_solves_test_tasks(server: str) -> None:
 
 
 @pytest.mark.slow
-def test_thirty_two_episodes_starting_at_once_all_start(server: str) -> None:
+def test_thirty_two_episodes_at_once_all_start_and_play(server: str) -> None:
     """The server loads games one at a time (1-2 s each), so the last of 32 resets sent together waits far past
-    the agent's 30 s request timeout; the client waits ALFWorld's ``reset_timeout_s`` for a reset instead."""
+    the agent's 30 s request timeout; the client waits ALFWorld's ``reset_timeout_s`` for a reset instead.  Then the
+    32 play 3 turns each at once (TextWorld's text generation shares one parser between engines: unserialised,
+    concurrent steps answered 500)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from openmanus_rl.envs import EnvClient, RetryPolicy
@@ -296,15 +298,20 @@ def test_thirty_two_episodes_starting_at_once_all_start(server: str) -> None:
     spec = get_env_spec("alfworld")
     game_ids = list(range(100, 132))  # test games no other test loads
 
-    def start(game_id: int) -> str:
+    def play(game_id: int) -> list[str]:
         client = EnvClient(spec, server, RetryPolicy(timeout_s=30.0, retries=0))
         client.create()
         try:
-            return client.reset(game_id)
+            seen = [client.reset(game_id)]
+            for _ in range(3):  # the first action offered, each turn
+                seen.append(client.step(seen[-1].rsplit("AVAILABLE ACTIONS: ", 1)[1].split(", ")[0]).observation)
+            return seen
         finally:
             client.close()
 
     assert EnvClient(spec, server, RetryPolicy(timeout_s=30.0)).reset_timeout_s == 180.0
     with ThreadPoolExecutor(len(game_ids)) as pool:
-        observations = list(pool.map(start, game_ids))
-    assert all("Your task is to: " in text and "\nAVAILABLE ACTIONS: " in text for text in observations)
+        episodes = list(pool.map(play, game_ids))
+    assert all("Your task is to: " in episode[0] for episode in episodes)
+    assert all(len(episode) == 4 and all("\nAVAILABLE ACTIONS: " in text for text in episode) for episode in episodes)
+    assert not any("Nothing happens" in text for episode in episodes for text in episode)  # every action was offered
