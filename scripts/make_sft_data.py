@@ -72,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
         add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
     parser.add_argument("--keep", choices=KEEP, default="successful")
-    parser.add_argument("--batch_size", type=int, default=64, help="episodes per agent call")
+    parser.add_argument("--batch_size", type=int, default=64,
+                        help="episodes per agent call (at most the server's env cap, GET /health's max_envs)")
     parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")
     args = parser.parse_args(argv)
     if args.n < 1:
@@ -141,6 +142,19 @@ def samples_from_batch(out: Any, env_name: str, action_format: str, split: str =
     return rows
 
 
+def env_cap(server_url: str, default: int) -> int:
+    """How many envs the server holds at once (``GET /health``'s ``max_envs``; ``default`` when it does not say):
+    more episodes at once than that would be refused (503) and fail."""
+    import requests
+
+    try:
+        health = requests.get(server_url.rstrip("/") + "/health", timeout=10).json()
+    except (requests.RequestException, ValueError):
+        return default
+    cap = health.get("max_envs") if isinstance(health, dict) else None
+    return cap if isinstance(cap, int) and cap > 0 else default
+
+
 def expert_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The expert's options: its noise, and the turn cap as its move budget where it plans within one."""
     from openmanus_rl.experts.registry import expert_takes
@@ -160,9 +174,10 @@ def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[
     generator = ExpertGenerator(tokenizer, args.env_name, args.action_format,
                                 expert_kwargs=expert_kwargs(args))
     rows: list[dict[str, Any]] = []
+    batch_size = min(args.batch_size, env_cap(server_url, args.batch_size))
     with OpenManusAgent(tokenizer, generator, agent_config(args, server_url)) as agent:
-        for step, start in enumerate(range(0, len(tasks), args.batch_size)):
-            chunk = tasks[start:start + args.batch_size]
+        for step, start in enumerate(range(0, len(tasks), batch_size)):
+            chunk = tasks[start:start + batch_size]
             batch = DataProto.from_dict(non_tensors={
                 "data_source": [args.env_name] * len(chunk),
                 "extra_info": [{"index": t, "split": args.split} for t in chunk],

@@ -250,6 +250,18 @@ def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
         assert get_expert(env, **kwargs) is not None, env
 
 
+@pytest.mark.slow
+def test_demonstrations_never_start_more_episodes_than_the_server_holds(spawn_server) -> None:
+    """``make_sft_data`` plays at most the server's env cap at once (``GET /health``'s ``max_envs``): more were
+    refused with 503 and failed (SciWorld holds 16)."""
+    from agentgym.spawn import free_port
+
+    make_sft_data = _load_script("make_sft_data")
+    capped = spawn_server("webshop", "--max-envs", "5")
+    assert make_sft_data.env_cap(capped.url, 64) == 5
+    assert make_sft_data.env_cap(f"http://127.0.0.1:{free_port()}", 64) == 64  # no answer: the default
+
+
 def test_demonstrations_use_the_rl_runs_action_format() -> None:
     """``run_training.sh`` passes the run's ``agent.*`` overrides to the warm start: an ``agent.action_format``
     among them is the format of the demonstrations."""
