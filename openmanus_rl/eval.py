@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "reply is back; sync: one batched generation per turn (the results are the same)",
                       choices=("async", "sync"))
     add_yaml_argument(parser, "--request_timeout_s", "agent.request_timeout_s",
-                      "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)", type=float)
+                      "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)",
+                      type=float)
     return parser
 
 

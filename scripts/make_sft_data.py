@@ -145,13 +145,9 @@ def samples_from_batch(out: Any, env_name: str, action_format: str, split: str =
 def env_cap(server_url: str, default: int) -> int:
     """How many envs the server holds at once (``GET /health``'s ``max_envs``; ``default`` when it does not say):
     more episodes at once than that would be refused (503) and fail."""
-    import requests
+    from openmanus_rl.envs.supervisor import server_health
 
-    try:
-        health = requests.get(server_url.rstrip("/") + "/health", timeout=10).json()
-    except (requests.RequestException, ValueError):
-        return default
-    cap = health.get("max_envs") if isinstance(health, dict) else None
+    cap = (server_health(server_url) or {}).get("max_envs")
     return cap if isinstance(cap, int) and cap > 0 else default
 
 

@@ -54,10 +54,9 @@ def agent_limits(agent_overrides: Sequence[str] = ()) -> dict[str, int | None]:
 def longest_trajectory(limits: dict[str, int | None], envs: Sequence[str]) -> int:
     """The longest demonstration SFT must hold: ``max_trajectory_length``, or, when it is None, the largest of the
     envs' own budgets (``EnvSpec.max_trajectory_length``), as in RL."""
-    from openmanus_rl.envs.specs import get_env_spec
+    from openmanus_rl.agent import AgentConfig
 
-    given = limits["max_trajectory_length"]
-    return given if given is not None else max(get_env_spec(env).max_trajectory_length for env in envs)
+    return AgentConfig(env_name=",".join(envs), max_trajectory_length=limits["max_trajectory_length"]).longest_trajectory
 
 
 def action_format(default: str, agent_overrides: Sequence[str] = ()) -> str:

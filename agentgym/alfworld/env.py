@@ -6,8 +6,9 @@
   ``mug 1``, ``countertop 2``).  Loading a game translates its PDDL (about a
   second).  Engine calls run one at a time in a process: the translator keeps
   global state, and the engines' library copies share some, so concurrent
-  steps on two engines fail inside the library.  `Engine.close` puts the engine back in a pool of idle engines
-  that the next `Engine()` in the process reuses: a library copy, once loaded,
+  steps on two engines fail inside the library.  `Engine.close` puts the
+  engine back in a pool of idle engines that the next `Engine()` in the
+  process reuses: a library copy, once loaded,
   is never unloaded, because the copies share Fast Downward's plugin registry,
   and unloading one leaves that registry pointing into freed code (the process
   then crashes when it exits).  The pool holds at most as many engines as were

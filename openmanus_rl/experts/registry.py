@@ -21,7 +21,6 @@ outside; `get_expert` builds one.
 from __future__ import annotations
 
 import inspect
-
 import random
 import re
 from abc import ABC, abstractmethod
