@@ -7,6 +7,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
         [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s S] [--rollout_mode async|sync]
+        [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
 request timeout) default to ``verl/trainer/config/ppo_trainer.yaml``'s values (``--help`` shows them).
@@ -26,6 +27,15 @@ the env are started on free ports and stopped at the end.
 A result does not depend on how it was run: each trajectory's sampling seed comes from (``--seed``,
 task id, copy), never from its place in a batch, so ``--batch_size``, the number of servers and
 ``--rollout_mode`` leave every task's result as it is (greedy, and sampled for the same seed).
+
+``--program package.module:function`` evaluates an agent program (``data.rollout=gateway``'s
+``+agent.program``, see `openmanus_rl.gateway`) instead of the built-in agent: every episode of a batch
+plays at once, each against its own gateway session on the engine, under the same token limits and
+sampling; the program finds its env server at ``task["extra_info"]["env_url"]`` (the servers are
+spread over tasks by task id).  Its result is the program's: reward as returned, success its
+``info["success"]`` (else reward >= 1), turns its model calls; the built-in agent's flags
+(``--action_format``, ``--max_turns``, ``--max_obs_length``, ``--rollout_mode``, ``--request_timeout_s``)
+do not apply to it.
 
 ``--n k`` with k > 1 samples k rollouts per task at ``--temperature`` and reports
 mean@k (``success_rate``: the mean over tasks of each task's mean success) and
@@ -125,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_yaml_argument(parser, "--request_timeout_s", "agent.request_timeout_s",
                       "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)",
                       type=float)
+    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
+                        help="play the tasks with this agent program through the gateway instead of the built-in agent "
+                             "(data.rollout=gateway's +agent.program); it finds its env server at "
+                             "task['extra_info']['env_url']")
+    parser.add_argument("--episode_timeout_s", type=float, default=600.0,
+                        help="with --program: an episode still running after this long is a failed rollout")
     return parser
 
 
@@ -144,6 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from openmanus_rl.envs import get_env_spec
 
         args.max_trajectory_length = get_env_spec(args.env_name).max_trajectory_length
+    if args.program:
+        from openmanus_rl.gateway.config import load_program
+
+        try:
+            load_program(args.program)
+        except ValueError as exc:
+            parser.error(f"--program: {exc}")
+        if args.episode_timeout_s <= 0:
+            parser.error("--episode_timeout_s must be > 0")
     if args.num_servers < 1 or (args.server_url and args.num_servers != 1):
         parser.error("--num_servers must be >= 1, and is for servers started here: not with --server_url")
     try:

@@ -3,13 +3,18 @@
 # same held-out WebShop test tasks, plus the expert on those tasks (the ceiling), and paired comparisons.
 #
 #   scripts/learning_run.sh [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100] [--out results/learning]
-#                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo]
+#                           [--program PACKAGE.MODULE:FUNCTION] [trainer overrides, e.g. algorithm.adv_estimator=gigpo]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
 # update itself, no separate pass), lr 5e-6 with a KL loss to the warm start (coefficient 0.02, low_var_kl: one
 # reference pass a step), dynamic sampling on: the recipe of results/learning_v3 (+0.18 success on the 500 WebShop
 # test goals in 14 steps; lr 2e-5 without the KL term gave +0.034, results/learning_v2_500). The base model is evaluated
 # on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'.
+#
+# --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
+# examples.webshop_openai_agent:play): the warm start's demonstrations are tool calls (agent.action_format=tool_call),
+# every evaluation plays the program (openmanus_rl.eval --program), and a WebShop server on --env_port (36001)
+# serves the program during training; the program finds it there or at $WEBSHOP_URL.
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
 # same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
@@ -18,7 +23,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=()
+N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""; ENV_PORT=36001
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --n_demos) N_DEMOS="$2"; shift 2 ;;
@@ -26,8 +31,11 @@ while [[ $# -gt 0 ]]; do
         --eval_limit) EVAL_LIMIT="$2"; shift 2 ;;
         --base_limit) BASE_LIMIT="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
+        --program) PROGRAM="$2"; shift 2 ;;
+        --env_port) ENV_PORT="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
-        *) echo "usage: scripts/learning_run.sh [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR] [overrides]" >&2; exit 2 ;;
+        *) echo "usage: scripts/learning_run.sh [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
+                "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [overrides]" >&2; exit 2 ;;
     esac
 done
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
@@ -35,26 +43,38 @@ PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 EXP=webshop_grpo_learn
+WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
+if [[ -n "$PROGRAM" ]]; then
+    WARM_ARGS=(agent.action_format=tool_call)
+    EVAL_ARGS=(--program "$PROGRAM")
+    RL_ARGS=(agent.action_format=tool_call data.rollout=gateway "+agent.program=$PROGRAM")
+fi
 START=$SECONDS
 phase() { echo "{\"phase\": \"$1\", \"minutes\": $(( (SECONDS - START) / 60 ))}" | tee -a "$OUT/phases.jsonl" >&2; }
 : >"$OUT/phases.jsonl"
 BASE="$("$PY" scripts/prepare_model.py | tail -n 1)"
-WARM="$("$PY" scripts/warm_start.py --env_name webshop --model "$BASE" --n_demos "$N_DEMOS")"
+WARM="$("$PY" scripts/warm_start.py --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"})"
 LIMITS=(--max_turns 8 --max_prompt_length 1024 --max_response_length 96 --max_obs_length 256 --max_trajectory_length 3072)
 evaluate() {  # evaluate <name> <model> <limit> [always]: greedy on the first <limit> test tasks -> <out>/<name>.json
     if [[ -f "$OUT/$1.json" && -z "${4:-}" ]]; then echo "reusing $OUT/$1.json" >&2; return; fi
-    "$PY" -m openmanus_rl.eval --model "$2" --limit "$3" "${LIMITS[@]}" --out "$OUT/$1.json"
+    "$PY" -m openmanus_rl.eval --model "$2" --limit "$3" "${LIMITS[@]}" ${EVAL_ARGS[@]+"${EVAL_ARGS[@]}"} --out "$OUT/$1.json"
     phase "eval_$1"
 }
 phase warm_start
 evaluate base "$BASE" "$BASE_LIMIT"
 evaluate warm_start "$WARM" "$EVAL_LIMIT"
 rm -rf "outputs/$EXP"
+if [[ -n "$PROGRAM" ]]; then  # the gateway starts no env server: the program's, for the RL run
+    "$(dirname "$PY")/agentgym" serve webshop --port "$ENV_PORT" >"$OUT/env_server.log" 2>&1 &
+    SERVER_PID=$!
+    trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
+    export WEBSHOP_URL="http://127.0.0.1:$ENV_PORT"
+fi
 ./train_grpo.sh --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
     trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
     agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
     actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
-    ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+    ${RL_ARGS[@]+"${RL_ARGS[@]}"} ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 phase rl
 evaluate grpo "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
 cp "outputs/$EXP/metrics.jsonl" "$OUT/metrics.jsonl"

@@ -5,6 +5,7 @@
         --out data/sft/webshop_react_100.parquet [--server_url http://127.0.0.1:PORT] [--noise 0.0] [--seed 0] \\
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N] \\
         [--max_trajectory_length N] [--keep successful|failed|all] [--sample] [--tokenizer DIR]
+        [--program PACKAGE.MODULE:FUNCTION]
 
 ``--env_name``, ``--action_format`` and the agent limits default to the ``agent`` section of
 ``verl/trainer/config/ppo_trainer.yaml`` (``--help`` shows the values), so a demonstration is cut as RL's
@@ -18,7 +19,15 @@ model inside `OpenManusAgent` (`ExpertGenerator`), so the prompt, chat
 template, observation truncation and token budget are the agent's, and a
 sample is exactly the sequence RL would train on.
 
-Parquet columns, one row per kept episode:
+With ``--program`` the episodes are an agent program's (``data.rollout=gateway``'s ``+agent.program``):
+the program plays each task through the gateway, one episode at a time, on the env server it finds at
+``task["extra_info"]["env_url"]``, and the expert answers its model calls
+(`openmanus_rl.gateway.demonstrations.ProgramExpert`: the observation is the last user or tool
+message, the reply a ``tool_call``), so a sample is exactly the sequence RL trains on when that
+program plays.  The format is ``tool_call``; the turn cap is the program's own; an episode whose
+program gives no success flag succeeds when its reward reaches 1.
+
+Parquet columns, one row per kept episode (per sample of an episode, with ``--program``):
 
 * ``input_ids`` (list[int]): prompt then response tokens, no padding;
 * ``loss_mask`` (list[int], same length): 1 exactly on the expert's reply
@@ -75,11 +84,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch_size", type=int, default=64,
                         help="episodes per agent call (at most the server's env cap, GET /health's max_envs)")
     parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")
+    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
+                        help="demonstrations of this agent program, played through the gateway (format tool_call)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
     if not 0.0 <= args.noise <= 1.0:
         parser.error("--noise must be in [0, 1]")
+    if args.program:
+        from openmanus_rl.gateway.config import load_program
+
+        try:
+            load_program(args.program)
+        except ValueError as exc:
+            parser.error(f"--program: {exc}")
+        args.action_format = "tool_call"
     from openmanus_rl.envs.specs import get_env_spec
 
     spec = get_env_spec(args.env_name)
@@ -121,23 +140,46 @@ def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
     }
 
 
-def samples_from_batch(out: Any, env_name: str, action_format: str, split: str = "train") -> list[dict[str, Any]]:
-    """One sample per row of the agent's output batch: the row's real tokens (attention mask 1), unpadded, and the
-    loss mask (0 on the prompt, the agent's ``response_mask`` on the response)."""
-    batch, nt = out.batch, out.non_tensor_batch
+def row_tokens(out: Any, b: int) -> tuple[list[int], list[int]]:
+    """Row ``b``'s real tokens (attention mask 1), unpadded, and its loss mask (0 on the prompt, the rollout's
+    ``response_mask`` on the response)."""
+    batch = out.batch
+    attention = batch["attention_mask"][b]
     width = batch["prompts"].shape[1]
+    prompt_len, response_len = int(attention[:width].sum()), int(attention[width:].sum())
+    input_ids = batch["input_ids"][b][attention.bool()].tolist()
+    loss_mask = [0] * prompt_len + batch["response_mask"][b][:response_len].tolist()
+    assert len(input_ids) == len(loss_mask) == prompt_len + response_len
+    return input_ids, loss_mask
+
+
+def samples_from_batch(out: Any, env_name: str, action_format: str, split: str = "train") -> list[dict[str, Any]]:
+    """One sample per row of the agent's output batch (`row_tokens`)."""
+    nt = out.non_tensor_batch
     rows = []
     for b in range(len(out)):
-        attention = batch["attention_mask"][b]
-        prompt_len, response_len = int(attention[:width].sum()), int(attention[width:].sum())
-        input_ids = batch["input_ids"][b][attention.bool()].tolist()
-        loss_mask = [0] * prompt_len + batch["response_mask"][b][:response_len].tolist()
-        assert len(input_ids) == len(loss_mask) == prompt_len + response_len
+        input_ids, loss_mask = row_tokens(out, b)
         rows.append({
             "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
             "success": bool(nt["success"][b]), "env_reward": float(nt["env_reward"][b]),
             "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
             "env_name": env_name, "action_format": action_format, "split": split,
+        })
+    return rows
+
+
+def samples_from_gateway(out: Any, env_name: str, split: str = "train") -> list[dict[str, Any]]:
+    """One sample per row of a gateway rollout (`row_tokens`); ``success`` is the program's flag, else reward >= 1."""
+    nt = out.non_tensor_batch
+    rows = []
+    for b in range(len(out)):
+        input_ids, loss_mask = row_tokens(out, b)
+        reward, said = float(nt["reward_total"][b]), nt["success"][b]
+        rows.append({
+            "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
+            "success": bool(said) if said is not None else reward >= 1.0, "env_reward": reward,
+            "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
+            "env_name": env_name, "action_format": "tool_call", "split": split,
         })
     return rows
 
@@ -185,6 +227,27 @@ def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[
     return rows
 
 
+def play_program(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[int]) -> list[dict[str, Any]]:
+    """Every episode of ``tasks`` played by ``args.program`` through the gateway, the expert answering, as samples."""
+    from openmanus_rl.gateway import GatewayConfig, GatewayRollout
+    from openmanus_rl.gateway.demonstrations import ProgramExpert
+    from verl.protocol import DataProto
+
+    expert = ProgramExpert(tokenizer, args.env_name, expert_kwargs(args))
+    config = GatewayConfig(program=args.program, n=1, concurrency=1, max_prompt_length=args.max_prompt_length,
+                           max_response_length=args.max_response_length,
+                           max_trajectory_length=args.max_trajectory_length, seed=args.seed)
+    batch = DataProto.from_dict(non_tensors={
+        "data_source": [args.env_name] * len(tasks),
+        "extra_info": [{"index": t, "split": args.split, "env_url": server_url} for t in tasks],
+    })
+    with GatewayRollout(tokenizer, expert, config) as rollout:
+        out = rollout.run_llm_loop(batch, do_sample=False)
+    rows = samples_from_gateway(out, args.env_name, args.split)
+    print(f"[sft] played {len(tasks)} episodes of {args.program} ({len(rows)} samples)", flush=True)
+    return rows
+
+
 def keep(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     ok = [r for r in rows if not r["failed"]]
     if mode == "successful":
@@ -206,11 +269,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     tasks = choose_tasks(args.env_name, args.split, args.n, args.sample, args.seed)
     start = time.perf_counter()
+    player = play_program if args.program else play
     if args.server_url:
-        rows = play(args, args.server_url, tokenizer, tasks)
+        rows = player(args, args.server_url, tokenizer, tasks)
     else:
         with env_server(args.env_name) as url:
-            rows = play(args, url, tokenizer, tasks)
+            rows = player(args, url, tokenizer, tasks)
     kept = keep(rows, args.keep)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

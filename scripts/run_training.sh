@@ -112,9 +112,12 @@ if [[ "$WARM_START" == 1 ]]; then
     # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...), and SFT runs on RL's device
     WARM_OVERRIDES=()
     for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
-        if [[ "$item" == agent.* || "$item" == trainer.device=* ]]; then WARM_OVERRIDES+=("$item"); fi
+        if [[ "$item" == agent.* || "$item" == +agent.program=* || "$item" == trainer.device=* ]]; then
+            WARM_OVERRIDES+=("$item")
+        fi
     done
-    # demonstrations + SFT once per (model, env, format, demos, agent limits, SFT config); progress on stderr, the folder on stdout
+    # demonstrations + SFT once per (model, env, format or agent program, demos, agent limits, SFT config); progress on
+    # stderr, the folder on stdout
     RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
         ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"})"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"

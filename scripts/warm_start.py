@@ -3,6 +3,7 @@
     python scripts/warm_start.py [--env_name ENV] [--model DIR] [--n_demos 32] [--n_dev_demos 8]
         [--action_format FORMAT] [--server_url URL] [--cache_dir DIR] [overrides: agent.max_turns=12, train.epochs=2]
     python scripts/warm_start.py --env_name babyai,webshop    # a mixed-env run: demonstrations of each env
+    python scripts/warm_start.py --program examples.webshop_openai_agent:play    # an agent program's own episodes
 
 The key hashes the base model (its path and the size and mtime of its weight
 files), the env, the action format, the number of demonstrations, the agent
@@ -16,6 +17,11 @@ Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
 ``--server_url`` the demonstration script starts its own env server.  With
 several envs (comma-separated) each env gives ``--n_demos`` train and
 ``--n_dev_demos`` dev episodes, and SFT trains on all of them together.
+
+``--program package.module:function`` (or the RL run's ``+agent.program=`` override) makes the
+demonstrations that agent program's own conversations, played through the gateway with the expert
+answering its model calls (``make_sft_data.py --program``), in the ``tool_call`` format; the key then
+also holds the program's name and its module's source.
 """
 
 from __future__ import annotations
@@ -80,7 +86,29 @@ def cache_key(args: argparse.Namespace, model: Path) -> str:
               "agent": agent_limits(args.agent_overrides),
               "sft": sorted(args.sft_overrides),
               "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text()}
+    if args.program:
+        fields["program"] = [args.program, program_source_sha256(args.program)]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def program_source_sha256(program: str) -> str:
+    """The SHA-256 of the source file of ``program``'s module: an edited program gets new demonstrations."""
+    import inspect
+
+    from openmanus_rl.gateway.config import load_program
+
+    return hashlib.sha256(Path(inspect.getfile(load_program(program))).read_bytes()).hexdigest()
+
+
+def split_program(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The agent program an ``[+]agent.program=`` override names (the last one), and the other overrides."""
+    program, rest = None, []
+    for item in overrides:
+        if item.lstrip("+").startswith("agent.program="):
+            program = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    return program, rest
 
 
 def say(text: str) -> None:
@@ -114,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
     add_yaml_argument(parser, "--action_format", "agent.action_format")
     parser.add_argument("--server_url", default=None)
+    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
+                        help="demonstrations of this agent program through the gateway (format tool_call)")
     parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
     parser.add_argument("overrides", nargs="*", help="agent.<limit>=value (the RL run's agent limits, e.g. "
                         "agent.max_turns=12) or Hydra overrides for verl.trainer.main_sft")
@@ -123,17 +153,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     parser = build_parser()
     args = parser.parse_args()
+    program, args.overrides = split_program(args.overrides)
+    args.program = args.program or program
     args.agent_overrides = [item for item in args.overrides if item.startswith("agent.")]
     args.sft_overrides = [item for item in args.overrides if not item.startswith("agent.")]
-    args.action_format = action_format(args.action_format, args.agent_overrides)
+    args.action_format = "tool_call" if args.program else action_format(args.action_format, args.agent_overrides)
     limits = agent_limits(args.agent_overrides)
     envs = [name.strip() for name in args.env_name.split(",")]
     if args.server_url and len(envs) > 1:
         parser.error("--server_url names one server, so it goes with one env only")
+    if args.program and len(envs) > 1:
+        parser.error("--program plays one env's tasks: give one --env_name")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
     root = Path(args.cache_dir or cache_root() / "warm_start")
-    folder = root / f"{'+'.join(envs)}_{args.action_format}_{args.n_demos}_{cache_key(args, model)}"
+    kind = "program" if args.program else args.action_format
+    folder = root / f"{'+'.join(envs)}_{kind}_{args.n_demos}_{cache_key(args, model)}"
     hf = folder / "sft" / "huggingface"
     if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():
         summary = json.loads((folder / "sft" / "sft_summary.json").read_text())
@@ -153,6 +188,8 @@ def main() -> None:
                    "--out", str(parts[-1])] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
             if args.server_url:
                 cmd += ["--server_url", args.server_url]
+            if args.program:
+                cmd += ["--program", args.program]
             run(cmd)
         pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
     demos_s = time.perf_counter() - started

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -15,7 +16,7 @@ import numpy as np
 from openmanus_rl.evaluation.checkpoints import model_label, resolve_model_path
 from openmanus_rl.evaluation.provenance import provenance
 from openmanus_rl.evaluation.report import format_summary
-from openmanus_rl.evaluation.results import TaskResult, task_results_from_batch, tasks_path_for
+from openmanus_rl.evaluation.results import TaskResult, task_results_from_batch, task_results_from_episodes, tasks_path_for
 from openmanus_rl.evaluation.servers import env_server, server_url_list
 from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
@@ -35,6 +36,46 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     }, role="rollout")
     worker.init_model()
     return worker
+
+
+def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_urls: list[str]) -> Any:
+    """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``."""
+    from openmanus_rl.agent import OpenManusAgent
+
+    return OpenManusAgent(tokenizer, worker, {
+        "env_name": args.env_name, "env_servers": {args.env_name: server_urls}, "env_ports": [], "n": args.n,
+        "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
+        "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
+        "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
+        "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
+        "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode})
+
+
+def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch_size: int) -> Any:
+    """``args.program`` playing the episodes through the gateway (`openmanus_rl.gateway.GatewayRollout`): every
+    episode of a batch at once, under the evaluation's token limits and sampling."""
+    from openmanus_rl.gateway import GatewayConfig, GatewayRollout
+    from verl.utils.yaml_defaults import yaml_value
+
+    config = GatewayConfig(
+        program=args.program, episode_timeout_s=args.episode_timeout_s, n=args.n, concurrency=batch_size * args.n,
+        max_prompt_length=args.max_prompt_length, max_response_length=args.max_response_length,
+        max_trajectory_length=args.max_trajectory_length, temperature=args.temperature,
+        top_p=yaml_value("ppo_trainer", "agent.top_p"), top_k=yaml_value("ppo_trainer", "agent.top_k"), seed=args.seed)
+    return GatewayRollout(tokenizer, worker, config, model=model_label(resolve_model_path(args.model)))
+
+
+def with_env_urls(batch: Any, server_urls: list[str]) -> Any:
+    """``batch`` with each row's ``extra_info["env_url"]`` set: the env server its agent program plays on, spread
+    over ``server_urls`` by task id (``extra_info["index"]``, else the row)."""
+    from openmanus_rl.agent.output import objects
+
+    rows = []
+    for row, extra in enumerate(batch.non_tensor_batch["extra_info"]):
+        extra = dict(extra) if isinstance(extra, dict) else {}
+        extra["env_url"] = server_urls[int(extra.get("index", row)) % len(server_urls)]
+        rows.append(extra)
+    return dataclasses.replace(batch, non_tensor_batch={**batch.non_tensor_batch, "extra_info": objects(rows)})
 
 
 def default_out(hf: Path, env: str, split: str) -> Path:
@@ -68,8 +109,6 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     from transformers import AutoTokenizer
 
-    from openmanus_rl.agent import OpenManusAgent
-
     results: list[TaskResult] = []
     start = time.perf_counter()
     with ExitStack() as stack:
@@ -85,20 +124,24 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(str(hf))
         worker = rollout_worker(str(hf), args)
         stack.callback(worker.shutdown)
-        config = {"env_name": args.env_name, "env_servers": {args.env_name: server_urls}, "env_ports": [], "n": args.n,
-                  "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
-                  "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
-                  "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
-                  "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
-                  "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode}
-        agent = stack.enter_context(OpenManusAgent(tokenizer, worker, config))
+        if args.program:
+            agent = stack.enter_context(program_rollout(tokenizer, worker, args, batch_size))
+            how = f"the agent program {args.program} through the gateway"
+        else:
+            agent = stack.enter_context(builtin_agent(tokenizer, worker, args, server_urls))
+            how = f"{args.rollout_mode} rollout"
         print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
               f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
-              f"server(s) {', '.join(server_urls)}; engine {args.engine}; {args.rollout_mode} rollout", flush=True)
+              f"server(s) {', '.join(server_urls)}; engine {args.engine}; {how}", flush=True)
         for index, batch in enumerate(batches):
-            # seeds: trajectory_seed(seed, 0, task, copy): the same samples whatever the batch size or order
-            out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
-            results += task_results_from_batch(out, args.n)
+            # seeds come from (seed, task, copy), never from a place in a batch: the same samples whatever the
+            # batch size or order
+            if args.program:
+                out = agent.run_llm_loop(with_env_urls(batch, server_urls), do_sample=not greedy, global_step=0)
+                results += task_results_from_episodes(out)
+            else:
+                out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
+                results += task_results_from_batch(out, args.n)
             done = [r for r in results if not r.failed]
             print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
                   f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "

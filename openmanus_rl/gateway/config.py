@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -82,10 +84,14 @@ class GatewayConfig:
 
 
 def load_program(target: str) -> Callable[..., Any]:
-    """The function ``package.module:function`` names; ValueError when it cannot be loaded or called."""
+    """The function ``package.module:function`` names, imported as under ``python -m`` (the working directory
+    is on the import path, so a script finds the repository's ``examples`` as the trainer does); ValueError
+    when it cannot be loaded or called."""
     module, _, name = target.partition(":")
     if not module or not name:
         raise ValueError(f"program must be package.module:function, got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:

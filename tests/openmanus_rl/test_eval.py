@@ -17,7 +17,9 @@ from openmanus_rl.eval import main
 from openmanus_rl.evaluation.checkpoints import ModelPathError, resolve_model_path
 from openmanus_rl.evaluation.compare import compare
 from openmanus_rl.evaluation.provenance import git_commit, model_files, model_sha256, package_versions
-from openmanus_rl.evaluation.results import TaskResult, load_task_results, task_results_from_batch, tasks_path_for
+from openmanus_rl.evaluation.results import (TaskResult, load_task_results, task_results_from_batch,
+                                             task_results_from_episodes, tasks_path_for)
+from openmanus_rl.evaluation.run import with_env_urls
 from openmanus_rl.evaluation.servers import server_url_list
 from openmanus_rl.evaluation.stats import bootstrap_ci, mcnemar_exact, paired_bootstrap_ci, wilson_interval
 from openmanus_rl.evaluation.summary import summarize
@@ -177,6 +179,45 @@ def test_task_results_from_batch():
                                  "invalid_actions": 1, "failed": False, "data_source": "webshop", "status": "done",
                                  "error": None}
     assert TaskResult.from_json(rows[3].to_json()) == rows[3]
+
+
+def test_task_results_from_episodes():
+    # task 4: two episodes, the first with a prefix break (two rows of session s1); task 9: a failed episode and
+    # one whose program returned reward 1 without saying success
+    out = DataProto.from_dict(non_tensors={
+        "gateway_session": ["s1", "s1", "s2", "s3", "s4"], "task_id": [4, 4, 4, 9, 9],
+        "num_turns": [2, 3, 1, 0, 4], "reward_total": [1.0, 1.0, 0.5, 0.0, 1.0],
+        "success": [False, False, None, None, None], "failed": [False, False, False, True, False],
+        "data_source": ["webshop"] * 5, "status": ["done", "done", "truncated", "failed", "done"],
+        "error": [None, None, None, "TimeoutError: episode", None]})
+    rows = task_results_from_episodes(out)
+    assert [r.to_json() for r in rows] == [
+        {"task_id": 4, "sample": 0, "success": False, "env_reward": 1.0, "turns": 5, "invalid_actions": 0,
+         "failed": False, "data_source": "webshop", "status": "done", "error": None},
+        {"task_id": 4, "sample": 1, "success": False, "env_reward": 0.5, "turns": 1, "invalid_actions": 0,
+         "failed": False, "data_source": "webshop", "status": "truncated", "error": None},
+        {"task_id": 9, "sample": 0, "success": False, "env_reward": 0.0, "turns": 0, "invalid_actions": 0,
+         "failed": True, "data_source": "webshop", "status": "failed", "error": "TimeoutError: episode"},
+        {"task_id": 9, "sample": 1, "success": True, "env_reward": 1.0, "turns": 4, "invalid_actions": 0,
+         "failed": False, "data_source": "webshop", "status": "done", "error": None}]
+
+
+def test_with_env_urls_spreads_the_servers_by_task_id():
+    batch = DataProto.from_dict(non_tensors={"data_source": ["webshop"] * 3, "extra_info": [
+        {"index": 7, "split": "test"}, {"index": 2, "split": "test"}, {"split": "test"}]})
+    out = with_env_urls(batch, ["http://a:1", "http://b:2"])
+    assert list(out.non_tensor_batch["extra_info"]) == [
+        {"index": 7, "split": "test", "env_url": "http://b:2"}, {"index": 2, "split": "test", "env_url": "http://a:1"},
+        {"split": "test", "env_url": "http://a:1"}]  # no index: the row (2)
+    assert list(batch.non_tensor_batch["extra_info"])[0] == {"index": 7, "split": "test"}  # the batch is left as it was
+    assert list(out.non_tensor_batch["data_source"]) == ["webshop"] * 3
+
+
+def test_a_program_that_cannot_load_fails_before_any_work(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--model", "no/such/folder", "--program", "examples.webshop_openai_agent:no_such_function"])
+    assert exc.value.code == 2
+    assert "--program: program 'examples.webshop_openai_agent:no_such_function' cannot be loaded" in capsys.readouterr().err
 
 
 def test_summarize_greedy_leaves_failed_episodes_out():
@@ -339,3 +380,22 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     c = compare(out, out)
     assert c["shared_tasks"] == 3 and c["success"]["gain"] == 0.0 and c["success"]["mcnemar_p"] == 1.0
     assert math.isclose(c["reward"]["gain"], 0.0)
+
+
+@pytest.mark.slow
+def test_end_to_end_agent_program(tiny_model_path: str, server: str, tmp_path: Path):
+    """The example agent program through the gateway: the tiny random model never calls a tool, so each episode
+    plays the program's whole turn cap on the server it was given, buys nothing and scores 0."""
+    from examples.webshop_openai_agent import MAX_TURNS
+
+    out = tmp_path / "program.json"
+    code = main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "2", "--threads", "2",
+                 "--max_response_length", "8", "--server_url", server, "--data_dir", str(tmp_path / "data"),
+                 "--out", str(out), "--program", "examples.webshop_openai_agent:play"])
+    assert code == 0
+    summary = json.loads(out.read_text())
+    assert (summary["tasks"], summary["failed"], summary["success_rate"], summary["mean_reward"]) == (2, 0, 0.0, 0.0)
+    assert summary["mean_turns"] == MAX_TURNS and summary["config"]["program"] == "examples.webshop_openai_agent:play"
+    rows = [json.loads(line) for line in (tmp_path / "program.tasks.jsonl").read_text().splitlines()]
+    assert [(r["task_id"], r["sample"], r["turns"], r["failed"], r["status"]) for r in rows] == [
+        (0, 0, MAX_TURNS, False, "done"), (1, 0, MAX_TURNS, False, "done")]
