@@ -12,8 +12,8 @@
 # on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'.
 #
 # --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
-# examples.webshop_openai_agent:play): the warm start's demonstrations are tool calls (agent.action_format=tool_call),
-# every evaluation plays the program (openmanus_rl.eval --program), and a WebShop server on --env_port (36001)
+# examples.webshop_openai_agent:play): the warm start's demonstrations are the program's own episodes with the expert
+# answering its calls (scripts/warm_start.py --program), every evaluation plays the program (openmanus_rl.eval --program), and a WebShop server on --env_port (36001)
 # serves the program during training; the program finds it there or at $WEBSHOP_URL.
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
@@ -45,7 +45,7 @@ mkdir -p "$OUT"
 EXP=webshop_grpo_learn
 WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
 if [[ -n "$PROGRAM" ]]; then
-    WARM_ARGS=(agent.action_format=tool_call)
+    WARM_ARGS=(--program "$PROGRAM")
     EVAL_ARGS=(--program "$PROGRAM")
     RL_ARGS=(agent.action_format=tool_call data.rollout=gateway "+agent.program=$PROGRAM")
 fi
