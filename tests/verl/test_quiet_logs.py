@@ -2,7 +2,9 @@
 
 import logging
 
-from verl.utils.quiet_logs import VLLM_NOISE, quiet_vllm
+import torch
+
+from verl.utils.quiet_logs import VLLM_NOISE, WEIGHT_LOADER, quiet_vllm
 
 
 class Collect(logging.Handler):
@@ -27,15 +29,21 @@ def test_listed_vllm_messages_are_dropped_at_their_loggers_and_others_kept():
             "Passing raw prompts to InputProcessor is deprecated and will be removed in the future.")
         logging.getLogger("vllm.config.vllm").warning("Model Runner V2 requires Triton; using the V1 model runner instead.")
         logging.getLogger("vllm.v1.worker.cpu_worker").warning("libtcmalloc is not found in LD_PRELOAD. For best performance, ...")
-        logging.getLogger("vllm.model_executor.models.utils").warning(
-            "Attempted to load weight %s with dtype %s into parameter with dtype %s", "w", "torch.float32", "torch.bfloat16")
+        cast = "Attempted to load weight %s with dtype %s into parameter with dtype %s"
+        loader = logging.getLogger(WEIGHT_LOADER)
+        loader.warning(cast, "w", torch.float32, torch.bfloat16)  # the training checkpoint into the bf16 engine
+        loader.warning(cast, "v", torch.float32, torch.float16)
+        loader.warning(cast, "u", torch.bfloat16, torch.float16)  # any other mismatch still shows
+        loader.warning("Attempted to load nested weight %r into a single parameter %r", "a.b", "a")
     finally:
         root.removeHandler(collect)
     assert collect.messages == [
         "libtcmalloc is not found in LD_PRELOAD. For best performance, ...",
-        "Attempted to load weight w with dtype torch.float32 into parameter with dtype torch.bfloat16",
+        "Attempted to load weight u with dtype torch.bfloat16 into parameter with dtype torch.float16",
+        "Attempted to load nested weight 'a.b' into a single parameter 'a'",
     ]
-    assert {name: len(logging.getLogger(name).filters) for name in VLLM_NOISE} == {name: 1 for name in VLLM_NOISE}
+    assert {name: len(logging.getLogger(name).filters) for name in [*VLLM_NOISE, WEIGHT_LOADER]} == {
+        name: 1 for name in [*VLLM_NOISE, WEIGHT_LOADER]}
 
 
 def test_the_listed_loggers_exist_in_the_installed_vllm():
@@ -43,7 +51,7 @@ def test_the_listed_loggers_exist_in_the_installed_vllm():
     import importlib.util
     from pathlib import Path
 
-    for name, starts in VLLM_NOISE.items():
+    for name, starts in [*VLLM_NOISE.items(), (WEIGHT_LOADER, ("Attempted to load weight %s with dtype %s into",))]:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin, name
         source = Path(spec.origin).read_text().replace('"\n', "").replace('                "', "")
