@@ -6,7 +6,8 @@ interface that the gateway's `Dispatcher` drives like the engine: for each call 
 observation out of the prompt (the content of the last user or tool message, as the chat template wrote
 it), asks the env's expert (`openmanus_rl.experts`) for the action, and answers with the ``tool_call``
 reply (the thought, then ``<tool_call>{"name": <the env tool that writes the action>, "arguments":
-{...}}</tool_call>``), tokenised, plus the end-of-turn token, log-probs 0.  The gateway keeps the exact
+{...}}</tool_call>``), tokenised, plus the end-of-turn token, log-probs 0; a reply longer than the call's
+``max_tokens`` is cut there with finish reason ``"length"``, as the model's would be.  The gateway keeps the exact
 tokens, so a demonstration is the sample RL trains on when the program plays the same episode.
 
 The contract a program must meet: the env's observation is the last message of each model call (a user
@@ -79,7 +80,7 @@ class ProgramExpert:
             raise ValueError("the prompt holds no user or tool message")
         return text[at + len(head):]
 
-    def _answer(self, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    def _answer(self, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], str]:
         context = self._context
         if context is None or prompt_ids[:len(context)] != context:
             self._expert = get_expert(self.spec.name, **self.expert_kwargs)
@@ -89,17 +90,18 @@ class ProgramExpert:
         self.episodes[-1].append(action)
         ids = self.chat.encode(format_reply(self.template, action, self._expert.last_thought, self.spec))
         ids.append(self.chat.eot_id)
-        if len(ids) > max_tokens:
-            raise ValueError(f"the expert's reply takes {len(ids)} tokens, above the call's max_tokens {max_tokens}")
+        reason = "stop"
+        if len(ids) > max_tokens:  # cut where the model would be: the rest of the budget, finish reason "length"
+            ids, reason = ids[:max_tokens], "length"
         self._context = prompt_ids + ids
-        return ids
+        return ids, reason
 
     def generate_sequences(self, request: DataProto) -> DataProto:
         nt = request.non_tensor_batch
         if len(nt["prompt_ids"]) != 1:
             raise ValueError("ProgramExpert answers one call at a time: run the program with concurrency=1")
         max_tokens = int(request.meta_info.get("max_tokens", 1 << 30))
-        ids = self._answer([int(x) for x in nt["prompt_ids"][0]], max_tokens)
+        ids, reason = self._answer([int(x) for x in nt["prompt_ids"][0]], max_tokens)
         return DataProto.from_dict(non_tensors={"response_ids": objects([ids]),
                                                 "response_log_probs": objects([[0.0] * len(ids)]),
-                                                "finish_reason": objects(["stop"])})
+                                                "finish_reason": objects([reason])})
