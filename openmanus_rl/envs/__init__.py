@@ -3,6 +3,7 @@
 from .addresses import ADDRESSES, ServerAddresses
 from .client import EnvClient, StepResult
 from .errors import (
+    EnvCapacityError,
     EnvClientError,
     EnvConnectionError,
     EnvProtocolError,
@@ -17,7 +18,7 @@ from .pool import EnvPool
 from .specs import ENV_SPECS, EnvSpec, get_env_spec, register_env
 
 __all__ = [
-    "ADDRESSES", "ENV_SPECS", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
+    "ADDRESSES", "ENV_SPECS", "EnvCapacityError", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
     "EnvRequestError", "EnvServerError", "EnvSpec", "EnvTimeoutError", "EnvUnavailableError", "JsonHttp",
     "NoEnvServerError", "RetryPolicy", "ServerAddresses", "StepResult", "get_env_spec", "register_env",
 ]

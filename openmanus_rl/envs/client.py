@@ -11,16 +11,18 @@ already closed for idleness), and family-B ``{"error": ...}`` answers become
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import EnvClientError, EnvProtocolError, EnvRequestError
+from .errors import EnvCapacityError, EnvClientError, EnvProtocolError, EnvRequestError, EnvServerError
 from .http import JsonHttp, RetryPolicy
 from .specs import EnvSpec
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 5.0
+CAPACITY_PAUSE_MAX_S = 2.0  # the longest pause between two /create calls to a server at its env cap
 
 
 @dataclass(frozen=True)
@@ -62,15 +64,41 @@ class EnvClient:
             raise EnvClientError(f"{self!r}: create() was not called (or the env was closed)")
         return {self.spec.id_field: self.env_id, **extra}
 
-    def create(self) -> int:
-        """``POST /create``; keeps and returns the new env's id."""
-        answer = self.http.call("POST", "/create")
+    def create(self, capacity_wait_s: float | None = None) -> int:
+        """``POST /create``; keeps and returns the new env's id.
+
+        A server at its env cap (HTTP 503, ``--max-envs``) is asked again, after pauses that double from the
+        retry backoff up to ``CAPACITY_PAUSE_MAX_S``, for up to ``capacity_wait_s`` seconds (default
+        `reset_timeout_s`): an episode waits for a free env instead of failing; past that, `EnvCapacityError`.
+        Any other failure gets the usual retries.
+        """
+        try:
+            answer = self.http.call("POST", "/create", unretried=(503,))
+        except EnvServerError as exc:
+            if exc.status != 503:
+                raise
+            answer = self._create_when_free(self.reset_timeout_s if capacity_wait_s is None else capacity_wait_s)
         env_id = answer.get("id") if isinstance(answer, dict) else answer
         if not isinstance(env_id, int) or isinstance(env_id, bool):
             raise EnvProtocolError(f"{self.server_url}: /create answered {str(answer)[:200]!r}, expected an env id",
                                    self.server_url)
         self.env_id = env_id
         return env_id
+
+    def _create_when_free(self, wait_s: float) -> Any:
+        deadline = time.monotonic() + wait_s
+        pause = max(self.http.policy.backoff_s, 0.05)
+        while True:
+            if time.monotonic() + pause > deadline:
+                raise EnvCapacityError(f"POST {self.http.base_url}/create: the server stayed at its env cap (HTTP 503) "
+                                       f"for {wait_s:g}s", self.server_url, 503)
+            time.sleep(pause)
+            pause = min(2 * pause, CAPACITY_PAUSE_MAX_S)
+            try:
+                return self.http.call("POST", "/create", unretried=(503,))
+            except EnvServerError as exc:
+                if exc.status != 503:
+                    raise
 
     @property
     def reset_timeout_s(self) -> float:

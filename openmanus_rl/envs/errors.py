@@ -9,6 +9,8 @@ The hierarchy says what the caller may do next:
   did not answer in time, or failed (5xx) even after the retries.  The env is
   gone or suspect: discard it and create another, possibly on another server.
 * `EnvProtocolError`: the answer does not have the shape the protocol promises.
+* `EnvCapacityError`: the server is healthy but holds as many envs as it may (its
+  ``/create`` answered 503 for as long as the client waited); another server may have room.
 
 Every error carries the ``url`` it concerns; `EnvRequestError` and
 `EnvServerError` also carry the HTTP ``status``.
@@ -32,6 +34,10 @@ class EnvRequestError(EnvClientError):
 
 class EnvProtocolError(EnvClientError):
     """The server answered something the protocol does not allow."""
+
+
+class EnvCapacityError(EnvClientError):
+    """The server stayed at its env cap (``/create`` answered 503) for as long as the client waited."""
 
 
 class EnvUnavailableError(EnvClientError):

@@ -5,7 +5,8 @@ sleeping ``backoff_s * 2**k`` before retry ``k + 1``.  Retried: a failed or
 broken connection, and an HTTP 5xx answer.  A read timeout is retried only
 for calls marked ``idempotent`` (a ``/step`` that timed out may have been
 applied, so repeating it could step the env twice).  Never retried: 4xx and
-``{"error": ...}`` bodies (`EnvRequestError`).
+``{"error": ...}`` bodies (`EnvRequestError`), and a 5xx status the caller lists
+in ``unretried`` (``/create``'s 503, the env cap: `EnvClient.create` waits for room its own way).
 """
 
 from __future__ import annotations
@@ -71,8 +72,10 @@ class JsonHttp:
         idempotent: bool = False,
         timeout_s: float | None = None,
         retries: int | None = None,
+        unretried: tuple[int, ...] = (),
     ) -> Any:
-        """The decoded JSON answer of ``method path``; raises an `EnvClientError` subclass on failure."""
+        """The decoded JSON answer of ``method path``; raises an `EnvClientError` subclass on failure.
+        A 5xx status in ``unretried`` raises `EnvServerError` at once (the caller has its own rule for it)."""
         url = self.base_url + path
         timeout = timeout_s or self.policy.timeout_s
         attempts = 1 + (self.policy.retries if retries is None else retries)
@@ -99,6 +102,8 @@ class JsonHttp:
             if response.status_code >= 500:
                 last = EnvServerError(f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
                                       url, response.status_code)
+                if response.status_code in unretried:
+                    break
                 continue
             if response.status_code >= 400:
                 raise EnvRequestError(f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",

@@ -13,6 +13,9 @@
   `start_episode` fails over while no step has been taken: a reused client
   that cannot be reset is replaced by a fresh env, and an unavailable server
   by another server.  A failure after that is the episode's.
+* Full servers: a server at its env cap (``/create`` answers 503) is waited for
+  (`EnvClient.create`); one still full after that is skipped for this episode
+  without a cooldown (it is healthy).
 * Moved servers: before each lease the pool looks each server up in
   ``addresses`` (`ServerAddresses`, by default the process's `ADDRESSES`, where
   the supervisor records a server it restarted on another port). A moved
@@ -40,7 +43,7 @@ from agentgym.spawn import healthy
 
 from .addresses import ADDRESSES, ServerAddresses
 from .client import EnvClient
-from .errors import EnvClientError, EnvUnavailableError, NoEnvServerError
+from .errors import EnvCapacityError, EnvClientError, EnvUnavailableError, NoEnvServerError
 from .http import RetryPolicy
 from .specs import EnvSpec
 
@@ -156,6 +159,11 @@ class EnvPool:
             try:
                 client, reused = self._take(url)
                 return client, client.reset(task_id)
+            except EnvCapacityError as exc:  # healthy but full for as long as create() waited: try another server
+                self._count("errors")
+                tried.add(url)
+                errors.append(str(exc))
+                self._unlease(url)
             except EnvUnavailableError as exc:
                 self._count("errors")
                 tried.add(url)

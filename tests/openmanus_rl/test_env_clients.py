@@ -1,12 +1,14 @@
 """Env clients and the pool against real server processes: our WebShop (family A) and the toy family-B server."""
 
 import logging
+import threading
 import time
 
 import pytest
 import requests
 
 from openmanus_rl.envs import (
+    EnvCapacityError,
     EnvClient,
     EnvConnectionError,
     EnvPool,
@@ -90,18 +92,49 @@ def test_connection_refused_is_retried_with_backoff():
     assert time.monotonic() - start >= 0.1 + 0.2  # backoff 0.1 * 2**0 + 0.1 * 2**1
 
 
-def test_server_errors_are_retried_then_typed(spawn_server):
+def test_server_errors_are_retried_then_typed_and_a_full_server_is_waited_for(spawn_server):
     server = spawn_server("webshop", "--max-envs", "1")
     first = EnvClient(WEBSHOP, server.url, FAST)
     first.create()
     start = time.monotonic()
     with pytest.raises(EnvServerError, match=r"HTTP 503: env cap reached.*\(after 3 attempts\)") as info:
-        EnvClient(WEBSHOP, server.url, FAST).create()
-    assert info.value.status == 503 and time.monotonic() - start >= 0.3
-    first.close()
-    second = EnvClient(WEBSHOP, server.url, FAST)
-    assert isinstance(second.create(), int)  # room again after /close
-    second.close()
+        EnvClient(WEBSHOP, server.url, FAST).http.call("POST", "/create")  # any 5xx: 1 + 2 retries
+    assert info.value.status == 503 and time.monotonic() - start >= 0.1 + 0.2
+
+    # create() waits for room: pauses of 0.1 s, 0.2 s, then 0.4 s would pass the 0.5 s it may wait
+    start = time.monotonic()
+    with pytest.raises(EnvCapacityError, match=r"/create: the server stayed at its env cap \(HTTP 503\) for 0.5s") as info:
+        EnvClient(WEBSHOP, server.url, FAST).create(capacity_wait_s=0.5)
+    assert info.value.status == 503 and 0.3 <= time.monotonic() - start < 0.5
+    waiting = EnvClient(WEBSHOP, server.url, FAST)
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(waiting.create()))  # waits up to the request timeout (5 s)
+    start = time.monotonic()
+    thread.start()
+    time.sleep(1.0)
+    assert got == []
+    first.close()  # room again
+    thread.join(timeout=10)
+    assert len(got) == 1 and isinstance(got[0], int) and 1.0 <= time.monotonic() - start < 4.0
+    waiting.close()
+
+
+def test_pool_skips_a_full_server_without_a_cooldown(spawn_server):
+    full, free = spawn_server("webshop", "--max-envs", "1"), spawn_server("webshop", "--max-envs", "1")
+    pool = EnvPool(WEBSHOP, [full.url, free.url], RetryPolicy(timeout_s=1.0, retries=2, backoff_s=0.1))
+    holder = EnvClient(WEBSHOP, full.url, FAST)
+    holder.create()
+    client, observation = pool.start_episode(0)  # the full server first (least leased, listed first), then the other
+    assert client.server_url == free.url and "Instruction:" in observation
+    with pytest.raises(NoEnvServerError, match=r"no webshop server could start an episode: .*stayed at its env cap"):
+        pool.start_episode(1)  # both full now
+    assert pool.stats["errors"] == 3 and pool._down_until == [0.0, 0.0]  # healthy servers: no cooldown
+    holder.close()
+    again, _ = pool.start_episode(1)
+    assert again.server_url == full.url
+    for c in (client, again):
+        pool.release(c)
+    pool.close()
 
 
 def test_hung_server_times_out_and_steps_are_not_retried(spawn_server):
