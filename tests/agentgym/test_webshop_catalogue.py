@@ -194,7 +194,7 @@ def test_prepared_data_and_warm_start_key_follow_the_catalogue(tmp_path: Path, s
     model.mkdir()
     (model / "config.json").write_text("{}")
     args = argparse.Namespace(env_name="webshop", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0,
-                              agent_overrides=[], sft_overrides=[])
+                              agent_overrides=[], sft_overrides=[], program=None)
     out = tmp_path / "data"
     argv = ["prepare_data.py", "--env_name", "webshop", "--out", str(out), "--if_changed"]
 

@@ -271,6 +271,26 @@ def test_demonstrations_use_the_rl_runs_action_format() -> None:
     assert warm_start.action_format("xml", ["agent.action_format=react", "agent.action_format=tool_call"]) == "tool_call"
 
 
+def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
+    """``run_training.sh`` passes ``+agent.program=`` on: the warm start takes the program out of the SFT overrides,
+    and the program and its source are part of the cache key."""
+    import argparse
+    from pathlib import Path
+
+    warm_start = _load_script("warm_start")
+    program = "examples.webshop_openai_agent:play"
+    assert warm_start.split_program(["agent.n=4", f"+agent.program={program}", "train.epochs=2"]) == (
+        program, ["agent.n=4", "train.epochs=2"])
+    assert warm_start.split_program(["agent.n=4"]) == (None, ["agent.n=4"])
+    source = (REPO / "examples" / "webshop_openai_agent.py").read_bytes()
+    assert warm_start.program_source_sha256(program) == __import__("hashlib").sha256(source).hexdigest()
+    model = Path(warm_start.__file__).resolve().parents[1] / "examples"  # any folder: the key reads its files
+    base = dict(env_name="webshop", action_format="tool_call", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[],
+                sft_overrides=[])
+    keys = {warm_start.cache_key(argparse.Namespace(**base, program=p), model) for p in (None, program)}
+    assert len(keys) == 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("action_format", ["react", "xml", "tool_call"])
 def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
