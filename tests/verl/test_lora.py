@@ -301,7 +301,8 @@ def test_a_lora_override_changes_the_warm_start_key(tmp_path):
     warm_start = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(warm_start)
     (tmp_path / "config.json").write_text("{}")
-    args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[])
+    args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
+                              program=None)
     lora = argparse.Namespace(**{**vars(args), "sft_overrides": ["model.lora_rank=8"]})
     assert warm_start.cache_key(args, tmp_path) != warm_start.cache_key(lora, tmp_path)
 
