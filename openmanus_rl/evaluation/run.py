@@ -51,18 +51,17 @@ def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_
         "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode})
 
 
-def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch_size: int) -> Any:
+def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch_size: int, hf: Path) -> Any:
     """``args.program`` playing the episodes through the gateway (`openmanus_rl.gateway.GatewayRollout`): every
-    episode of a batch at once, under the evaluation's token limits and sampling."""
+    episode of a batch at once, under the evaluation's token limits and sampling (top-p and top-k: the run
+    config's, `GatewayConfig`'s defaults); ``hf`` is the resolved model folder."""
     from openmanus_rl.gateway import GatewayConfig, GatewayRollout
-    from verl.utils.yaml_defaults import yaml_value
 
     config = GatewayConfig(
         program=args.program, episode_timeout_s=args.episode_timeout_s, n=args.n, concurrency=batch_size * args.n,
         max_prompt_length=args.max_prompt_length, max_response_length=args.max_response_length,
-        max_trajectory_length=args.max_trajectory_length, temperature=args.temperature,
-        top_p=yaml_value("ppo_trainer", "agent.top_p"), top_k=yaml_value("ppo_trainer", "agent.top_k"), seed=args.seed)
-    return GatewayRollout(tokenizer, worker, config, model=model_label(resolve_model_path(args.model)))
+        max_trajectory_length=args.max_trajectory_length, temperature=args.temperature, seed=args.seed)
+    return GatewayRollout(tokenizer, worker, config, model=model_label(hf))
 
 
 def with_env_urls(batch: Any, server_urls: list[str]) -> Any:
@@ -125,7 +124,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         worker = rollout_worker(str(hf), args)
         stack.callback(worker.shutdown)
         if args.program:
-            agent = stack.enter_context(program_rollout(tokenizer, worker, args, batch_size))
+            agent = stack.enter_context(program_rollout(tokenizer, worker, args, batch_size, hf))
             how = f"the agent program {args.program} through the gateway"
         else:
             agent = stack.enter_context(builtin_agent(tokenizer, worker, args, server_urls))
