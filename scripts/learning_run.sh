@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The learning result, reproducibly: base model -> SFT warm start -> GRPO from it, each evaluated greedily on the
-# same held-out WebShop test tasks, plus the expert on those tasks (the ceiling), and paired comparisons.
+# same held-out test tasks of one env (default WebShop), plus the expert on those tasks (the ceiling), and paired
+# comparisons.
 #
-#   scripts/learning_run.sh [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100] [--out results/learning]
-#                           [--program PACKAGE.MODULE:FUNCTION] [trainer overrides, e.g. algorithm.adv_estimator=gigpo]
+#   scripts/learning_run.sh [--env_name webshop] [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100]
+#                           [--out results/learning] [--program PACKAGE.MODULE:FUNCTION]
+#                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo trainer.max_minutes=70]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
 # update itself, no separate pass), lr 5e-6 with a KL loss to the warm start (coefficient 0.02, low_var_kl: one
 # reference pass a step), dynamic sampling on: the recipe of results/learning_v3 (+0.18 success on the 500 WebShop
 # test goals in 14 steps; lr 2e-5 without the KL term gave +0.034, results/learning_v2_500). The base model is evaluated
-# on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'.
+# on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'. Turn caps, token
+# budgets and observation cuts are the run's defaults (agent.* in ppo_trainer.yaml, the env's EnvSpec) everywhere: in
+# the demonstrations, RL, every evaluation and the expert's. trainer.max_minutes=M ends RL after the step that spends M
+# minutes (validated and checkpointed), so a run fits a sitting whatever a step costs on the box.
 #
 # --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
 # examples.webshop_openai_agent:play): the warm start's demonstrations are the program's own episodes with the expert
@@ -23,9 +28,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""; ENV_PORT=36001
+ENV=webshop; N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""
+ENV_PORT=36001
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --env_name) ENV="$2"; shift 2 ;;
         --n_demos) N_DEMOS="$2"; shift 2 ;;
         --steps) STEPS="$2"; shift 2 ;;
         --eval_limit) EVAL_LIMIT="$2"; shift 2 ;;
@@ -34,7 +41,7 @@ while [[ $# -gt 0 ]]; do
         --program) PROGRAM="$2"; shift 2 ;;
         --env_port) ENV_PORT="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
-        *) echo "usage: scripts/learning_run.sh [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
+        *) echo "usage: scripts/learning_run.sh [--env_name ENV] [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
                 "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [overrides]" >&2; exit 2 ;;
     esac
 done
@@ -42,7 +49,8 @@ done
 PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-EXP=webshop_grpo_learn
+[[ "$ENV" != *,* ]] || { echo "--env_name: one env per learning run, got $ENV" >&2; exit 2; }
+EXP=${ENV}_grpo_learn
 WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
 if [[ -n "$PROGRAM" ]]; then
     WARM_ARGS=(--program "$PROGRAM")
@@ -53,11 +61,10 @@ START=$SECONDS
 phase() { echo "{\"phase\": \"$1\", \"minutes\": $(( (SECONDS - START) / 60 ))}" | tee -a "$OUT/phases.jsonl" >&2; }
 : >"$OUT/phases.jsonl"
 BASE="$("$PY" scripts/prepare_model.py | tail -n 1)"
-WARM="$("$PY" scripts/warm_start.py --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"})"
-LIMITS=(--max_turns 8 --max_prompt_length 1024 --max_response_length 96 --max_obs_length 256 --max_trajectory_length 3072)
+WARM="$("$PY" scripts/warm_start.py --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"})"
 evaluate() {  # evaluate <name> <model> <limit> [always]: greedy on the first <limit> test tasks -> <out>/<name>.json
     if [[ -f "$OUT/$1.json" && -z "${4:-}" ]]; then echo "reusing $OUT/$1.json" >&2; return; fi
-    "$PY" -m openmanus_rl.eval --model "$2" --limit "$3" "${LIMITS[@]}" ${EVAL_ARGS[@]+"${EVAL_ARGS[@]}"} --out "$OUT/$1.json"
+    "$PY" -m openmanus_rl.eval --model "$2" --env_name "$ENV" --limit "$3" ${EVAL_ARGS[@]+"${EVAL_ARGS[@]}"} --out "$OUT/$1.json"
     phase "eval_$1"
 }
 phase warm_start
@@ -65,12 +72,12 @@ evaluate base "$BASE" "$BASE_LIMIT"
 evaluate warm_start "$WARM" "$EVAL_LIMIT"
 rm -rf "outputs/$EXP"
 if [[ -n "$PROGRAM" ]]; then  # the gateway starts no env server: the program's, for the RL run
-    "$(dirname "$PY")/agentgym" serve webshop --port "$ENV_PORT" >"$OUT/env_server.log" 2>&1 &
+    "$(dirname "$PY")/agentgym" serve "$ENV" --port "$ENV_PORT" >"$OUT/env_server.log" 2>&1 &
     SERVER_PID=$!
     trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
     export WEBSHOP_URL="http://127.0.0.1:$ENV_PORT"
 fi
-./train_grpo.sh --env_name webshop --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
+./train_grpo.sh --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
     trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
     agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
     actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
@@ -78,15 +85,16 @@ fi
 phase rl
 evaluate grpo "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
 cp "outputs/$EXP/metrics.jsonl" "$OUT/metrics.jsonl"
-[[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" <<'PY'
+[[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" "$ENV" <<'PY'
 import json, sys
 from pathlib import Path
 from transformers import AutoTokenizer
 from openmanus_rl.experts import evaluate_expert
 from openmanus_rl.evaluation.servers import env_server
-out, limit, base = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-with env_server("webshop") as url:  # the expert sees observations cut as the agent cuts them
-    score = evaluate_expert("webshop", "test", limit, url, max_turns=8, max_obs_length=256,
+from verl.utils.yaml_defaults import yaml_value
+out, limit, base, env = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+with env_server(env) as url:  # the expert sees observations cut as the agent cuts them, within the env's turn cap
+    score = evaluate_expert(env, "test", limit, url, max_obs_length=yaml_value("ppo_trainer", "agent.max_obs_length"),
                             tokenizer=AutoTokenizer.from_pretrained(base))
 (out / "expert.json").write_text(json.dumps(score.summary(), indent=2))
 print(score.summary())
@@ -95,19 +103,19 @@ PY
     "$PY" -m openmanus_rl.eval compare "$OUT/base.json" "$OUT/warm_start.json"
     "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/grpo.json"
 } | tee "$OUT/comparisons.txt"
-"$PY" - "$OUT" "outputs/$EXP/metrics.jsonl" <<'PY'
+"$PY" - "$OUT" "outputs/$EXP/metrics.jsonl" "$ENV" <<'PY'
 import json, sys
 from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-out, metrics = Path(sys.argv[1]), Path(sys.argv[2])
+out, metrics, env = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 rows = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
 minutes, points = 0.0, []  # (step, wall-clock minutes of RL so far, dev success)
 for r in rows:
     minutes += (r.get("timing_s/step", 0.0) + r.get("timing_s/validation", 0.0)) / 60
-    if "val/webshop/success_rate" in r:
-        points.append((r["step"], minutes, r["val/webshop/success_rate"]))
+    if f"val/{env}/success_rate" in r:
+        points.append((r["step"], minutes, r[f"val/{env}/success_rate"]))
 expert = json.loads((out / "expert.json").read_text())
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
 for ax, col, label in ((axes[0], 0, "RL step"), (axes[1], 1, "wall-clock minutes of RL (validation included)")):

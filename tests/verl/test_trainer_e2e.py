@@ -177,7 +177,8 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, count
 
 
 def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path, countdown_data, tmp_path):
-    """The seam: `data.rollout=module:PLUGIN` with no agent and no env server; the trainer only sees a DataProto."""
+    """The seam: `data.rollout=module:PLUGIN` with no agent and no env server; the trainer only sees a DataProto.
+    The run's time budget (`trainer.max_minutes`, spent within the first step) makes that step its last of three."""
     data = countdown_data  # any verl-format parquet: the fixed rollout ignores the prompts
     out = tmp_path / "run"
     args = [
@@ -185,14 +186,17 @@ def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path,
         f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet", "algorithm.reward_score_fn=exact_match",
         "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.actor.optim.lr=1e-3", "actor_rollout_ref.rollout.name=hf",
-        "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0",
-        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+        "trainer.total_training_steps=3", "trainer.max_minutes=0.0001", "trainer.val_before_train=false", "trainer.test_freq=0",
+        "trainer.save_freq=0", "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
     ]
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=900, env=env)
     assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    step = by_step([json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()], 1)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1]
+    assert "[trainer] stopping after step 1: trainer.max_minutes=0.0001 spent" in proc.stdout
+    step = by_step(rows, 1)
     assert step["rollout/trajectories"] == 4.0
     assert step["reward/exact_match/mean"] == 0.5  # "4" is right, "5" is wrong, in every group
     assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0

@@ -110,6 +110,7 @@ class TrainerConfig:
     save_trajectories: bool
     max_failed_fraction: float  # above it a step is retried once, then the run stops (checkpointed)
     stop_after_step: int | None
+    max_minutes: float | None  # RL wall-clock budget of this run (from fit's start); the step ending past it is the last
     staleness: int  # 0: synchronous; 1: one-step-off (the next rollout overlaps this step's training)
 
 
@@ -186,6 +187,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
     if not 0.0 <= t.max_failed_fraction <= 1.0:
         raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
+    if t.max_minutes is not None and not t.max_minutes > 0:
+        raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
     if t.staleness not in (0, 1):
         raise ConfigError(f"trainer.staleness must be 0 (synchronous) or 1 (one-step-off), got {t.staleness}: "
                           "one rollout engine per worker runs one rollout at a time, so a second step ahead would wait anyway")

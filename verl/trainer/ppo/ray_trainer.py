@@ -563,6 +563,7 @@ class RayPPOTrainer:
                 self._wait_for_services(0, None)
                 tracker.log(self._validate(), step=0)
             progress = progress_bar(t.total_training_steps, self.global_step)
+            started = time.monotonic()
             while self.global_step < t.total_training_steps:
                 ahead, self._ahead = self._ahead, None
                 # before: what a checkpoint of the last completed step must hold as the dataloader
@@ -575,7 +576,8 @@ class RayPPOTrainer:
                     tasks, ready = ahead.tasks, ahead.job
                 metrics = self._guarded_step(tasks, before, ready)
                 metrics["train/epoch"] = float(self.train_loader.epoch)
-                is_last = self.global_step == t.total_training_steps
+                out_of_time = t.max_minutes is not None and (time.monotonic() - started) / 60 >= t.max_minutes
+                is_last = self.global_step == t.total_training_steps or out_of_time
                 if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
                     self._settle()
                     metrics.update(self._validate())
@@ -586,6 +588,11 @@ class RayPPOTrainer:
                 last = metrics
                 if progress is not None:
                     progress.update(1)
+                if out_of_time:
+                    self._wait_ahead()
+                    print(f"[trainer] stopping after step {self.global_step}: trainer.max_minutes={t.max_minutes} "
+                          f"spent ({(time.monotonic() - started) / 60:.1f} min)", flush=True)
+                    break
                 if t.stop_after_step is not None and self.global_step >= t.stop_after_step:
                     self._wait_ahead()
                     print(f"[trainer] stopping after step {self.global_step} (trainer.stop_after_step)", flush=True)
