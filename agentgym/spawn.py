@@ -65,18 +65,21 @@ class ServerProcess:
     (``--port`` is appended either way); ``environ`` is the child's environment (default: ours);
     ``log_path`` keeps its log there (default: a temporary file); ``die_with_parent`` (Linux) has the
     kernel SIGKILL the server when the thread that started it dies, so a killed trainer leaves no server behind.
+    ``host`` is the address it binds (``--host``; 0.0.0.0: every interface) and ``advertise`` the one its URL
+    names (default ``host``), e.g. the node's IP for a server other hosts reach.
     """
 
     def __init__(self, env: str, port: int | None = None, args: Sequence[str] = (), command: Sequence[str] | None = None,
                  environ: Mapping[str, str] | None = None, log_path: Path | None = None, timeout_s: float = 120.0,
-                 die_with_parent: bool = False) -> None:
+                 die_with_parent: bool = False, host: str = "127.0.0.1", advertise: str | None = None) -> None:
         self.env, self.timeout_s, self.die_with_parent = env, timeout_s, die_with_parent
         self.port = port or free_port()
         base = list(command or [sys.executable, "-m", "agentgym.launcher", "serve", env, "--log-level", "warning"])
-        self.command = base + ["--port", str(self.port), *args]
+        bind = [] if host == "127.0.0.1" else ["--host", host]  # the launcher's default is 127.0.0.1
+        self.command = base + ["--port", str(self.port), *bind, *args]
         self.environ = dict(environ) if environ is not None else None
         self.log = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix=f"agentgym-{env}-", suffix=".log")[1])
-        self.url = ServerUrl(f"http://127.0.0.1:{self.port}")
+        self.url = ServerUrl(f"http://{advertise or host}:{self.port}")
         self.proc: subprocess.Popen | None = None
 
     @property

@@ -43,7 +43,7 @@ def ray_local():
 
     # worker classes defined in test modules must be importable inside Ray's worker processes
     test_dirs = [str(Path(__file__).parent / sub) for sub in ("", "verl", "openmanus_rl")]
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(test_dirs)}})
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(test_dirs)}})
     yield ray
     ray.shutdown()
 

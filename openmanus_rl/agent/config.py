@@ -73,6 +73,7 @@ class AgentConfig:
     env_retry_backoff_s: float
     env_cooldown_s: float  # how long an unavailable server is skipped
     manage_servers: bool  # the trainer starts the env servers on env_ports and restarts any that dies or hangs
+    server_nodes: dict[str, str] | None  # Ray node labels of the nodes that run the managed servers; None: this machine
     server_max_restarts: int  # failed restarts in a row before a server is given up (the run then stops)
     server_hang_s: float  # a server silent on its health check this long, or with an env call in flight
     # longer than this and request_timeout_s, is hung: killed and restarted
@@ -88,6 +89,7 @@ class AgentConfig:
             self.env_ports = [self.env_ports]
         self.reward_components = _plain(self.reward_components)
         self.env_servers = _plain(self.env_servers)
+        self.server_nodes = _plain(self.server_nodes)
 
     @property
     def env_names(self) -> list[str]:
@@ -170,6 +172,11 @@ class AgentConfig:
         if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
             raise ValueError(f"manage_servers starts the servers on this machine (http://127.0.0.1), "
                              f"but env_server_base is {self.env_server_base!r}")
+        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in (self.server_nodes or {}).items()):
+            raise ValueError(f"server_nodes maps Ray node label names to string values (quote them), got {self.server_nodes!r}")
+        if self.server_nodes and not self.manage_servers:
+            raise ValueError(f"server_nodes={self.server_nodes} says where the run starts its env servers: set "
+                             f"manage_servers=true (servers listed in env_servers are never started by the run)")
         for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):
             value = getattr(self, name)
             if name == "max_turns" and value is None:

@@ -12,7 +12,9 @@ driver's `ADDRESSES`), logging under ``<output_dir>/env_logs``. Servers listed i
 ``agent.env_servers`` (any host) are never started or restarted: the preflight
 names every one that does not answer, and the trainer waits on them
 (`ServerWatch`), stopping with each URL's last error once none of an env's
-servers answers.
+servers answers. With ``agent.server_nodes`` (Ray node labels) the managed
+servers run on the Ray nodes carrying those labels instead, each node's
+supervised by an actor there (`openmanus_rl.envs.server_host`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from verl.workers.config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
 from ..envs.remote import ServerWatch, silent_servers
+from ..envs.server_host import remote_supervisors
 from ..envs.supervisor import ServerSupervisor, SupervisorGroup
 from .config import AgentConfig
 from .openmanus_agent import OpenManusAgent
@@ -80,10 +83,20 @@ def stuck_request_s(agent: AgentConfig, env: str) -> float:
 def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
     """The supervised local servers (``manage_servers``) and the watch on the envs with ``env_servers``, or None."""
     agent = AgentConfig(**cfg.agent)
-    supervisors = [
-        ServerSupervisor(env, ports, output_dir / "env_logs", max_restarts=agent.server_max_restarts,
-                         hang_s=agent.server_hang_s, stuck_request_s=stuck_request_s(agent, env))
-        for env, ports in agent.ports_by_env().items() if ports] if agent.manage_servers else []
+    supervisors: list = []
+    for env, ports in agent.ports_by_env().items() if agent.manage_servers else ():
+        if not ports:
+            continue
+        policy = {"max_restarts": agent.server_max_restarts, "hang_s": agent.server_hang_s,
+                  "stuck_request_s": stuck_request_s(agent, env)}
+        if agent.server_nodes:
+            try:
+                supervisors += remote_supervisors(env, ports, agent.server_nodes, output_dir / "env_logs",
+                                                  agent.env_server_base, policy)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        else:
+            supervisors.append(ServerSupervisor(env, ports, output_dir / "env_logs", **policy))
     watched = {env: urls for env, urls in agent.servers_by_env().items() if env in agent.listed_servers}
     if not supervisors and not watched:
         return None

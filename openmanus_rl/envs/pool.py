@@ -50,10 +50,11 @@ from .specs import EnvSpec
 log = logging.getLogger(__name__)
 
 
-def check_servers(base_url: str, ports: list[int]) -> None:
-    """Raise `ConnectionError` naming the first server that fails its health check (``GET /`` answers ``"ok"``)."""
+def check_servers(base_url: str, ports: list[int], addresses: ServerAddresses = ADDRESSES) -> None:
+    """Raise `ConnectionError` naming the first server that fails its health check (``GET /`` answers ``"ok"``),
+    each asked where ``addresses`` says it answers now."""
     for port in ports:
-        url = f"{base_url}:{port}/"
+        url = addresses.resolve(f"{base_url.rstrip('/')}:{port}") + "/"
         if not healthy(url):
             raise ConnectionError(
                 f"environment server {url} is not answering GET / with \"ok\"; "

@@ -35,6 +35,9 @@ Contract:
   a checkpoint) rather than train on failed episodes.
 * Servers are started with die-with-parent, so a SIGKILLed trainer leaves no
   server behind; `close` stops them all.
+* ``host`` / ``advertise``: the address the servers bind and the one their URLs
+  name (`ServerProcess`); a supervisor on another Ray node binds every interface
+  and advertises the node's IP (`openmanus_rl.envs.server_host`).
 """
 
 from __future__ import annotations
@@ -76,12 +79,12 @@ def _serves(url: str, waited_s: float) -> bool:
     return health is not None and float(health.get("oldest_request_s", 0.0)) <= waited_s
 
 
-def port_free(port: int) -> bool:
-    """Whether a server could bind ``port`` on 127.0.0.1 now (as uvicorn does, with SO_REUSEADDR)."""
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind ``port`` on ``host`` now (as uvicorn does, with SO_REUSEADDR)."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -102,7 +105,8 @@ class _Server:
 class ServerSupervisor:
     def __init__(self, env: str, ports: list[int], log_dir: Path, max_restarts: int = 3, backoff_s: float = 1.0,
                  hang_s: float = 30.0, poll_s: float = 1.0, start_timeout_s: float = 120.0,
-                 addresses: ServerAddresses = ADDRESSES, stuck_request_s: float | None = None) -> None:
+                 addresses: ServerAddresses = ADDRESSES, stuck_request_s: float | None = None, host: str = "127.0.0.1",
+                 advertise: str | None = None) -> None:
         """``stuck_request_s``: how old the oldest in-flight env call may get before the server counts as hung
         (default ``hang_s``; the trainer passes at least the agent's request timeout, so a call queued behind
         slow ones, e.g. ALFWorld's one-at-a-time game loading, is not mistaken for a hang before the agent
@@ -116,6 +120,7 @@ class ServerSupervisor:
         self.hang_s, self.poll_s, self.start_timeout_s = hang_s, poll_s, start_timeout_s
         self.stuck_request_s = stuck_request_s
         self.log_dir, self.addresses = log_dir, addresses
+        self.host, self.advertise = host, advertise
         log_dir.mkdir(parents=True, exist_ok=True)
         self._servers = [_Server(process, str(process.url)) for process in map(self._process, ports)]
         self._lock = threading.Lock()
@@ -145,10 +150,19 @@ class ServerSupervisor:
             self.addresses.forget(server.home)
 
     def _process(self, port: int) -> ServerProcess:
-        return ServerProcess(self.env, port, log_path=self.log_dir / f"server_{port}.log",
-                             timeout_s=self.start_timeout_s, die_with_parent=True)
+        return ServerProcess(self.env, port, log_path=self.log_dir / f"server_{port}.log", timeout_s=self.start_timeout_s,
+                             die_with_parent=True, host=self.host, advertise=self.advertise)
 
     # ------------------------------------------------------------------ queries
+    def homes(self) -> list[str]:
+        """Each server's URL as started (``http://<advertise or host>:<port>``), in port order."""
+        return [server.home for server in self._servers]
+
+    def pids(self) -> list[int]:
+        """Each server's current process id, in port order."""
+        with self._lock:
+            return [server.process.pid for server in self._servers]
+
     def problem(self) -> str | None:
         """Why the env cannot serve again (every server given up), or None while any server is or may come back."""
         with self._lock:
@@ -215,7 +229,7 @@ class ServerSupervisor:
                 proc.kill()
                 self._lost(server, f"did not answer its health check for {now - server.silent_since:.0f} s (hung); killed it")
         elif server.state == "backoff" and now >= server.next_at:
-            if port_free(proc.port):
+            if port_free(proc.port, self.host):
                 proc.launch()
             else:
                 self._move(server)

@@ -40,6 +40,10 @@ def test_config_defaults_fit_the_small_box():
     ({"env_server_base": "127.0.0.1"}, "must start with http"),
     ({"manage_servers": True, "env_server_base": "http://10.0.0.5"}, "manage_servers starts the servers on this machine"),
     ({"server_max_restarts": -1}, "server_max_restarts must be an int >= 0"),
+    ({"server_nodes": {"role": "env"}}, r"server_nodes=\{'role': 'env'\} says where the run starts its env servers: set "
+                                         r"manage_servers=true"),
+    ({"server_nodes": {"cpus": 8}, "manage_servers": True}, r"server_nodes maps Ray node label names to string values \(quote "
+                                                            r"them\), got \{'cpus': 8\}"),
     ({"n": 0}, "n must be an int >= 1"),
     ({"max_turns": 2.5}, "max_turns must be an int"),
     ({"max_trajectory_length": 600}, "at least 1121"),  # 1024 prompt + 96 turn + 1 end-of-turn token

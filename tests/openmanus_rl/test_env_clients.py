@@ -218,6 +218,18 @@ def test_pool_follows_a_server_that_moved_to_another_port(spawn_server):
     assert requests.get(new.url + "/list_envs", timeout=5).json() == []
 
 
+def test_the_preflight_asks_a_server_where_the_address_book_says_it_answers(spawn_server):
+    from openmanus_rl.envs.pool import check_servers
+
+    real = spawn_server("toy")
+    nowhere = free_port()  # configured there; answering at the real server (as a server started on another node)
+    addresses = ServerAddresses()
+    with pytest.raises(ConnectionError, match=rf"environment server http://127.0.0.1:{nowhere}/ is not answering"):
+        check_servers("http://127.0.0.1", [nowhere], addresses)
+    addresses.move(f"http://127.0.0.1:{nowhere}", real.url)
+    check_servers("http://127.0.0.1/", [nowhere], addresses)
+
+
 def test_pool_replaces_an_idle_env_the_server_closed_for_idleness(spawn_server):
     server = spawn_server("webshop", "--idle-timeout-s", "0.5")
     pool = EnvPool(WEBSHOP, [server.url], FAST)

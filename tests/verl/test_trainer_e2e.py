@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra):
+def main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> subprocess.CompletedProcess:
+    """`python -m verl.trainer.main_ppo` on the tiny model and the WebShop server, 2 steps of 2 tasks; ``extra`` overrides."""
     port = server.rsplit(":", 1)[1]
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}",
@@ -28,10 +29,19 @@ def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra):
         "trainer.logger=[console,jsonl,tensorboard]", f"trainer.output_dir={out_dir}", "trainer.threads_per_worker=1",
         "ray_init.num_cpus=2", *extra,
     ]
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def metric_rows(out_dir) -> list[dict]:
     return [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> list[dict]:
+    """`main_ppo`, which must succeed; its metrics rows."""
+    proc = main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra)
+    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return metric_rows(out_dir)
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,8 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
         (["trainer.staleness=2"], r"trainer.staleness must be 0 \(synchronous\) or 1 \(one-step-off\), got 2"),
         (["trainer.max_minutes=0"], r"trainer.max_minutes must be > 0 \(or null: no time budget\), got 0"),
+        (["trainer.policy_nodes={gpus:8}"], r"trainer.policy_nodes maps Ray node label names to string values \(quote them\), "
+                                            r"got \{'gpus': 8\}"),
         (["trainer.staleness=1"], r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: set actor_rollout_ref.actor.tis_cap"),
         (["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
          r"trainer.staleness=1 cannot run with algorithm.adv_estimator=remax"),

@@ -2,7 +2,9 @@
 
 `RayResourcePool` reserves, per node, one placement-group bundle per rank
 (CPU cores, plus one GPU when ``use_gpu``); it never asks Ray for GPUs on a
-box without them. `RayWorkerGroup` starts one Ray actor per rank inside those
+box without them. With several nodes, or node labels to match, each node's
+bundles go to a Ray node of their own that carries those labels (checked
+before anything is reserved). `RayWorkerGroup` starts one Ray actor per rank inside those
 bundles and exposes every ``@register``-ed worker method on the group, so the
 driver calls ``group.update_actor(batch)`` as if it were one object.
 """
@@ -15,7 +17,7 @@ from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.placement_group import PlacementGroup, placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl.single_controller.base.decorator import DISPATCH_ATTR, Dispatch, collect, split_args
@@ -34,7 +36,11 @@ class RayResourcePool:
     """``process_on_nodes[i]`` ranks on node i, each with ``cpus_per_worker`` cores (and a GPU if ``use_gpu``).
 
     ``max_colocate_count`` worker groups may share the pool's bundles: each of
-    their actors takes ``1 / max_colocate_count`` of a bundle.
+    their actors takes ``1 / max_colocate_count`` of a bundle. ``node_labels``:
+    labels (Ray node labels, ``ray start --labels``) every node of the pool must
+    carry. When there is more than one node or any label, node i is a distinct
+    alive Ray node that has the labels and, in total, the resources of its ranks;
+    `node_ids` says which, once placed.
     """
 
     def __init__(
@@ -45,6 +51,7 @@ class RayResourcePool:
         max_colocate_count: int = 1,
         name_prefix: str = "verl_pool",
         placement_timeout_s: float = 60.0,
+        node_labels: dict[str, str] | None = None,
     ):
         if not process_on_nodes or any(n <= 0 for n in process_on_nodes):
             raise ValueError(f"process_on_nodes must list positive counts, got {process_on_nodes}")
@@ -56,6 +63,8 @@ class RayResourcePool:
         self.max_colocate_count = max_colocate_count
         self.name_prefix = name_prefix
         self.placement_timeout_s = placement_timeout_s
+        self.node_labels = dict(node_labels or {})
+        self.node_ids: list[str] = []  # the Ray node of each pool node, once placed
         self._pgs: list[PlacementGroup] | None = None
 
     @property
@@ -82,15 +91,43 @@ class RayResourcePool:
                     f"but Ray has {have:g} {resource} available ({total.get(resource, 0.0):g} in the cluster)"
                 )
 
+    def _target_nodes(self) -> list[str | None]:
+        """The Ray node for each pool node: any node (None) for one node without labels; otherwise distinct alive nodes
+        with the labels whose total resources hold that node's ranks, the largest first (`ResourceError` if too few)."""
+        if len(self.process_on_nodes) == 1 and not self.node_labels:
+            return [None]
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        matching = [n for n in alive if all(n.get("Labels", {}).get(k) == v for k, v in self.node_labels.items())]
+        matching.sort(key=lambda n: (-n["Resources"].get("GPU", 0.0), -n["Resources"].get("CPU", 0.0)))
+        targets: list[str | None] = []
+        used: set[str] = set()
+        for count in self.process_on_nodes:
+            need = {r: amount * count for r, amount in self._bundle().items()}
+            fit = next((n for n in matching if n["NodeID"] not in used
+                        and all(n["Resources"].get(r, 0.0) >= amount - 1e-9 for r, amount in need.items())), None)
+            if fit is None:
+                described = "; ".join(f"{n['NodeID'][:8]} labels {_user_labels(n)} "
+                                      + ", ".join(f"{n['Resources'].get(r, 0.0):g} {r}" for r in self._bundle()) for n in alive)
+                raise ResourceError(
+                    f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with labels "
+                    f"{self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} ranks of "
+                    f"{self._bundle()}; found {len(targets)}. The cluster's alive nodes: {described}")
+            used.add(fit["NodeID"])
+            targets.append(fit["NodeID"])
+        return targets
+
     def get_placement_groups(self) -> list[PlacementGroup]:
         """One STRICT_PACK placement group per node, created (and checked) on first use."""
         if self._pgs is not None:
             return self._pgs
         self._check_capacity()
+        targets = self._target_nodes()
         pgs = []
-        for node, count in enumerate(self.process_on_nodes):
+        for node, (count, target) in enumerate(zip(self.process_on_nodes, targets)):
             bundles = [self._bundle() for _ in range(count)]
-            pg = placement_group(bundles, strategy="STRICT_PACK", name=f"{self.name_prefix}_{node}_{uuid.uuid4().hex[:8]}")
+            pg = placement_group(bundles, strategy="STRICT_PACK", name=f"{self.name_prefix}_{node}_{uuid.uuid4().hex[:8]}",
+                                 _soft_target_node_id=target,
+                                 bundle_label_selector=[dict(self.node_labels)] * count if self.node_labels else None)
             try:
                 ray.get(pg.ready(), timeout=self.placement_timeout_s)
             except GetTimeoutError:
@@ -102,6 +139,13 @@ class RayResourcePool:
                     f"within {self.placement_timeout_s:g}s (no single node has that much free; available: {ray.available_resources()})"
                 ) from None
             pgs.append(pg)
+        self.node_ids = [placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs]
+        if len(set(self.node_ids)) < len(self.node_ids):  # the soft target was not kept: a node was busy
+            for made in pgs:
+                remove_placement_group(made)
+            raise ResourceError(f"resource pool '{self.name_prefix}': its {len(pgs)} nodes' bundles landed on Ray nodes "
+                                f"{[n[:8] for n in self.node_ids]}, not {len(pgs)} distinct ones (a node lacked free "
+                                f"resources; available: {ray.available_resources()})")
         self._pgs = pgs
         return pgs
 
@@ -110,6 +154,12 @@ class RayResourcePool:
         for pg in self._pgs or []:
             remove_placement_group(pg)
         self._pgs = None
+        self.node_ids = []
+
+
+def _user_labels(node: dict) -> dict[str, str]:
+    """A node's labels without Ray's own (``ray.io/...``)."""
+    return {k: v for k, v in node.get("Labels", {}).items() if not k.startswith("ray.io/")}
 
 
 class RayClassWithInitArgs:
@@ -234,6 +284,10 @@ class RayWorkerGroup:
         """The process id of each rank's actor (for logs, and for fault drills that kill one)."""
         return ray.get([actor.__ray_call__.remote(_pid) for actor in self._actors])
 
+    def node_ids(self) -> list[str]:
+        """The Ray node each rank runs on, asked from inside the rank."""
+        return ray.get([actor.__ray_call__.remote(_node_id) for actor in self._actors])
+
     def shutdown(self) -> None:
         """Stop every rank (calling its ``shutdown`` method first when it has one)."""
         for actor in self._actors:
@@ -257,6 +311,10 @@ def _claim_master(worker: Any) -> tuple[str, int]:
 
 def _pid(worker: Any) -> int:
     return os.getpid()
+
+
+def _node_id(worker: Any) -> str:
+    return ray.get_runtime_context().get_node_id()
 
 
 def _shutdown_hook(worker: Any) -> None:

@@ -91,6 +91,7 @@ class TrainerConfig:
     device: str
     nnodes: int
     n_workers_per_node: int
+    policy_nodes: dict[str, str] | None  # Ray node labels every policy node carries; None: any node
     cpus_per_worker: float
     threads_per_worker: int
     total_training_steps: int
@@ -187,6 +188,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
     if not 0.0 <= t.max_failed_fraction <= 1.0:
         raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
+    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in (t.policy_nodes or {}).items()):
+        raise ConfigError(f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}")
     if t.max_minutes is not None and not t.max_minutes > 0:
         raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
     if t.staleness not in (0, 1):

@@ -134,6 +134,7 @@ class RayPPOTrainer:
             cpus_per_worker=t.cpus_per_worker,
             max_colocate_count=groups,
             name_prefix="actor_rollout_ref",
+            node_labels=t.policy_nodes,
         )
         role = "actor_rollout_ref" if cfg.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role),
@@ -145,6 +146,7 @@ class RayPPOTrainer:
             self.critic_wg.init_model()
         groups = [g for g in (self.actor_rollout_wg, self.critic_wg) if g is not None]
         print("[trainer] workers: " + "; ".join(f"{g.cls_name} pids {g.pids()}" for g in groups), flush=True)
+        print("[trainer] placement: " + "; ".join(f"{g.cls_name} ranks on nodes {[node[:8] for node in g.node_ids()]}" for g in groups), flush=True)
         self.rollout, self.val_rollout = self._build_rollouts()
 
     def _build_rollouts(self):
