@@ -154,32 +154,18 @@ def row_tokens(out: Any, b: int) -> tuple[list[int], list[int]]:
 
 
 def samples_from_batch(out: Any, env_name: str, action_format: str, split: str = "train") -> list[dict[str, Any]]:
-    """One sample per row of the agent's output batch (`row_tokens`)."""
+    """One sample per row of a rollout batch (`row_tokens`): the built-in agent's, or a gateway rollout's (its
+    episode reward is ``reward_total``; its ``success`` the program's flag, else reward >= 1)."""
     nt = out.non_tensor_batch
+    reward = nt["env_reward"] if "env_reward" in nt else nt["reward_total"]
     rows = []
     for b in range(len(out)):
         input_ids, loss_mask = row_tokens(out, b)
         rows.append({
             "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
-            "success": bool(nt["success"][b]), "env_reward": float(nt["env_reward"][b]),
+            "success": bool(nt["success"][b]), "env_reward": float(reward[b]),
             "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
             "env_name": env_name, "action_format": action_format, "split": split,
-        })
-    return rows
-
-
-def samples_from_gateway(out: Any, env_name: str, split: str = "train") -> list[dict[str, Any]]:
-    """One sample per row of a gateway rollout (`row_tokens`); ``success`` is the program's flag, else reward >= 1."""
-    nt = out.non_tensor_batch
-    rows = []
-    for b in range(len(out)):
-        input_ids, loss_mask = row_tokens(out, b)
-        reward, said = float(nt["reward_total"][b]), nt["success"][b]
-        rows.append({
-            "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
-            "success": bool(said) if said is not None else reward >= 1.0, "env_reward": reward,
-            "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
-            "env_name": env_name, "action_format": "tool_call", "split": split,
         })
     return rows
 
@@ -243,7 +229,7 @@ def play_program(args: argparse.Namespace, server_url: str, tokenizer: Any, task
     })
     with GatewayRollout(tokenizer, expert, config) as rollout:
         out = rollout.run_llm_loop(batch, do_sample=False)
-    rows = samples_from_gateway(out, args.env_name, args.split)
+    rows = samples_from_batch(out, args.env_name, "tool_call", args.split)
     print(f"[sft] played {len(tasks)} episodes of {args.program} ({len(rows)} samples)", flush=True)
     return rows
 

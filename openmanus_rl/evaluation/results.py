@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
 
 @dataclass
 class TaskResult:
@@ -66,9 +64,9 @@ def task_results_from_episodes(out: Any) -> list[TaskResult]:
     """One `TaskResult` per episode of a gateway rollout (``openmanus_rl.gateway``), in order.
 
     An episode's rows (its samples: more than one after a prefix break) share its ``gateway_session``; its
-    turns are its model calls, ``sample`` counts the task's episodes, and ``success`` is the program's
-    ``info["success"]`` when it gave a bool, else ``reward >= 1``.  The gateway cannot tell an invalid action:
-    ``invalid_actions`` is 0.
+    turns are its model calls, ``sample`` counts the task's episodes, and ``success`` is the gateway's
+    (`openmanus_rl.gateway.output`: the program's ``info["success"]`` when it gave a bool, else ``reward >= 1``).
+    The gateway cannot tell an invalid action: ``invalid_actions`` is 0.
     """
     nt = out.non_tensor_batch
     first: dict[str, int] = {}
@@ -80,11 +78,9 @@ def task_results_from_episodes(out: Any) -> list[TaskResult]:
     results = []
     for session, i in first.items():
         task, failed, reward = int(nt["task_id"][i]), bool(nt["failed"][i]), float(nt["reward_total"][i])
-        said = nt["success"][i]
-        success = bool(said) if isinstance(said, (bool, np.bool_)) else reward >= 1.0
         copies[task] = copies.get(task, -1) + 1
         results.append(TaskResult(
-            task_id=task, sample=copies[task], success=success and not failed, env_reward=reward,
+            task_id=task, sample=copies[task], success=bool(nt["success"][i]) and not failed, env_reward=reward,
             turns=calls[session], invalid_actions=0, failed=failed, data_source=str(nt["data_source"][i]),
             status=str(nt["status"][i]), error=str(nt["error"][i]) if nt["error"][i] else None,
         ))

@@ -11,7 +11,8 @@ Non-tensors: ``uid`` (the task's group), ``task_id``, ``data_source``, ``failed`
 ("done", "truncated": a call hit the token budget, or "failed"), ``error``, ``seed`` (the first
 call's), ``num_turns`` (calls in the sample), ``turn_ends``, ``reward_total`` (the episode's reward,
 shared by its samples), ``reward_score_fn`` (``"episode"``: the reward path takes ``reward_total``),
-``success`` (the program's ``info["success"]`` when a bool, else None), ``scored_by``
+``success`` (the program's ``info["success"]`` when a bool, else ``reward_total >= 1``; False on a
+failed row), ``scored_by``
 (``"program"`` or the reward module that scored it), ``program_info``, ``sample``,
 ``prefix_breaks``, ``gateway_session``, then every dataset column of the row.
 """
@@ -67,7 +68,7 @@ def build_batch(episodes: list[Episode], outcomes: list[Outcome], dataset_column
         if s.log_probs:
             log_probs[b, :len(s.log_probs)] = torch.tensor(s.log_probs, dtype=torch.float32) * torch.tensor(mask)
     tensors["rollout_log_probs"] = log_probs
-    success = [o.info.get("success") if isinstance(o.info.get("success"), bool) else None for _, o, _, _ in rows]
+    success = [said if isinstance(said := o.info.get("success"), bool) else o.reward >= 1.0 for _, o, _, _ in rows]
     own = {
         "uid": [e.uid for e, *_ in rows],
         "task_id": [e.task_id for e, *_ in rows],
@@ -80,7 +81,7 @@ def build_batch(episodes: list[Episode], outcomes: list[Outcome], dataset_column
         "turn_ends": [[] if f else list(s.turn_ends) for (*_, s), f in zip(rows, failed)],
         "reward_total": [0.0 if f else o.reward for (_, o, _, _), f in zip(rows, failed)],
         "reward_score_fn": ["episode"] * len(rows),
-        "success": [None if f else value for value, f in zip(success, failed)],
+        "success": [value and not f for value, f in zip(success, failed)],
         "scored_by": [o.scored_by for _, o, _, _ in rows],
         "program_info": [o.info for _, o, _, _ in rows],
         "sample": [k for _, _, k, _ in rows],

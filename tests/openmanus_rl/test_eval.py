@@ -182,12 +182,12 @@ def test_task_results_from_batch():
 
 
 def test_task_results_from_episodes():
-    # task 4: two episodes, the first with a prefix break (two rows of session s1); task 9: a failed episode and
-    # one whose program returned reward 1 without saying success
+    # task 4: two episodes, the first with a prefix break (two rows of session s1) whose program said it failed
+    # although its reward was 1; task 9: a failed episode and a successful one (success as the gateway resolves it)
     out = DataProto.from_dict(non_tensors={
         "gateway_session": ["s1", "s1", "s2", "s3", "s4"], "task_id": [4, 4, 4, 9, 9],
         "num_turns": [2, 3, 1, 0, 4], "reward_total": [1.0, 1.0, 0.5, 0.0, 1.0],
-        "success": [False, False, None, None, None], "failed": [False, False, False, True, False],
+        "success": [False, False, False, False, True], "failed": [False, False, False, True, False],
         "data_source": ["webshop"] * 5, "status": ["done", "done", "truncated", "failed", "done"],
         "error": [None, None, None, "TimeoutError: episode", None]})
     rows = task_results_from_episodes(out)

@@ -38,6 +38,25 @@ def text(tokenizer, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+def test_an_episode_succeeds_by_the_programs_flag_else_by_a_reward_of_one():
+    from openmanus_rl.gateway.episodes import Outcome
+    from openmanus_rl.gateway.output import Episode, build_batch
+    from openmanus_rl.gateway.session import Sample, Session
+
+    def episode(row: int) -> Episode:
+        session = Session(f"s{row}", "key", None, f"seed{row}", 0)
+        session.samples = [Sample([5, 6], [7, EOT], [1, 1], [-0.1, -0.2], [1])]
+        return Episode(row, 0, f"u{row}", row, {"data_source": "toy"}, session, "http://127.0.0.1:1")
+
+    outcomes = [Outcome(1.0, "program", {"success": False}),  # the flag wins over the reward, both ways
+                Outcome(0.5, "program", {"success": True}),
+                Outcome(1.0, "episode"), Outcome(0.9, "episode"),  # no flag: reward >= 1
+                Outcome(1.0, "program", {"success": "yes"}),  # not a bool: not a flag
+                Outcome(1.0, "program", {"success": True}, error="TimeoutError: episode")]  # a failed row never succeeds
+    out = build_batch([episode(i) for i in range(6)], outcomes, {}, pad_id=0, eot_id=EOT)
+    assert list(out.non_tensor_batch["success"]) == [False, True, True, False, True, False]
+
+
 @pytest.mark.parametrize("streams", [False, True], ids=["generate_sequences", "streaming"])
 def test_three_turn_tool_conversation_is_one_exact_sample(tokenizer, streams):
     calls = ['<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
