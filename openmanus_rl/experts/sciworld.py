@@ -4,8 +4,11 @@ ScienceWorld's gold paths come from the simulator's state, which the agent
 never sees, so `SciWorldExpert` first works out which (task, variation) it is
 playing from the first observation alone: the task description and the first
 ``look around`` (`agentgym.sciworld.app` answers them joined by a blank line).
-It keeps an index of every variation's task description (`description_index`,
-built once with its own JVM, about 3 minutes, and cached on disk), loads each
+It keeps an index of every variation's task description (`description_index`:
+each description's SHA-256 prefix -> its variations; the one for the ScienceWorld
+version pinned here ships beside this module, `sciworld_descriptions.json`; for
+any other version it is built once with its own JVM, about 3 minutes, and cached
+on disk: `python -m openmanus_rl.experts.sciworld` rewrites the shipped one), loads each
 variation with that description in its own simulator and keeps, of those
 whose ``look around`` has every word it was shown as often, the one with the
 fewest words besides (the simulator lists a room's objects in no fixed order;
@@ -24,9 +27,11 @@ must be the server's.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 
 from agentgym.cache import cache_root
@@ -36,33 +41,47 @@ from agentgym.sciworld.env import SciWorldEnv
 from .registry import Expert
 
 FALLBACK = "look around"
+SHIPPED_INDEX = Path(__file__).with_name("sciworld_descriptions.json")
 
 
-def _index_path() -> Path:
-    from importlib.metadata import version
+def description_key(description: str) -> str:
+    """The index's key for a task description: the first 16 hex digits of the SHA-256 of its stripped UTF-8 text."""
+    return hashlib.sha256(description.strip().encode()).hexdigest()[:16]
 
-    return cache_root() / "sciworld" / f"descriptions-{version('scienceworld')}.json"
 
-
-@lru_cache(maxsize=1)
-def description_index() -> dict[str, list[int]]:
-    """Task description -> the ``data_idx`` of every variation that has it (built once, then read from disk)."""
-    path = _index_path()
-    if path.is_file():
-        return json.loads(path.read_text())
+def build_description_index() -> dict[str, list[int]]:
+    """`description_key` -> the ``data_idx`` of every variation with that description, read from the simulator
+    (one JVM, every variation loaded once: about 3 minutes)."""
     env = SciWorldEnv()
     index: dict[str, list[int]] = {}
     try:
         for data_idx in range(NUM_TASKS):
             t = task(data_idx)
             env.sim.load(t.name, t.variation, "")
-            index.setdefault(str(env.sim.get_task_description()), []).append(data_idx)
+            index.setdefault(description_key(str(env.sim.get_task_description())), []).append(data_idx)
     finally:
         env.close()
+    return index
+
+
+def _write(path: Path, index: dict[str, list[int]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(index))
+    partial.write_text(json.dumps({"scienceworld": version("scienceworld"), "index": index}, sort_keys=True) + "\n")
     partial.replace(path)
+
+
+@lru_cache(maxsize=1)
+def description_index() -> dict[str, list[int]]:
+    """`build_description_index` for the installed ScienceWorld: the shipped file when its version matches, else
+    the one cached under the cache root, else built now (and cached)."""
+    installed = version("scienceworld")
+    cached = cache_root() / "sciworld" / f"descriptions-{installed}.json"
+    for path in (SHIPPED_INDEX, cached):
+        if path.is_file() and (saved := json.loads(path.read_text())).get("scienceworld") == installed:
+            return saved["index"]
+    index = build_description_index()
+    _write(cached, index)
     return index
 
 
@@ -85,7 +104,7 @@ class SciWorldExpert(Expert):
     def identify(self, observation: str) -> int | None:
         """The ``data_idx`` whose task description and first look around ``observation`` shows, or None."""
         description, _, look = observation.partition("\n\n")
-        candidates = description_index().get(description.strip(), [])
+        candidates = description_index().get(description_key(description), [])
         if len(candidates) == 1:
             return candidates[0]
         shown = Counter(" ".join(look.strip().splitlines()[:-1]).split())  # the last line may be cut short
@@ -129,3 +148,8 @@ class SciWorldExpert(Expert):
 
     def __del__(self) -> None:
         self.close()
+
+
+if __name__ == "__main__":  # rewrite the shipped index for the installed ScienceWorld
+    _write(SHIPPED_INDEX, build_description_index())
+    print(f"wrote {SHIPPED_INDEX}")

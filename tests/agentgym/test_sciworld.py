@@ -138,6 +138,24 @@ def test_literal_protocol_exchange_and_close_ends_the_jvm() -> None:
         assert jvms(u.pid) == []  # close waited for the JVM to exit
 
 
+def test_the_shipped_description_index_is_the_simulators(env: SciWorldEnv) -> None:
+    """The expert's index ships for the pinned ScienceWorld: every variation listed once, and a sample of variations
+    (every 97th) found under their own description's key."""
+    import json
+    from importlib.metadata import version
+
+    from openmanus_rl.experts.sciworld import SHIPPED_INDEX, description_index, description_key
+
+    shipped = json.loads(SHIPPED_INDEX.read_text())
+    assert shipped["scienceworld"] == version("scienceworld") == "1.2.3"
+    assert description_index() == shipped["index"]  # used as shipped: nothing built or cached
+    assert sorted(i for ids in shipped["index"].values() for i in ids) == list(range(NUM_TASKS))
+    for data_idx in range(0, NUM_TASKS, 97):
+        t = task(data_idx)
+        env.sim.load(t.name, t.variation, "")
+        assert data_idx in shipped["index"][description_key(str(env.sim.get_task_description()))], data_idx
+
+
 def test_the_expert_recognises_the_task_and_wins_over_http() -> None:
     from openmanus_rl.experts import evaluate_expert
 
