@@ -560,12 +560,12 @@ class RayPPOTrainer:
         tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None)
         self._load_checkpoint()
         last: dict[str, float] = {}
+        started = time.monotonic()  # trainer.max_minutes counts from here: validations included
         try:
             if t.val_before_train and self.global_step == 0 and t.test_freq > 0:
                 self._wait_for_services(0, None)
                 tracker.log(self._validate(), step=0)
             progress = progress_bar(t.total_training_steps, self.global_step)
-            started = time.monotonic()
             while self.global_step < t.total_training_steps:
                 ahead, self._ahead = self._ahead, None
                 # before: what a checkpoint of the last completed step must hold as the dataloader
