@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from verl.utils.node_labels import is_label_selector
 from verl.workers.config import defaults_from
 
 ROLLOUT_MODES = ("async", "sync")
@@ -172,7 +173,7 @@ class AgentConfig:
         if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
             raise ValueError(f"manage_servers starts the servers on this machine (http://127.0.0.1), "
                              f"but env_server_base is {self.env_server_base!r}")
-        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in (self.server_nodes or {}).items()):
+        if not is_label_selector(self.server_nodes):
             raise ValueError(f"server_nodes maps Ray node label names to string values (quote them), got {self.server_nodes!r}")
         if self.server_nodes and not self.manage_servers:
             raise ValueError(f"server_nodes={self.server_nodes} says where the run starts its env servers: set "

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from verl.utils.node_labels import carries, describe
+
 from .addresses import ADDRESSES, ServerAddresses
 from .supervisor import ServerSupervisor, _say
 
@@ -149,11 +151,9 @@ def remote_supervisors(env: str, ports: list[int], labels: dict[str, str], log_d
     import ray
 
     alive = [n for n in ray.nodes() if n.get("Alive")]
-    nodes = [n["NodeID"] for n in alive if all(n.get("Labels", {}).get(k) == v for k, v in labels.items())]
+    nodes = [n["NodeID"] for n in alive if carries(n, labels)]
     if not nodes:
-        seen = "; ".join(f"{n['NodeID'][:8]} {({k: v for k, v in n.get('Labels', {}).items() if not k.startswith('ray.io/')})}"
-                         for n in alive)
-        raise ValueError(f"agent.server_nodes {labels}: no alive Ray node carries these labels (nodes: {seen})")
+        raise ValueError(f"agent.server_nodes {labels}: no alive Ray node carries these labels (nodes: {describe(alive)})")
     dealt = {node: [port for i, port in enumerate(ports) if i % len(nodes) == k] for k, node in enumerate(nodes)}
     base = base_url.rstrip("/")
     return [RemoteSupervisor(env, node_ports, node, log_dir, [f"{base}:{port}" for port in node_ports], policy, addresses)

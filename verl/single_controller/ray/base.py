@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl.single_controller.base.decorator import DISPATCH_ATTR, Dispatch, collect, split_args
 from verl.single_controller.base.worker import free_port
+from verl.utils.node_labels import carries, describe
 
 
 class ResourceError(RuntimeError):
@@ -97,7 +98,7 @@ class RayResourcePool:
         if len(self.process_on_nodes) == 1 and not self.node_labels:
             return [None]
         alive = [n for n in ray.nodes() if n.get("Alive")]
-        matching = [n for n in alive if all(n.get("Labels", {}).get(k) == v for k, v in self.node_labels.items())]
+        matching = [n for n in alive if carries(n, self.node_labels)]
         matching.sort(key=lambda n: (-n["Resources"].get("GPU", 0.0), -n["Resources"].get("CPU", 0.0)))
         targets: list[str | None] = []
         used: set[str] = set()
@@ -106,12 +107,10 @@ class RayResourcePool:
             fit = next((n for n in matching if n["NodeID"] not in used
                         and all(n["Resources"].get(r, 0.0) >= amount - 1e-9 for r, amount in need.items())), None)
             if fit is None:
-                described = "; ".join(f"{n['NodeID'][:8]} labels {_user_labels(n)} "
-                                      + ", ".join(f"{n['Resources'].get(r, 0.0):g} {r}" for r in self._bundle()) for n in alive)
                 raise ResourceError(
                     f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with labels "
                     f"{self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} ranks of "
-                    f"{self._bundle()}; found {len(targets)}. The cluster's alive nodes: {described}")
+                    f"{self._bundle()}; found {len(targets)}. The cluster's alive nodes: {describe(alive, self._bundle())}")
             used.add(fit["NodeID"])
             targets.append(fit["NodeID"])
         return targets
@@ -155,11 +154,6 @@ class RayResourcePool:
             remove_placement_group(pg)
         self._pgs = None
         self.node_ids = []
-
-
-def _user_labels(node: dict) -> dict[str, str]:
-    """A node's labels without Ray's own (``ray.io/...``)."""
-    return {k: v for k, v in node.get("Labels", {}).items() if not k.startswith("ray.io/")}
 
 
 class RayClassWithInitArgs:

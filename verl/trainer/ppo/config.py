@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo import core_algos
+from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
 from verl.workers.config import (ActorRolloutRefConfig, ConfigError, CriticConfig, defaults_from, load_yaml_config,
                                  resolve_policy_precision)
@@ -188,7 +189,7 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
     if not 0.0 <= t.max_failed_fraction <= 1.0:
         raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
-    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in (t.policy_nodes or {}).items()):
+    if not is_label_selector(t.policy_nodes):
         raise ConfigError(f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}")
     if t.max_minutes is not None and not t.max_minutes > 0:
         raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
