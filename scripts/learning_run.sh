@@ -23,7 +23,8 @@
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
 # same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
-# Writes <out>/{base,warm_start,grpo,expert}.json (+ .tasks.jsonl), <out>/comparisons.txt,
+# The RL arm is named after its estimator (algorithm.adv_estimator=gigpo -> <out>/gigpo.json; grpo when not given).
+# Writes <out>/{base,warm_start,<arm>,expert}.json (+ .tasks.jsonl), <out>/comparisons.txt,
 # <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,6 +52,8 @@ export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 [[ "$ENV" != *,* ]] || { echo "--env_name: one env per learning run, got $ENV" >&2; exit 2; }
 EXP=${ENV}_grpo_learn
+ARM=grpo
+for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do [[ "$item" == algorithm.adv_estimator=* ]] && ARM="${item#*=}"; done
 WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
 if [[ -n "$PROGRAM" ]]; then
     WARM_ARGS=(--program "$PROGRAM")
@@ -83,7 +86,7 @@ fi
     actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
     ${RL_ARGS[@]+"${RL_ARGS[@]}"} ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 phase rl
-evaluate grpo "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
+evaluate "$ARM" "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
 cp "outputs/$EXP/metrics.jsonl" "$OUT/metrics.jsonl"
 [[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" "$ENV" <<'PY'
 import json, sys
@@ -101,15 +104,15 @@ print(score.summary())
 PY
 {
     "$PY" -m openmanus_rl.eval compare "$OUT/base.json" "$OUT/warm_start.json"
-    "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/grpo.json"
+    "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/$ARM.json"
 } | tee "$OUT/comparisons.txt"
-"$PY" - "$OUT" "outputs/$EXP/metrics.jsonl" "$ENV" <<'PY'
+"$PY" - "$OUT" "outputs/$EXP/metrics.jsonl" "$ENV" "$ARM" <<'PY'
 import json, sys
 from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-out, metrics, env = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+out, metrics, env, arm = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 rows = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
 minutes, points = 0.0, []  # (step, wall-clock minutes of RL so far, dev success)
 for r in rows:
@@ -119,13 +122,13 @@ for r in rows:
 expert = json.loads((out / "expert.json").read_text())
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
 for ax, col, label in ((axes[0], 0, "RL step"), (axes[1], 1, "wall-clock minutes of RL (validation included)")):
-    ax.plot([p[col] for p in points], [p[2] for p in points], marker="o", label="RL from the warm start (dev, greedy)")
+    ax.plot([p[col] for p in points], [p[2] for p in points], marker="o", label=f"{arm.upper()} from the warm start (dev, greedy)")
     ax.axhline(expert["success_rate"], color="grey", linestyle="--", label="expert (test)")
     ax.set_xlabel(label); ax.set_ylim(0, 1)
 axes[0].set_ylabel("success rate"); axes[0].legend(fontsize=7)
 fig.tight_layout(); fig.savefig(out / "dev_success.png", dpi=100)
 table = ["| policy | test tasks | success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|---|"]
-for name in ("base", "warm_start", "grpo"):
+for name in ("base", "warm_start", arm):
     r = json.loads((out / f"{name}.json").read_text())
     lo, hi = r["success_ci95"]
     table.append(f"| {name} | {r['tasks']} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")
