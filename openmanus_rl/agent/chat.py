@@ -53,16 +53,23 @@ class ChatFormat:
             return False
         return with_tools != self._render(probe, True)
 
-    def _observation_wrapper(self) -> tuple[str, str]:
+    def message_wrapper(self, role: str = "user") -> tuple[str, str, str]:
+        """What the template writes around a ``role`` message that follows a model turn and prompts the next one:
+        the text between the model turn's end-of-turn token and the message (``separator``), the text before the
+        message's content (``head``) and after it up to the next generation prompt (``tail``)."""
         two = [{"role": "user", "content": _USER}, {"role": "assistant", "content": _MODEL}]
         before = self._render(two, False)
-        after = self._render(two + [{"role": "user", "content": _OBS}], True)
+        after = self._render(two + [{"role": role, "content": _OBS}], True)
         model_end = before.find(_MODEL + self.eot_text)
         if model_end < 0 or not after.startswith(before) or after.count(_OBS) != 1:
-            raise ValueError("cannot read the observation-turn wrapper off this chat template: an assistant turn must "
+            raise ValueError(f"cannot read the {role} message's wrapper off this chat template: an assistant turn must "
                              f"end with {self.eot_text!r} and a longer conversation must extend a shorter one's rendering")
         separator = before[model_end + len(_MODEL) + len(self.eot_text):]
         head, tail = after[len(before):].split(_OBS)
+        return separator, head, tail
+
+    def _observation_wrapper(self) -> tuple[str, str]:
+        separator, head, tail = self.message_wrapper("user")
         return separator + head, tail
 
     def encode(self, text: str) -> list[int]:

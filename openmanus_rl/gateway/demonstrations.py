@@ -30,24 +30,15 @@ from openmanus_rl.experts import get_expert
 from openmanus_rl.experts.registry import format_reply
 from verl.protocol import DataProto
 
-_BEFORE, _MODEL, _OBS = "\u2063USER\u2063", "\u2063MODEL\u2063", "\u2063OBS\u2063"
 OBSERVATION_ROLES = ("user", "tool")
 
 
 def message_heads(chat: ChatFormat) -> list[str]:
-    """The text the chat template writes before a user message's and a tool message's content, read off a
-    rendered probe conversation."""
-    def render(messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        return chat.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
-
+    """The text the chat template writes before a user message's and a tool message's content
+    (`ChatFormat.message_wrapper`), without the whitespace that separates it from the turn before."""
     heads = []
-    two = [{"role": "user", "content": _BEFORE}, {"role": "assistant", "content": _MODEL}]
-    before = render(two, False)
     for role in OBSERVATION_ROLES:
-        after = render(two + [{"role": role, "content": _OBS}], True)
-        if not after.startswith(before) or after.count(_OBS) != 1:
-            raise ValueError(f"cannot read the {role} message's head off this chat template")
-        head = after[len(before):].split(_OBS)[0].lstrip()
+        head = chat.message_wrapper(role)[1].lstrip()
         if not head:
             raise ValueError(f"this chat template writes nothing before a {role} message's content")
         heads.append(head)

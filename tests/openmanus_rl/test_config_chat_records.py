@@ -64,6 +64,7 @@ def test_chat_pieces_of_smollm2(tokenizer):
     assert chat.eot_id == 2  # <|im_end|>
     assert chat.turn_head_ids == [198, 1, 4093, 198]  # "\n<|im_start|>user\n"
     assert chat.turn_tail_ids == [2, 198, 1, 520, 9531, 198]  # "<|im_end|>\n<|im_start|>assistant\n"
+    assert chat.message_wrapper("tool") == ("\n", "<|im_start|>tool\n", "<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_built_sequence_equals_the_chat_template_rendering(tokenizer):
