@@ -3,6 +3,7 @@
     python scripts/bench_workers.py                       # SmolLM2-135M-Instruct (prepared once)
     python scripts/bench_workers.py --model DIR --prompts 32 --new_tokens 64 --train_rows 8 --train_len 256
     python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
+    python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
 
 Prints:
   * rollout tokens/s of the vLLM engine and of the HF ``generate`` engine on
@@ -26,7 +27,11 @@ Prints:
     attention and MLP layers): ``update_actor`` tokens/s on the same equal-rows
     batch and the peak RSS of the process, each in a fresh process holding an
     actor and a reference (``role=actor_ref``; with LoRA the reference is the
-    policy's module with its adapters off), and the LoRA / full ratios.
+    policy's module with its adapters off), and the LoRA / full ratios;
+  * ``--levers``: the training half of a learning-run step on the recorded WebShop step (the
+    reference pass for the KL loss, then one update whose old log-probs are its own), full or LoRA,
+    gradient checkpointing on or off, each in a fresh process: seconds of each part, tokens/s and
+    peak RSS, against today's setting (full, checkpointing on).
 Everything else runs in this process (world size 1), with ``--threads`` torch threads.
 The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 """
@@ -210,6 +215,59 @@ def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse
     print(f"{'  trained parameters (M)':<46}{full_n / 1e6:>12.2f}{lora_n / 1e6:>12.2f}{lora_n / full_n:>12.4f}")
 
 
+LEVERS = ((0, True), (0, False), (8, True), (8, False))  # (lora_rank, gradient checkpointing); the first is today's setting
+
+
+def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float, float, float, int]:
+    """In a fresh process: the best of ``steps`` (after a warm-up) learning-run training halves on the recorded
+    batch: reference pass seconds, update seconds (KL loss, one optimiser step, the update's own old log-probs),
+    then the process's peak RSS (GiB) and the batch's real tokens."""
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.set_num_threads(threads)
+    from transformers import AutoTokenizer
+
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    data = recorded_batch(records, AutoTokenizer.from_pretrained(cfg["model"]["path"]), pad_id=0)
+    cfg = {**cfg, "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02}}
+    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
+    worker.init_model()
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
+        ref_s = time.perf_counter() - start
+        batch = data[list(range(len(data)))]  # a copy: the recorded batch stays without ref_log_prob
+        batch.batch["ref_log_prob"] = ref
+        worker.update_actor(batch)
+        times.append((ref_s, time.perf_counter() - start - ref_s))
+    worker.shutdown()
+    best = min(times[1:], key=sum)
+    return best[0], best[1], own_peak_rss_gb(), int(real_tokens(data))
+
+
+def step_levers(cfg: dict, args: argparse.Namespace) -> None:
+    """`lever_step` for each of `LEVERS`, each in a process of its own; prints the table."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    rows = {}
+    for rank, checkpointing in LEVERS:
+        c = {**cfg, "model": {**cfg["model"], "lora_rank": rank, "lora_alpha": 2.0 * rank if rank else 16.0,
+                              "enable_gradient_checkpointing": checkpointing}}
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rows[rank, checkpointing] = pool.submit(lever_step, c, args.records, args.steps, args.threads).result()
+    tokens = rows[LEVERS[0]][3]
+    print(f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL loss, "
+          f"then one update; best of {args.steps} after a warm-up)")
+    print(f"{'actor':<8}{'checkpointing':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}{'tokens/s':>10}{'vs today':>10}{'peak RSS GiB':>14}")
+    base = sum(rows[LEVERS[0]][:2])
+    for (rank, checkpointing), (ref_s, upd_s, rss, _) in rows.items():
+        name = f"LoRA {rank}" if rank else "full"
+        print(f"{name:<8}{'on' if checkpointing else 'off':>15}{ref_s:>13.1f}{upd_s:>10.1f}{ref_s + upd_s:>8.1f}"
+              f"{tokens / (ref_s + upd_s):>10.1f}{base / (ref_s + upd_s):>9.2f}x{rss:>14.2f}")
+
+
 def real_tokens(data) -> float:
     return float(data.batch["attention_mask"].sum())
 
@@ -238,6 +296,8 @@ def main() -> None:
     parser.add_argument("--lora_rank", type=int, default=8, help="the LoRA row's rank")
     parser.add_argument("--lora_alpha", type=float, default=16.0, help="the LoRA row's alpha (scale alpha / rank)")
     parser.add_argument("--lora_only", action="store_true", help="run only the full-vs-LoRA training row")
+    parser.add_argument("--levers", action="store_true",
+                        help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch")
     args = parser.parse_args()
 
     os.environ.setdefault("WORLD_SIZE", "1")
@@ -259,6 +319,11 @@ def main() -> None:
         "rollout": rollout_cfg,
         "num_threads": args.threads,
     }
+    if args.levers:
+        print(f"\n{describe_cpu()}")
+        print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+        step_levers(cfg, args)
+        return
     if args.lora_only:
         rows = full_vs_lora(cfg, args)
         print(f"\n{describe_cpu()}")

@@ -1,0 +1,43 @@
+"""scripts/bench_workers.py --levers: the training half of a learning-run step on a recorded rollout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench_workers import lever_step, recorded_batch
+
+
+@pytest.fixture
+def records(tmp_path):
+    """Two recorded trajectories: a prompt, then a model turn (learned) and an observation (not learned)."""
+    path = tmp_path / "step.jsonl"
+    rows = [{"failed": False, "prompt_text": "Find a red mug.", "segments": [
+        {"text": "search[red mug]", "mask": 1}, {"text": " Results: B01 red mug", "mask": 0}, {"text": "click[B01]", "mask": 1}]},
+        {"failed": True, "prompt_text": "x", "segments": []},
+        {"failed": False, "prompt_text": "Find a blue cup under 10 dollars.", "segments": [{"text": "search[blue cup]", "mask": 1}]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_the_recorded_batch_learns_only_the_model_turns(records, tiny_model_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    data = recorded_batch(records, tok, pad_id=0)
+    assert len(data) == 2  # the failed trajectory is skipped
+    learned = [len(tok("search[red mug]", add_special_tokens=False).input_ids) + len(tok("click[B01]", add_special_tokens=False).input_ids),
+               len(tok("search[blue cup]", add_special_tokens=False).input_ids)]
+    assert data.batch["response_mask"].sum(dim=1).tolist() == learned
+
+
+@pytest.mark.parametrize("rank, checkpointing", [(0, True), (4, False)])
+def test_lever_step_times_the_reference_pass_and_one_update(records, tiny_model_path, rank, checkpointing):
+    cfg = {"model": {"path": tiny_model_path, "lora_rank": rank, "lora_alpha": 8.0, "enable_gradient_checkpointing": checkpointing},
+           "actor": {"mixed_precision": "float32", "shuffle": False, "optim": {"lr": 1e-6}}, "num_threads": 1}
+    from transformers import AutoTokenizer
+
+    ref_s, update_s, peak_rss_gb, tokens = lever_step(cfg, records, steps=1, threads=1)
+    assert ref_s > 0 and update_s > 0 and peak_rss_gb > 0
+    assert tokens == int(recorded_batch(records, AutoTokenizer.from_pretrained(tiny_model_path), 0).batch["attention_mask"].sum())
