@@ -491,7 +491,7 @@ class OpenManusAgent:
         if cfg.history_window:
             out = build_step_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers)
         else:
-            out = build_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {})
+            out = build_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers)
         start_errors = sum(side.pool.stats["errors"] for side in self.envs.values())
         metrics = rollout_metrics(trajectories, scores, self.specs, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors

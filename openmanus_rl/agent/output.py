@@ -69,8 +69,14 @@ def objects(values: list[Any]) -> np.ndarray:
 
 
 def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
-                pad_id: int, dataset_columns: dict[str, np.ndarray]) -> DataProto:
-    """The training `DataProto` (batch and non-tensors; no meta_info)."""
+                pad_id: int, dataset_columns: dict[str, np.ndarray],
+                composers: Mapping[str, RewardComposer] | None = None) -> DataProto:
+    """The training `DataProto` (batch and non-tensors; no meta_info): one row per trajectory.
+
+    Per row, one entry per model turn (empty for a failed trajectory): ``turn_ends`` (the turn's last token in
+    the response), ``anchor_obs`` (the state it acted on, `turn_anchors`) and, with ``composers``,
+    ``step_reward`` (what it earned on the way, as in `build_step_batch`): GiGPO's per-turn inputs.
+    """
     masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
     tensors = pack_sequences([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories],
                              response_masks=masks, pad_id=pad_id)
@@ -82,6 +88,10 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
     tensors["rollout_log_probs"] = log_probs
     non_tensors = build_non_tensors(trajectories, scores, specs, dataset_columns)
     non_tensors["turn_ends"] = objects([[] if t.failed else list(t.turn_ends) for t in trajectories])
+    non_tensors["anchor_obs"] = objects([[] if t.failed else turn_anchors(t) for t in trajectories])
+    if composers is not None:
+        non_tensors["step_reward"] = objects([[] if t.failed else _paid_per_turn(t, composers[t.env_name], specs[t.env_name])
+                                              for t in trajectories])
     return DataProto.from_dict(tensors, non_tensors)
 
 
@@ -146,23 +156,28 @@ def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, d
     non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in per_trajectory.items()}
     non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
     non_tensors["step"] = objects([k for _, k in rows])
-    anchors: list[list[str]] = []
-    for t in trajectories:
-        state, per_turn = "", []
-        for entry in t.turns:
-            if entry["role"] == "observation" and not entry.get("feedback", False):
-                state = normalize_observation(entry["text"])
-            elif entry["role"] == "assistant":
-                per_turn.append(state)
-        if len(per_turn) < len(t.turn_spans):
-            raise RuntimeError(f"trajectory {t.uid}/{t.copy} records {len(per_turn)} assistant turns "
-                               f"but has {len(t.turn_spans)} model turns")
-        anchors.append(per_turn)
+    anchors = [turn_anchors(t) for t in trajectories]
     non_tensors["anchor_obs"] = objects([anchors[b][k] for b, k in rows])
     if composers is not None:
         paid = [_paid_per_turn(t, composers[t.env_name], specs[t.env_name]) for t in trajectories]
         non_tensors["step_reward"] = objects([paid[b][k] for b, k in rows])
     return DataProto.from_dict(tensors, non_tensors)
+
+
+def turn_anchors(t: Trajectory) -> list[str]:
+    """The state each model turn of ``t`` acted on: `normalize_observation` of the last env observation before it
+    in ``t.turns`` (the reset observation for the first turn; the agent's invalid-action feedback is skipped, the
+    state did not change)."""
+    state, per_turn = "", []
+    for entry in t.turns:
+        if entry["role"] == "observation" and not entry.get("feedback", False):
+            state = normalize_observation(entry["text"])
+        elif entry["role"] == "assistant":
+            per_turn.append(state)
+    if len(per_turn) < len(t.turn_spans):
+        raise RuntimeError(f"trajectory {t.uid}/{t.copy} records {len(per_turn)} assistant turns "
+                           f"but has {len(t.turn_spans)} model turns")
+    return per_turn[:len(t.turn_spans)]
 
 
 def _paid_per_turn(t: Trajectory, composer: RewardComposer, spec: EnvSpec) -> list[float]:

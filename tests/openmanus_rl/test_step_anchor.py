@@ -5,7 +5,7 @@ import pytest
 
 from agent_helpers import ScriptedGenerator, task_batch
 from openmanus_rl.agent import OpenManusAgent
-from openmanus_rl.agent.output import build_step_batch, normalize_observation
+from openmanus_rl.agent.output import build_batch, build_step_batch, normalize_observation
 from openmanus_rl.agent.trajectory import Trajectory
 from openmanus_rl.envs import EnvSpec, register_env
 from verl.trainer.ppo.gigpo import compute_gigpo_advantage
@@ -50,7 +50,8 @@ def episode(uid, copy, events, reward=1.0, status="done"):
     return t
 
 
-def test_anchor_per_row_skips_invalid_action_feedback():
+def three_episodes():
+    """Task 3 won (a) and lost (b, whose second turn is invalid), task 4 failed (c)."""
     a = episode("g", 0, [("obs", "Task 3:  Value 0."), ("model", [11, EOT]), ("obs", "VALUE 1"), ("model", [12, EOT]),
                          ("obs", "value 2"), ("model", [13, EOT]), ("obs", "value 3")])
     # turn 1 is invalid: the feedback is not a state, so turn 2 acts on the reset state again
@@ -60,8 +61,12 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     c = episode("h", 0, [("obs", "Task 4: value 0."), ("model", [31, EOT]), ("feedback", "Invalid action: x"),
                          ("model", [32, EOT]), ("feedback", "Invalid action: x")], reward=0.0, status="turn_limit")
     c.fail("EnvClientError: boom")  # a failed trajectory still gets its anchors (GiGPO skips it by its mask)
-    scores = [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
-    out = build_step_batch([a, b, c], scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
+    return [a, b, c], [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
+
+
+def test_anchor_per_row_skips_invalid_action_feedback():
+    trajectories, scores = three_episodes()
+    out = build_step_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
     nt = out.non_tensor_batch
     assert list(nt["anchor_obs"]) == [
         "task 3: value 0.", "value 1", "value 2",         # a
@@ -92,6 +97,26 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     assert adv[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
 
 
+def test_whole_trajectory_rows_carry_each_turns_anchor_and_get_the_same_advantages():
+    """history_window = 0: one row per trajectory, with one anchor per turn; GiGPO gives each turn's model tokens
+    the advantage its step-wise row gets above."""
+    trajectories, scores = three_episodes()
+    out = build_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
+    nt = out.non_tensor_batch
+    assert list(nt["turn_ends"]) == [[1, 5, 9], [1, 5, 9], []]  # model turns of 2 tokens, observations of 2
+    assert list(nt["anchor_obs"]) == [["task 3: value 0.", "value 1", "value 2"],
+                                      ["task 3: value 0.", "task 3: value 0.", "value 1"], []]
+    RewardManager(NoText(), "episode")(out)
+    index = np.array(nt["uid"], dtype=object)
+    adv, _ = compute_gigpo_advantage(out.batch["token_level_scores"], out.batch["response_mask"].float(), index, nt,
+                                     scores=out.batch["outcome_scores"], step_gamma=0.5, epsilon=0.0)
+    r2, s48 = 0.5 ** 0.5, 48 ** 0.5
+    a, b = (r2 + s48 / 6, r2 + r2, r2), (-r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2)
+    assert adv[0].tolist()[:10] == pytest.approx([a[0], a[0], 0, 0, a[1], a[1], 0, 0, a[2], a[2]], abs=1e-6)
+    assert adv[1].tolist()[:10] == pytest.approx([b[0], b[0], 0, 0, b[1], b[1], 0, 0, b[2], b[2]], abs=1e-6)
+    assert not adv[2].any()
+
+
 class NoText:
     """The agentgym reward reads the agent's reported total, not the text."""
 
@@ -107,19 +132,26 @@ def test_inconsistent_turn_record_is_an_error():
 
 
 @pytest.mark.slow
-def test_agent_step_rows_carry_the_anchor(tokenizer, toy_server):
-    """Through the real agent and toy server: an invalid first reply, then "Action: add 3" solves task 3."""
+@pytest.mark.parametrize("history_window", [1, 0])
+def test_agent_rows_carry_the_anchor(tokenizer, toy_server, history_window):
+    """Through the real agent and toy server: an invalid first reply, then "Action: add 3" solves task 3; step-wise
+    rows carry one anchor each, a whole-trajectory row one per turn."""
     replies = iter([(tokenizer.encode("I give up") + [EOT], "stop"),
                     (tokenizer.encode("Action: add 3", add_special_tokens=False) + [EOT], "stop")])
     generator = ScriptedGenerator(lambda prompt, seed: next(replies))
     cfg = {"env_name": "toy-counter", "env_ports": [toy_server.port], "max_turns": 5, "max_prompt_length": 256,
-           "max_response_length": 16, "max_obs_length": 32, "max_trajectory_length": 512, "history_window": 1}
+           "max_response_length": 16, "max_obs_length": 32, "max_trajectory_length": 512, "history_window": history_window}
     with OpenManusAgent(tokenizer, generator, cfg) as agent:
         out = agent.run_llm_loop(task_batch([3], uid=["g"]))
     nt = out.non_tensor_batch
     assert [t["role"] for t in nt["trajectory"][0]] == ["observation", "assistant"] * 2 + ["observation"]
-    assert list(nt["step"]) == [0, 1]
-    assert list(nt["anchor_obs"]) == ["task 3: value 0.", "task 3: value 0."]  # the feedback turn changed nothing
+    anchors = ["task 3: value 0.", "task 3: value 0."]  # the feedback turn changed nothing
+    if history_window:
+        assert list(nt["step"]) == [0, 1]
+        assert list(nt["anchor_obs"]) == anchors
+    else:
+        assert len(nt["turn_ends"][0]) == 2 and list(nt["anchor_obs"]) == [anchors]
+        assert list(nt["step_reward"][0]) == [0.0, 1.0]  # the env paid on the second turn only
 
 
 SCORED = register_env(EnvSpec(name="toy-scored", family="B", reset_field="data_idx", reward_scale=100.0,
@@ -149,3 +181,5 @@ def test_step_rows_carry_what_each_turn_earned_on_the_way():
     # 2 * (10 - 0) / 100, 2 * (10 - 10) / 100, 2 * (35 - 10) / 100, 2 * (35 - 35) / 100; then the failed one
     assert list(out.non_tensor_batch["step_reward"]) == pytest.approx([0.2, 0.0, 0.5, 0.0, 0.0])
     assert "step_reward" not in build_step_batch([t], scores[:1], specs, pad_id=0, dataset_columns={}).non_tensor_batch
+    whole = build_batch([t, failed], scores, specs, pad_id=0, dataset_columns={}, composers={"toy-scored": composer})
+    assert [list(v) for v in whole.non_tensor_batch["step_reward"]] == [pytest.approx([0.2, 0.0, 0.5, 0.0]), []]

@@ -193,7 +193,7 @@ def test_all_rows_failed_gives_zeros_and_zero_metrics():
 def test_missing_column_names_it_and_the_step_wise_mode(missing):
     rewards, mask, index, nt, scores = batch()
     del nt[missing]
-    with pytest.raises(ValueError, match=rf"'{missing}'.*step-wise mode \(agent\.history_window > 0\)"):
+    with pytest.raises(ValueError, match=rf"'{missing}'.*one row per model turn \(agent\.history_window > 0\)"):
         gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores)
 
 
@@ -264,3 +264,80 @@ def test_has_signal_sees_step_returns_that_differ_under_equal_outcomes():
     rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u2", 0, "t", 1.0, True), ("g", "u3", 0, "s", 0.0, False)]
     rewards, mask, index, nt, scores = batch(rows)
     assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
+
+
+# The same episodes as ROWS, one row per trajectory (history_window = 0): turn k's two model tokens sit at columns
+# 3k and 3k+1 (turn_ends[k] = 3k+1), an observation token (mask 0) at 3k+2.  t4 failed: no turn, mask all 0.
+TRAJECTORIES = {"t1": ("g1", "abc", 4.0), "t2": ("g1", "ab", 0.0), "t3": ("g1", "a", 2.0), "t4": ("g1", "", 5.0),
+                "t5": ("g2", "ae", 1.0), "t6": ("g2", "af", 3.0), "t7": ("g3", "hh", 1.0)}
+
+
+def lists(values):
+    arr = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        arr[i] = value
+    return arr
+
+
+def trajectory_batch(step_reward=None):
+    names = list(TRAJECTORIES)
+    mask = torch.zeros(len(names), 9, **f64)
+    for b, name in enumerate(names):
+        for k in range(len(TRAJECTORIES[name][1])):
+            mask[b, 3 * k: 3 * k + 2] = 1.0
+    index = objects([TRAJECTORIES[n][0] for n in names])
+    nt = {"turn_ends": lists([[3 * k + 1 for k in range(len(TRAJECTORIES[n][1]))] for n in names]),
+          "anchor_obs": lists([list(TRAJECTORIES[n][1]) for n in names]), "uid": index.copy()}
+    if step_reward is not None:
+        nt["step_reward"] = lists(step_reward)
+    scores = torch.tensor([TRAJECTORIES[n][2] for n in names], **f64)
+    return torch.zeros_like(mask), mask, index, nt, scores
+
+
+def spread(per_step_row, mask):
+    """Each step row's value (in ROWS order) on its turn's tokens of its trajectory's row."""
+    expected = torch.zeros_like(mask)
+    names = list(TRAJECTORIES)
+    for value, (_, name, k, *_rest) in zip(per_step_row, ROWS):
+        expected[names.index(name), 3 * k: 3 * k + 2] = value
+    return expected * mask
+
+
+def test_whole_trajectory_rows_get_the_step_wise_advantages_on_each_turns_tokens():
+    rewards, mask, index, nt, scores = trajectory_batch()
+    metrics = {}
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0,
+                                           metrics=metrics)
+    close(adv, spread(EXPECTED_NORMALISED, mask))
+    # t1's row by hand: turn 0 -> 1.0, turn 1 -> 1 + 1/sqrt2, turn 2 -> 1.0; observation tokens 0
+    close(adv[0], [1.0, 1.0, 0.0, 1.0 + R2, 1.0 + R2, 0.0, 1.0, 1.0, 0.0])
+    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4,
+                       "adv/equal_score_group_share": 0.0}
+    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False)
+    close(adv, spread(EXPECTED_CENTRED, mask))
+
+
+def test_whole_trajectory_rows_carry_step_rewards_and_signal():
+    # PAID's two episodes as two rows: u1 anchors s, x, y1 paid 0.2, 0.3, 0.9; u2 anchors s, x, y2 paid 0
+    mask = torch.tensor([[1.0, 1.0, 0.0] * 3] * 2, **f64)
+    index = objects(["g", "g"])
+    nt = {"turn_ends": lists([[1, 4, 7], [1, 4, 7]]), "anchor_obs": lists([["s", "x", "y1"], ["s", "x", "y2"]]),
+          "step_reward": lists([[0.2, 0.3, 0.9], [0.0, 0.0, 0.0]]), "uid": index.copy()}
+    scores = torch.tensor([1.0, 1.0], **f64)
+    adv, _ = gigpo.compute_gigpo_advantage(torch.zeros_like(mask), mask, index, nt, scores=scores, step_gamma=0.5,
+                                           norm_by_std=False)
+    close(adv, [[0.1125, 0.1125, 0.0, 0.025, 0.025, 0.0, 0.0, 0.0, 0.0],
+                [-0.1125, -0.1125, 0.0, -0.025, -0.025, 0.0, 0.0, 0.0, 0.0]])
+    assert gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
+    del nt["step_reward"]
+    assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
+
+
+def test_whole_trajectory_rows_need_one_anchor_per_turn():
+    rewards, mask, index, nt, scores = trajectory_batch()
+    nt["anchor_obs"][0] = ["a", "b"]  # t1 has three turns
+    with pytest.raises(ValueError, match=r"row 0: 3 turn ends but 2 anchor states"):
+        gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores)
+    del nt["anchor_obs"]
+    with pytest.raises(ValueError, match=r"'anchor_obs': per-turn anchor states, which the built-in agent's rollout"):
+        gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores)

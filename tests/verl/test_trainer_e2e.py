@@ -152,6 +152,8 @@ def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, webshop_tasks, serve
     for r in rows:
         assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and 0.0 <= r["adv/equal_score_group_share"] <= 1.0
         assert "actor/pg_loss" in r
+    # validation counts trajectories, not the step-wise rows (one per turn) they were trained as
+    assert rows[-1]["val/webshop/count"] + rows[-1]["val/webshop/failed"] == 2.0
 
 
 def test_remax_two_steps_with_the_greedy_baseline(tiny_model_path, webshop_tasks, server, tmp_path):

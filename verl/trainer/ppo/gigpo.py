@@ -8,11 +8,21 @@ Critic-free, like GRPO, but with two nested groups:
   same environment state (rows sharing ``(index, anchor_obs)``), which give
   every step a relative advantage ``A_S`` from its discounted return.
 
-``A = A_E + step_weight * A_S``. The batch is the agent's step-wise layout
-(``agent.history_window > 0``): one row per model turn, with the non-tensor
-columns ``traj_uid``, ``step`` and ``anchor_obs``, and optionally
-``step_reward`` (the reward a turn earned before the episode's end, see
-`compute_gigpo_advantage`). Importing this module registers the estimator as ``"gigpo"``.
+``A = A_E + step_weight * A_S``. Both layouts of the agent's batch work:
+
+* step-wise (``agent.history_window > 0``): one row per model turn, with the
+  non-tensor columns ``traj_uid``, ``step`` and ``anchor_obs``, and optionally
+  ``step_reward`` (the reward a turn earned before the episode's end, see
+  `compute_gigpo_advantage`); a row's tokens all get its turn's advantage;
+* whole trajectories (``history_window = 0``, the default): one row per
+  trajectory, whose ``turn_ends``, ``anchor_obs`` and ``step_reward`` hold one
+  entry per model turn; the estimator sees each turn as a row of its own
+  (`turn_rows`) and gives turn ``k``'s advantage to the tokens after turn
+  ``k-1``'s last token up to and including turn ``k``'s. The same groups and the same
+  advantages as the step-wise layout with the full history, at the cost of one
+  sequence per trajectory instead of one per turn.
+
+Importing this module registers the estimator as ``"gigpo"``.
 """
 
 from __future__ import annotations
@@ -33,13 +43,47 @@ STEP_REWARD = "step_reward"
 Key = tuple[Hashable, Hashable]  # (index, traj_uid) for a trajectory, (index, anchor_obs) for an anchor group
 
 
+@dataclass
+class TurnRows:
+    """A whole-trajectory batch seen as one row per model turn: ``pairs[v] = (b, k)`` is turn ``k`` of row
+    ``b``; the other fields are the step-wise layout's inputs for those turn rows."""
+
+    pairs: list[tuple[int, int]]
+    outcome: np.ndarray
+    live: np.ndarray
+    index: np.ndarray
+    non_tensor_batch: dict[str, Any]
+
+
+def turn_rows(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tensor_batch: dict[str, Any]) -> TurnRows:
+    """One row per entry of each row's ``turn_ends`` (a failed row has none), carrying the row's outcome, liveness
+    and group, the trajectory's row number as ``traj_uid``, ``k`` as ``step`` and turn ``k``'s ``anchor_obs``
+    (and ``step_reward``)."""
+    missing = [name for name in ("turn_ends", "anchor_obs") if name not in non_tensor_batch]
+    if missing:
+        raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: per-turn anchor "
+                         "states, which the built-in agent's rollout (data.rollout=agent) builds")
+    ends, anchors = non_tensor_batch["turn_ends"], non_tensor_batch["anchor_obs"]
+    paid = non_tensor_batch.get(STEP_REWARD)
+    pairs = [(b, k) for b in range(len(outcome)) for k in range(len(ends[b]))]
+    for b in range(len(outcome)):
+        if len(anchors[b]) != len(ends[b]) or (paid is not None and len(paid[b]) != len(ends[b])):
+            raise ValueError(f"row {b}: {len(ends[b])} turn ends but {len(anchors[b])} anchor states"
+                             + ("" if paid is None else f" and {len(paid[b])} step rewards"))
+    rows = [b for b, _ in pairs]
+    columns = {"traj_uid": [b for b, _ in pairs], "step": [k for _, k in pairs], "anchor_obs": [anchors[b][k] for b, k in pairs]}
+    if paid is not None:
+        columns[STEP_REWARD] = [float(paid[b][k]) for b, k in pairs]
+    return TurnRows(pairs, outcome[rows], live[rows], np.asarray(index)[rows], columns)
+
+
 def _columns(non_tensor_batch: dict[str, Any] | None, rows: int) -> tuple[list[Hashable], list[int], list[Hashable]]:
     """``traj_uid``, ``step`` and ``anchor_obs`` as lists of length ``rows``; a clear error when one is absent."""
     non_tensor_batch = non_tensor_batch if non_tensor_batch is not None else {}
     missing = [name for name in REQUIRED_COLUMNS if name not in non_tensor_batch]
     if missing:
-        raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}, which only the "
-                         "agent's step-wise mode (agent.history_window > 0) builds: one row per model turn")
+        raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: one row per "
+                         "model turn (agent.history_window > 0), or whole trajectories with per-turn turn_ends and anchor_obs")
     for name in (*REQUIRED_COLUMNS, STEP_REWARD):
         if name in non_tensor_batch and len(non_tensor_batch[name]) != rows:
             raise ValueError(f"non-tensor column '{name}' has length {len(non_tensor_batch[name])} "
@@ -112,20 +156,29 @@ def _episodes(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tens
     return _Episodes(traj_of, outcomes, episode_groups, step_returns, anchor_groups)
 
 
+def _is_step_wise(non_tensor_batch: dict[str, Any] | None) -> bool:
+    return non_tensor_batch is None or "traj_uid" in non_tensor_batch or "turn_ends" not in non_tensor_batch
+
+
 def has_signal(scores: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
                non_tensor_batch: dict[str, Any], step_gamma: float) -> bool:
     """Whether GiGPO can give a row a non-zero advantage: the outcomes ``R`` of an episode group differ, or
     the step returns ``G`` of an anchor group differ (so a group whose episodes all scored the same still
     teaches which step was better when, e.g., one reached the same state later or earned more on the way)."""
     live = (response_mask != 0).any(dim=-1).cpu().numpy()
-    ep = _episodes(scores.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch, step_gamma)
+    outcome = scores.detach().to("cpu", torch.float64).numpy()
+    if not _is_step_wise(non_tensor_batch):
+        view = turn_rows(outcome, live, index, non_tensor_batch)
+        outcome, live, index, non_tensor_batch = view.outcome, view.live, view.index, view.non_tensor_batch
+    ep = _episodes(outcome, live, index, non_tensor_batch, step_gamma)
     return (any(_varies([ep.outcomes[k] for k in keys]) for keys in ep.episode_groups.values())
             or any(_varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()))
 
 
 def _check(cfg: Any) -> str | None:
-    if int(cfg.agent.get("history_window", 0)) < 1:
-        return "algorithm.adv_estimator=gigpo needs the rollout's step-wise mode (one row per turn): set agent.history_window >= 1"
+    if cfg.data.rollout != "agent":
+        return (f"algorithm.adv_estimator=gigpo needs the per-turn anchor states that only the built-in agent's rollout "
+                f"builds: data.rollout=agent (got {cfg.data.rollout})")
     return None
 
 
@@ -151,7 +204,8 @@ def compute_gigpo_advantage(
     metrics: dict[str, float] | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GiGPO advantage over step-wise rows (one row per model turn).
+    """GiGPO advantage over step-wise rows (one row per model turn), or over whole trajectories seen as their
+    turns (`turn_rows`; see the module docstring for how turn ``k``'s advantage reaches its tokens).
 
     Rows with an all-zero ``response_mask`` (failed) join no group and get 0.
     A trajectory is the set of rows sharing ``(index, traj_uid)``, its turns
@@ -197,7 +251,13 @@ def compute_gigpo_advantage(
     if outcome.shape != (rows,):
         raise ValueError(f"scores must have shape ({rows},), got {tuple(outcome.shape)}")
     live = (response_mask != 0).any(dim=-1).cpu().numpy()
-    ep = _episodes(outcome.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch, step_gamma)
+    outcome_np = outcome.detach().to("cpu", torch.float64).numpy()
+    view = None if _is_step_wise(non_tensor_batch) else turn_rows(outcome_np, live, index, non_tensor_batch)
+    if view is not None:
+        turn_ends = non_tensor_batch["turn_ends"]
+        outcome_np, live, index, non_tensor_batch = view.outcome, view.live, view.index, view.non_tensor_batch
+        rows = len(view.pairs)
+    ep = _episodes(outcome_np, live, index, non_tensor_batch, step_gamma)
 
     episode_adv: dict[Key, float] = {}
     for keys in ep.episode_groups.values():
@@ -211,8 +271,14 @@ def compute_gigpo_advantage(
     for i in range(rows):
         if live[i]:
             combined[i] = episode_adv[ep.traj_of[i]] + step_weight * step_adv[i]
-    per_row = torch.as_tensor(combined, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-    advantages = per_row.unsqueeze(-1) * response_mask
+    if view is None:
+        per_row = torch.as_tensor(combined, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+        advantages = per_row.unsqueeze(-1) * response_mask
+    else:  # turn k of row b: the tokens after turn k-1's last token, up to and including turn k's last
+        per_token = torch.zeros(response_mask.shape, dtype=torch.float64)
+        for v, (b, k) in enumerate(view.pairs):
+            per_token[b, (turn_ends[b][k - 1] + 1 if k else 0): turn_ends[b][k] + 1] = combined[v]
+        advantages = per_token.to(token_level_rewards.dtype).to(token_level_rewards.device) * response_mask
 
     if metrics is not None:
         shared = [len(members) for members in ep.anchor_groups.values() if len(members) >= 2]

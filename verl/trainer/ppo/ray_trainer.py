@@ -448,7 +448,8 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> dict[str, float]:
-        """Rollouts on the validation tasks (greedy unless ``val_do_sample``); per-data-source metrics."""
+        """Rollouts on the validation tasks (greedy unless ``val_do_sample``); per-data-source metrics, each
+        trajectory counted once (step-wise rows, one per turn, all carry their trajectory's score)."""
         rows: dict[str, list[tuple[float, bool]]] = {}
         failed: dict[str, int] = {}
         start = time.perf_counter()
@@ -457,7 +458,12 @@ class RayPPOTrainer:
             self.reward_manager(out)
             nt = out.non_tensor_batch
             totals = out.batch["outcome_scores"].tolist()
-            for i, source in enumerate(map(str, nt["data_source"])):
+            trajectory = list(nt["traj_uid"]) if "traj_uid" in nt else range(len(totals))
+            first_rows = {}  # trajectory -> its first row
+            for i, uid in enumerate(trajectory):
+                first_rows.setdefault(uid, i)
+            for i in first_rows.values():
+                source = str(nt["data_source"][i])
                 if bool(nt["failed"][i]):  # an env or reward error says nothing about the policy: count it, do not score it
                     failed[source] = failed.get(source, 0) + 1
                 else:
