@@ -145,14 +145,15 @@ def test_lora_one_step_off_with_a_kl_loss_resumes_to_the_same_samples(tiny_model
             assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), (step, key)
 
 
-def test_gigpo_two_steps_in_step_wise_mode(tiny_model_path, webshop_tasks, server, tmp_path):
+@pytest.mark.parametrize("history_window", [0, 1])  # whole trajectories, then step-wise rows
+def test_gigpo_two_steps(tiny_model_path, webshop_tasks, server, tmp_path, history_window):
     rows = run_main(tiny_model_path, webshop_tasks, server, tmp_path / "gigpo", "algorithm.adv_estimator=gigpo", "agent.n=2",
-                    "agent.history_window=1", "trainer.val_before_train=false", "trainer.save_freq=0")
+                    f"agent.history_window={history_window}", "trainer.val_before_train=false", "trainer.save_freq=0")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and 0.0 <= r["adv/equal_score_group_share"] <= 1.0
         assert "actor/pg_loss" in r
-    # validation counts trajectories, not the step-wise rows (one per turn) they were trained as
+    # validation counts trajectories, not the step-wise rows (one per turn) they may be trained as
     assert rows[-1]["val/webshop/count"] + rows[-1]["val/webshop/failed"] == 2.0
 
 
