@@ -157,12 +157,22 @@ def test_gigpo_two_steps(tiny_model_path, webshop_tasks, server, tmp_path, histo
     assert rows[-1]["val/webshop/count"] + rows[-1]["val/webshop/failed"] == 2.0
 
 
-def test_remax_two_steps_with_the_greedy_baseline(tiny_model_path, webshop_tasks, server, tmp_path):
-    rows = run_main(tiny_model_path, webshop_tasks, server, tmp_path / "remax", "algorithm.adv_estimator=remax", "agent.n=2",
-                    "trainer.val_before_train=false", "trainer.save_freq=0")
+def test_remax_two_steps_with_the_greedy_baseline_and_native_tool_calls(tiny_model_path, webshop_tasks, server, tmp_path):
+    """ReMax, with the built-in agent acting through tool calls (agent.action_format=tool_call)."""
+    out = tmp_path / "remax"
+    rows = run_main(tiny_model_path, webshop_tasks, server, out, "algorithm.adv_estimator=remax", "agent.n=2",
+                    "agent.action_format=tool_call", "trainer.val_before_train=false", "trainer.save_freq=0")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:  # every greedy baseline rollout came back, so no sampled row was failed for want of one
         assert r["remax/failed_baseline_rows"] == 0.0 and "actor/pg_loss" in r
+    block = '<tool_call>{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}</tool_call>'
+    records = [json.loads(line) for line in (out / "trajectories" / "rollouts" / "step_000001.jsonl").read_text().splitlines()]
+    assert records and all("You act by calling one of these tools:" in r["prompt_text"] and block in r["prompt_text"]
+                           for r in records)
+    for r in records:  # a reply that is not one valid tool call is an invalid action, answered with the format
+        for turn, after in zip(r["turns"], r["turns"][1:]):
+            if turn["role"] == "assistant" and not turn["valid"]:
+                assert after["text"].startswith("Invalid action: ") and after["text"].endswith(block), after["text"]
 
 
 def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, countdown_data, tmp_path):
