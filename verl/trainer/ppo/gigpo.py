@@ -45,10 +45,11 @@ Key = tuple[Hashable, Hashable]  # (index, traj_uid) for a trajectory, (index, a
 
 @dataclass
 class TurnRows:
-    """A whole-trajectory batch seen as one row per model turn: ``pairs[v] = (b, k)`` is turn ``k`` of row
-    ``b``; the other fields are the step-wise layout's inputs for those turn rows."""
+    """A batch seen as one row per model turn: the step-wise layout's inputs for those rows. For a whole-trajectory
+    batch ``pairs[v] = (b, k)`` says turn row ``v`` is turn ``k`` of row ``b``; a step-wise batch is its own view
+    (``pairs`` None)."""
 
-    pairs: list[tuple[int, int]]
+    pairs: list[tuple[int, int]] | None
     outcome: np.ndarray
     live: np.ndarray
     index: np.ndarray
@@ -75,6 +76,14 @@ def turn_rows(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tens
     if paid is not None:
         columns[STEP_REWARD] = [float(paid[b][k]) for b, k in pairs]
     return TurnRows(pairs, outcome[rows], live[rows], np.asarray(index)[rows], columns)
+
+
+def _turn_view(outcome: np.ndarray, live: np.ndarray, index: np.ndarray,
+               non_tensor_batch: dict[str, Any] | None) -> TurnRows:
+    """The batch as turn rows: a step-wise batch as it is, whole trajectories through `turn_rows`."""
+    if non_tensor_batch is None or "traj_uid" in non_tensor_batch or "turn_ends" not in non_tensor_batch:
+        return TurnRows(None, outcome, live, index, non_tensor_batch)
+    return turn_rows(outcome, live, index, non_tensor_batch)
 
 
 def _columns(non_tensor_batch: dict[str, Any] | None, rows: int) -> tuple[list[Hashable], list[int], list[Hashable]]:
@@ -156,21 +165,14 @@ def _episodes(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tens
     return _Episodes(traj_of, outcomes, episode_groups, step_returns, anchor_groups)
 
 
-def _is_step_wise(non_tensor_batch: dict[str, Any] | None) -> bool:
-    return non_tensor_batch is None or "traj_uid" in non_tensor_batch or "turn_ends" not in non_tensor_batch
-
-
 def has_signal(scores: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
                non_tensor_batch: dict[str, Any], step_gamma: float) -> bool:
     """Whether GiGPO can give a row a non-zero advantage: the outcomes ``R`` of an episode group differ, or
     the step returns ``G`` of an anchor group differ (so a group whose episodes all scored the same still
     teaches which step was better when, e.g., one reached the same state later or earned more on the way)."""
     live = (response_mask != 0).any(dim=-1).cpu().numpy()
-    outcome = scores.detach().to("cpu", torch.float64).numpy()
-    if not _is_step_wise(non_tensor_batch):
-        view = turn_rows(outcome, live, index, non_tensor_batch)
-        outcome, live, index, non_tensor_batch = view.outcome, view.live, view.index, view.non_tensor_batch
-    ep = _episodes(outcome, live, index, non_tensor_batch, step_gamma)
+    view = _turn_view(scores.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch)
+    ep = _episodes(view.outcome, view.live, view.index, view.non_tensor_batch, step_gamma)
     return (any(_varies([ep.outcomes[k] for k in keys]) for keys in ep.episode_groups.values())
             or any(_varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()))
 
@@ -250,35 +252,32 @@ def compute_gigpo_advantage(
     outcome = token_level_rewards.sum(dim=-1) if scores is None else scores
     if outcome.shape != (rows,):
         raise ValueError(f"scores must have shape ({rows},), got {tuple(outcome.shape)}")
-    live = (response_mask != 0).any(dim=-1).cpu().numpy()
-    outcome_np = outcome.detach().to("cpu", torch.float64).numpy()
-    view = None if _is_step_wise(non_tensor_batch) else turn_rows(outcome_np, live, index, non_tensor_batch)
-    if view is not None:
-        turn_ends = non_tensor_batch["turn_ends"]
-        outcome_np, live, index, non_tensor_batch = view.outcome, view.live, view.index, view.non_tensor_batch
-        rows = len(view.pairs)
-    ep = _episodes(outcome_np, live, index, non_tensor_batch, step_gamma)
+    view = _turn_view(outcome.detach().to("cpu", torch.float64).numpy(), (response_mask != 0).any(dim=-1).cpu().numpy(),
+                      index, non_tensor_batch)
+    live, turns = view.live, len(view.outcome)
+    ep = _episodes(view.outcome, live, view.index, view.non_tensor_batch, step_gamma)
 
     episode_adv: dict[Key, float] = {}
     for keys in ep.episode_groups.values():
         outcomes = np.array([ep.outcomes[k] for k in keys], dtype=np.float64)
         episode_adv.update(zip(keys, _normalised(outcomes, norm_by_std, epsilon).tolist()))
-    step_adv = np.zeros(rows, dtype=np.float64)
+    step_adv = np.zeros(turns, dtype=np.float64)
     for members in ep.anchor_groups.values():
         step_adv[members] = _normalised(ep.step_returns[members], norm_by_std, epsilon)
 
-    combined = np.zeros(rows, dtype=np.float64)
-    for i in range(rows):
+    combined = np.zeros(turns, dtype=np.float64)
+    for i in range(turns):
         if live[i]:
             combined[i] = episode_adv[ep.traj_of[i]] + step_weight * step_adv[i]
-    if view is None:
+    if view.pairs is None:
         per_row = torch.as_tensor(combined, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
         advantages = per_row.unsqueeze(-1) * response_mask
     else:  # turn k of row b: the tokens after turn k-1's last token, up to and including turn k's last
+        ends = non_tensor_batch["turn_ends"]
         per_token = torch.zeros(response_mask.shape, dtype=torch.float64)
         for v, (b, k) in enumerate(view.pairs):
-            per_token[b, (turn_ends[b][k - 1] + 1 if k else 0): turn_ends[b][k] + 1] = combined[v]
-        advantages = per_token.to(token_level_rewards.dtype).to(token_level_rewards.device) * response_mask
+            per_token[b, (ends[b][k - 1] + 1 if k else 0): ends[b][k] + 1] = combined[v]
+        advantages = per_token.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype) * response_mask
 
     if metrics is not None:
         shared = [len(members) for members in ep.anchor_groups.values() if len(members) >= 2]
