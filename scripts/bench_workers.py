@@ -191,17 +191,20 @@ def actor_ref_update(cfg: dict, rows: int, length: int, steps: int, threads: int
     return tps, own_peak_rss_gb(), trained
 
 
-def full_vs_lora(cfg: dict, args: argparse.Namespace) -> dict[str, tuple[float, float, int]]:
-    """`actor_ref_update` with full fine-tuning, then with LoRA, each in a process of its own (so each peak RSS is its own)."""
+def in_fresh_process(fn, *args):
+    """``fn(*args)`` in a spawned process of its own, so its peak RSS and thread pools are its own."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def full_vs_lora(cfg: dict, args: argparse.Namespace) -> dict[str, tuple[float, float, int]]:
+    """`actor_ref_update` with full fine-tuning, then with LoRA, each `in_fresh_process`."""
     lora = {**cfg, "model": {**cfg["model"], "lora_rank": args.lora_rank, "lora_alpha": args.lora_alpha}}
-    out = {}
-    for name, c in (("full", cfg), ("lora", lora)):
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            out[name] = pool.submit(actor_ref_update, c, args.train_rows, args.train_len, args.steps, args.threads).result()
-    return out
+    return {name: in_fresh_process(actor_ref_update, c, args.train_rows, args.train_len, args.steps, args.threads)
+            for name, c in (("full", cfg), ("lora", lora))}
 
 
 def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse.Namespace) -> None:
@@ -247,16 +250,12 @@ def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float
 
 
 def step_levers(cfg: dict, args: argparse.Namespace) -> None:
-    """`lever_step` for each of `LEVERS`, each in a process of its own; prints the table."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    """`lever_step` for each of `LEVERS`, each `in_fresh_process`; prints the table."""
     rows = {}
     for rank, checkpointing in LEVERS:
         c = {**cfg, "model": {**cfg["model"], "lora_rank": rank, "lora_alpha": 2.0 * rank if rank else 16.0,
                               "enable_gradient_checkpointing": checkpointing}}
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            rows[rank, checkpointing] = pool.submit(lever_step, c, args.records, args.steps, args.threads).result()
+        rows[rank, checkpointing] = in_fresh_process(lever_step, c, args.records, args.steps, args.threads)
     tokens = rows[LEVERS[0]][3]
     print(f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL loss, "
           f"then one update; best of {args.steps} after a warm-up)")
