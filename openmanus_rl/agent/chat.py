@@ -34,7 +34,8 @@ class ChatFormat:
         if not eot or not isinstance(ids, int):
             raise ValueError("the tokenizer has no eos token to end a model turn")
         self.eot_text, self.eot_id = eot, ids
-        self.turn_head_ids, self.turn_tail_ids = (self.encode(t) for t in self._observation_wrapper())
+        separator, head, tail = self.message_wrapper("user")
+        self.turn_head_ids, self.turn_tail_ids = self.encode(separator + head), self.encode(tail)
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool,
                 tools: list[dict[str, Any]] | None = None) -> str:
@@ -67,10 +68,6 @@ class ChatFormat:
         separator = before[model_end + len(_MODEL) + len(self.eot_text):]
         head, tail = after[len(before):].split(_OBS)
         return separator, head, tail
-
-    def _observation_wrapper(self) -> tuple[str, str]:
-        separator, head, tail = self.message_wrapper("user")
-        return separator + head, tail
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
