@@ -24,6 +24,7 @@ from functools import cached_property
 from typing import Any
 
 _USER, _MODEL, _OBS = "\u2063USER\u2063", "\u2063MODEL\u2063", "\u2063OBS\u2063"
+TRUNCATION_MARKER = " [truncated]"  # ends an observation the agent cut to its token limit
 
 
 class ChatFormat:
@@ -84,7 +85,7 @@ class ChatFormat:
         """``head + observation_ids + tail``: a user turn that follows a model turn and prompts the next one."""
         return self.turn_head_ids + observation_ids + self.turn_tail_ids
 
-    def truncate(self, text: str, max_tokens: int, marker: str = " [truncated]") -> tuple[list[int], bool]:
+    def truncate(self, text: str, max_tokens: int, marker: str = TRUNCATION_MARKER) -> tuple[list[int], bool]:
         """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut), and whether it was cut."""
         ids = self.encode(text)
         if len(ids) <= max_tokens:

@@ -9,15 +9,22 @@ each description's SHA-256 prefix -> its variations; the one for the ScienceWorl
 version pinned here ships beside this module, `sciworld_descriptions.json`; for
 any other version it is built once with its own JVM, about 3 minutes, and cached
 on disk: `python -m openmanus_rl.experts.sciworld` rewrites the shipped one), loads each
-variation with that description in its own simulator and keeps, of those
-whose ``look around`` has every word it was shown as often, the one with the
-fewest words besides (the simulator lists a room's objects in no fixed order;
-the last line shown may be cut short, so it is left out).  Then it plays that
-variation's gold path, one action a turn.  When nothing matches, or the path
-is used up, it answers ``look around`` (`FALLBACK`; it changes nothing).
+variation with that description in its own simulator and keeps those whose
+``look around`` has every word it was shown as often and the fewest words
+besides (the simulator lists a room's objects in no fixed order; a last word
+the agent's observation cut may have cut short is left out).  Then it plays
+that variation's gold path, one action a turn.
+
 Some variations start exactly alike (the same task description and first
-room, e.g. where the living thing to find is hidden elsewhere); the expert
-then plays the first one's gold path, which can fail.
+room, e.g. where the animals to compare wait outside).  The expert then keeps
+the gold paths of all of them and plays the action they share; where their
+next actions part, it replays the episode's actions in its simulator for each
+variation still in play, keeps those that showed every word the env showed
+after every action, and plays the next action most of their gold paths agree
+on, after one ``look around`` where the last observation did not tell them
+apart (e.g. "You move to the outside.").  It can still pick the wrong
+variation where even the room does not tell them apart.  When nothing matches, or every
+path is used up, it answers ``look around`` (`FALLBACK`; it changes nothing).
 
 ``noise`` in [0, 1] makes a slower player: with that probability (seeded by
 ``seed``) it looks around instead of taking its next action, which costs a
@@ -37,6 +44,9 @@ from pathlib import Path
 from agentgym.cache import cache_root
 from agentgym.sciworld.data import NUM_TASKS, task
 from agentgym.sciworld.env import SciWorldEnv
+from agentgym.server import EpisodeStateError
+
+from ..agent.chat import TRUNCATION_MARKER
 
 from .registry import Expert
 
@@ -85,6 +95,15 @@ def description_index() -> dict[str, list[int]]:
     return index
 
 
+def words_shown(observation: str) -> Counter[str]:
+    """The words of an observation; where the agent's observation cut ended it (`TRUNCATION_MARKER`), the marker
+    and the word before it (which may be cut short) are left out."""
+    text = observation.rstrip()
+    if not text.endswith(TRUNCATION_MARKER.strip()):
+        return Counter(text.split())
+    return Counter(text[:-len(TRUNCATION_MARKER.strip())].split()[:-1])
+
+
 class SciWorldExpert(Expert):
     """Recognises the variation it is shown and plays its gold path (see the module docstring)."""
 
@@ -94,46 +113,96 @@ class SciWorldExpert(Expert):
         super().__init__(noise, seed)
         self.simplifications = simplifications
         self._sim: SciWorldEnv | None = None
-        self.plan: list[str] | None = None
+        self._first_looks: dict[int, Counter[str]] = {}  # data_idx -> the words of its first look around, once loaded
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.plan = None  # the gold path still to play; None until the first observation is read
-        self.data_idx: int | None = None
+        self.gold: dict[int, list[str]] | None = None  # data_idx -> gold path, of each variation the episode may be
+        self.history: list[tuple[str, str]] = []  # (action sent, the observation the env answered), every turn
+        self.played: list[str] = []  # the gold-path actions sent
+        self._sent: str | None = None
 
-    def identify(self, observation: str) -> int | None:
-        """The ``data_idx`` whose task description and first look around ``observation`` shows, or None."""
+    def candidates(self, observation: str) -> list[int]:
+        """Every ``data_idx`` whose task description and first look around fit ``observation`` best (ascending):
+        one where the first observation tells the variation, several where variations start alike, none where
+        nothing fits."""
         description, _, look = observation.partition("\n\n")
-        candidates = description_index().get(description_key(description), [])
-        if len(candidates) == 1:
-            return candidates[0]
-        shown = Counter(" ".join(look.strip().splitlines()[:-1]).split())  # the last line may be cut short
+        indexed = description_index().get(description_key(description), [])
+        if len(indexed) <= 1:
+            return list(indexed)
+        shown = words_shown(look)
         if not shown:
-            return None
-        fits: list[tuple[int, int]] = []  # (words not shown, data_idx) of the candidates with every word shown
-        for data_idx in candidates:
-            words = Counter(self._simulator().reset(data_idx)["observation"].split())
+            return []
+        unshown: dict[int, int] = {}  # data_idx -> words it would show that were not shown, for every candidate
+        for data_idx in indexed:  # with every shown word
+            if data_idx not in self._first_looks:
+                self._first_looks[data_idx] = Counter(self._simulator().reset(data_idx)["observation"].split())
+            words = self._first_looks[data_idx]
             if not shown - words:
-                fits.append((sum((words - shown).values()), data_idx))
-        return min(fits)[1] if fits else None
+                unshown[data_idx] = sum((words - shown).values())
+        fewest = min(unshown.values(), default=0)
+        return sorted(data_idx for data_idx, extra in unshown.items() if extra == fewest)
 
     def act(self, observation: str) -> str:
-        if self.plan is None:
-            self.data_idx = self.identify(observation)
-            if self.data_idx is None:
-                self.plan = []
-            else:
-                sim = self._simulator()
-                sim.reset(self.data_idx, gold_path=True)
-                self.plan = sim.gold_path()
-        if not self.plan:
+        if self.gold is None:
+            self.gold = self._gold_paths(self.candidates(observation))
+        elif self._sent is not None:
+            self.history.append((self._sent, observation))
+        path = self._next_path()
+        if path is None:
+            self._sent = FALLBACK
             return self._do(FALLBACK, "I do not know what to do next, so I look around.")
         if self.noisy():
+            self._sent = FALLBACK
             return self._do(FALLBACK, "I look around once more before my next step.")
-        action = self.plan.pop(0)
-        t = task(self.data_idx) if self.data_idx is not None else None
-        goal = f"the {t.title.lower()} task" if t else "the task"
-        return self._do(action, f"For {goal} my next step is to {action}; {len(self.plan)} steps remain in my plan.")
+        if len({g[len(self.played)] for g in self.gold.values()}) > 1 and self._sent not in (None, FALLBACK):
+            self._sent = FALLBACK  # the variations still in play part here, and the last observation did not tell
+            return self._do(FALLBACK, "More than one version of this task fits what I have seen, so I look around "
+                                      "before my next step.")
+        action = self._sent = path[len(self.played)]
+        self.played.append(action)
+        goal = f"the {task(next(iter(self.gold))).title.lower()} task"
+        return self._do(action, f"For {goal} my next step is to {action}; {len(path) - len(self.played)} steps "
+                                f"remain in my plan.")
+
+    def _gold_paths(self, ids: list[int]) -> dict[int, list[str]]:
+        """``data_idx`` -> the gold path its simulator plans on loading it, for each of ``ids``."""
+        sim = self._simulator()
+        paths = {}
+        for data_idx in ids:
+            sim.reset(data_idx, gold_path=True)
+            paths[data_idx] = sim.gold_path()
+        return paths
+
+    def _next_path(self) -> list[str] | None:
+        """The gold path to take the next action from: of the variations whose gold path goes on from the actions
+        played, the one whose next action most agree on (ties: the earliest variation's); where their next actions
+        differ, only the variations `_consistent` with every observation vote. None when no gold path goes on."""
+        assert self.gold is not None
+        n = len(self.played)
+        self.gold = {i: g for i, g in self.gold.items() if len(g) > n and g[:n] == self.played}
+        if len({g[n] for g in self.gold.values()}) > 1:
+            self.gold = self._consistent(self.gold)
+        if not self.gold:
+            return None
+        votes = Counter(g[n] for g in self.gold.values())
+        return max(self.gold.values(), key=lambda g: votes[g[n]])
+
+    def _consistent(self, paths: dict[int, list[str]]) -> dict[int, list[str]]:
+        """Those of ``paths``' variations whose simulator, sent every action the env was sent, shows every word the
+        env showed after each (all of them where none does, so a simulator's quirk never leaves the expert without
+        a plan)."""
+        sim = self._simulator()
+
+        def replays(data_idx: int) -> bool:
+            sim.reset(data_idx)
+            try:
+                return all(not words_shown(seen) - Counter(sim.step(action).observation.split())
+                           for action, seen in self.history)
+            except EpisodeStateError:  # the variation's episode ended where the env's did not
+                return False
+
+        return {i: g for i, g in paths.items() if replays(i)} or paths
 
     def _simulator(self) -> SciWorldEnv:
         if self._sim is None:
