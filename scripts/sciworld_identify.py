@@ -7,7 +7,7 @@ env), shows the expert its first observation (task description + first ``look ar
 expert's pick of gold path in the real env, up to `MAX_ACTIONS` actions. Every variation that starts alike
 with the real one (the same description and the same first-room words) is a tie the first observation cannot
 break. Per task type it prints: variations examined, how many start alike with another variation, how many have
-a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. One JVM for the real envs and the expert's own; candidates are loaded once each.
+a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. Two JVMs: one for the real envs, the expert's own; each candidate's first room is loaded once.
 """
 
 from __future__ import annotations
@@ -21,20 +21,15 @@ from pathlib import Path
 
 from agentgym.sciworld.data import task, task_ids
 from agentgym.sciworld.env import SciWorldEnv
+from agentgym.sciworld.spec import SPEC
+from openmanus_rl.envs.client import first_observation
 from openmanus_rl.experts.sciworld import SciWorldExpert
 
 MAX_ACTIONS = 100  # the expert table's action limit (docs/environments.md)
 
 
-def first_observation(env: SciWorldEnv, data_idx: int) -> str:
-    """What the agent is shown on reset: the task description and the first look around, a blank line between."""
-    first = env.reset(data_idx)
-    return f"{first['task_description']}\n\n{first['observation']}"
-
-
-def wins(env: SciWorldEnv, data_idx: int, play: SciWorldExpert) -> bool:
-    """Play ``play`` on variation ``data_idx`` from its first observation; True when it completes the task."""
-    observation = first_observation(env, data_idx)
+def wins(env: SciWorldEnv, observation: str, play: SciWorldExpert) -> bool:
+    """Play ``play`` in ``env``, just reset and showing ``observation``; True when it completes the task."""
     play.reset()
     for _ in range(MAX_ACTIONS):
         result = env.step(play.act(observation))
@@ -67,14 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         for title, ids in by_type.items():
             row = rows[title] = Counter()
             for data_idx in ids:
-                expert.reset()
-                observation = first_observation(env, data_idx)
-                alike = expert.candidates(observation)
-                row["n"] += 1
-                row["starts_alike"] += len(alike) > 1
                 env.reset(data_idx, gold_path=True)
                 row["gold_path_too_long"] += len(env.gold_path()) > MAX_ACTIONS
-                row["expert_wins"] += wins(env, data_idx, expert)
+                observation = first_observation(SPEC, env.reset(data_idx))
+                row["n"] += 1
+                row["starts_alike"] += len(expert.candidates(observation)) > 1
+                row["expert_wins"] += wins(env, observation, expert)
             print(f"{title:45s} {row['n']:3d} {row['starts_alike']:3d} {row['gold_path_too_long']:3d} {row['expert_wins']:3d}  "
                   f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     finally:

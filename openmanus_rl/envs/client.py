@@ -47,6 +47,12 @@ def _observation(answer: Any, keys: tuple[str, ...], url: str) -> str | None:
     raise EnvProtocolError(f"{url}: cannot read an observation from {str(answer)[:200]!r}", url)
 
 
+def first_observation(spec: EnvSpec, answer: Any, url: str = "") -> str | None:
+    """The first observation in a ``/reset`` answer, as the agent is shown it: the spec's ``reset_observation_keys``
+    (else its ``observation_keys``) joined by blank lines; None when the answer has none."""
+    return _observation(answer, spec.reset_observation_keys or spec.observation_keys, url)
+
+
 class EnvClient:
     """One env on the server at ``server_url`` (``http://host:port``)."""
 
@@ -111,8 +117,7 @@ class EnvClient:
         up to `reset_timeout_s`."""
         body = self._body(**{self.spec.reset_field: task_id}, **dict(self.spec.reset_extra))
         answer = self.http.call("POST", "/reset", json=body, timeout_s=self.reset_timeout_s)
-        keys = self.spec.reset_observation_keys or self.spec.observation_keys
-        observation = _observation(answer, keys, self.server_url)
+        observation = first_observation(self.spec, answer, self.server_url)
         return observation if observation is not None else self.observe()
 
     def step(self, action: str) -> StepResult:

@@ -155,7 +155,7 @@ class SciWorldExpert(Expert):
         if self.noisy():
             self._sent = FALLBACK
             return self._do(FALLBACK, "I look around once more before my next step.")
-        if len({g[len(self.played)] for g in self.gold.values()}) > 1 and self._sent not in (None, FALLBACK):
+        if self._paths_part() and self._sent not in (None, FALLBACK):
             self._sent = FALLBACK  # the variations still in play part here, and the last observation did not tell
             return self._do(FALLBACK, "More than one version of this task fits what I have seen, so I look around "
                                       "before my next step.")
@@ -181,12 +181,16 @@ class SciWorldExpert(Expert):
         assert self.gold is not None
         n = len(self.played)
         self.gold = {i: g for i, g in self.gold.items() if len(g) > n and g[:n] == self.played}
-        if len({g[n] for g in self.gold.values()}) > 1:
+        if self._paths_part():
             self.gold = self._consistent(self.gold)
         if not self.gold:
             return None
         votes = Counter(g[n] for g in self.gold.values())
         return max(self.gold.values(), key=lambda g: votes[g[n]])
+
+    def _paths_part(self) -> bool:
+        """Whether the gold paths still in play (all going on from the actions played) differ in their next action."""
+        return len({g[len(self.played)] for g in self.gold.values()}) > 1
 
     def _consistent(self, paths: dict[int, list[str]]) -> dict[int, list[str]]:
         """Those of ``paths``' variations whose simulator, sent every action the env was sent, shows every word the
