@@ -8,7 +8,8 @@ What survives what (the README's table is built from these):
 * an env server whose port another process took while it was down: restarted on a free port, the agent follows;
 * an env server that cannot come back: the run checkpoints its last completed step and stops, naming the server;
 * a reward module that raises or hangs: its rows fail with the error recorded; too many: retried once, then a stop;
-* the driver SIGKILLed mid-step, then again while writing a checkpoint: re-running resumes and gives the same step;
+* the driver SIGKILLed mid-step, then again while writing a checkpoint (LoRA, a KL loss, one-step-off rollout):
+  re-running resumes and gives the same step;
 * a Ray worker killed: the run stops within seconds naming the worker and step; re-running resumes;
 * a bad input: one message before Ray, servers or anything under the output dir.
 """
@@ -145,34 +146,6 @@ def complete_checkpoint(path: Path) -> bool:
 
 # ---------------------------------------------------------------------------------------------------- env servers
 @slow
-def test_a_killed_env_server_is_restarted_while_the_other_carries_on(tiny_model_path, webshop_tasks, tmp_path):
-    """One of two servers is SIGKILLed after step 1 and comes back; the other serves meanwhile.  (One server killed
-    and restarted, with the later steps on the restarted one: the port-taken drill.)"""
-    ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
-    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
-              tmp_path / "run.log")
-    victim = server_pid(run, ports[0])
-    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
-    os.kill(victim, signal.SIGKILL)
-    back = run.wait_for(lambda text: re.search(rf"webshop server on port {ports[0]} is back \(pid \d+, restart 1\)", text),
-                        "the restart")
-    back_during = [s for s in range(1, steps + 1) if s not in steps_logged(out)]
-    assert back and back_during, "the run ended before the restart: make it longer"
-    assert run.finish() == 0, run.text()[-4000:]
-    text = run.text()
-    assert f"webshop server on port {ports[0]} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
-    assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
-    served = [json.loads(line) for step in range(2, steps + 1)
-              for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
-    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
-    rows = metrics(out)
-    assert [r["step"] for r in rows] == list(range(1, steps + 1))
-    assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
-    assert rows[-1]["env_server/down"] == 0.0
-    assert rows[-1]["rollout/trajectories"] == 4.0
-
-
-@slow
 def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_path, webshop_tasks, tmp_path):
     """One run, two hangs.  First every env call of the server hangs (the test-only fault injection) while GET / and
     GET /health answer: the supervisor sees the oldest in-flight request pass agent.server_hang_s, kills and restarts
@@ -224,26 +197,43 @@ def kill_and_take_port(pid: int, port: int) -> socket.socket:
 
 
 @slow
-def test_a_server_whose_port_was_taken_comes_back_on_a_free_port(tiny_model_path, webshop_tasks, tmp_path):
-    port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, "agent.request_timeout_s=2",
-                                      "agent.env_retries=0")
-    blocker = kill_and_take_port(pid, port)  # something else now holds the port
+def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_the_other_carries_on(tiny_model_path,
+                                                                                                    webshop_tasks, tmp_path):
+    """One of two servers is SIGKILLed after step 1 and another process takes its port: the server comes back on a
+    free port and the agent follows it there; the other server serves meanwhile. (A restart on the same port: the
+    hang drill.)"""
+    ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
+    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
+              tmp_path / "run.log")
+    victim = server_pid(run, ports[0])
+    run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
+    blocker = kill_and_take_port(victim, ports[0])  # something else now holds the port
     try:
+        moved = run.wait_for(lambda text: re.search(rf"webshop server on port {ports[0]}: the port is taken by another process; "
+                                                    rf"restarting on port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", text),
+                             "the move to a free port")
+        assert moved.group(1) == moved.group(2)
+        new_port = int(moved.group(1))
+        run.wait_for(lambda text: re.search(rf"webshop server on port {new_port} is back \(pid \d+, restart 1\)", text), "the restart")
+        back_at = max(steps_logged(out), default=0)
+        assert back_at < steps, "the run ended before the restart: make it longer"
         assert run.finish() == 0, run.text()[-4000:]
     finally:
         blocker.close()
     text = run.text()
-    assert f"webshop server on port {port} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
-    moved = re.search(rf"webshop server on port {port}: the port is taken by another process; restarting on port "
-                      rf"(\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", text)
-    assert moved and moved.group(1) == moved.group(2), text[-4000:]
-    assert re.search(rf"webshop server on port {moved.group(1)} is back \(pid \d+, restart 1\)", text)
+    assert f"webshop server on port {ports[0]} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
+    assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
+    served = [json.loads(line) for step in range(2, steps + 1)
+              for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
+    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
+    later = [json.loads(line) for step in range(back_at + 1, steps + 1)
+             for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
+    assert any(r["server"] == f"http://127.0.0.1:{new_port}" and not r["failed"] for r in later), "the moved server served nothing"
     rows = metrics(out)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
     assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
-    last = [json.loads(line) for line in (out / "trajectories" / "rollouts" / "step_000004.jsonl").open()]
-    assert {(r["server"], r["failed"]) for r in last} == {(f"http://127.0.0.1:{moved.group(1)}", False)}
+    assert rows[-1]["env_server/down"] == 0.0
+    assert rows[-1]["rollout/trajectories"] == 4.0
 
 
 @slow
@@ -306,46 +296,74 @@ def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_p
 
 
 # ---------------------------------------------------------------------------------------------------- the driver
+def tasks_per_step(out: Path) -> dict[int, list[int]]:
+    """The task ids each step's rollout played, from its trajectory records."""
+    found = {}
+    for path in sorted((out / "trajectories" / "rollouts").glob("step_*.jsonl")):
+        step = int(path.stem.split("_")[1])
+        found[step] = sorted({json.loads(line)["task_id"] for line in path.read_text().splitlines()})
+    return found
+
+
 @slow
 @pytest.mark.timeout(1800)  # four runs
 def test_a_driver_killed_mid_step_or_while_writing_a_checkpoint_resumes_to_the_same_step(tiny_model_path, webshop_tasks, tmp_path):
-    """One chain: the driver is SIGKILLed in step 2's rollout; the re-run resumes from step 1 and is SIGKILLed again
-    while it writes step 2's checkpoint; the third run resumes from step 1 once more and ends with the step 2 of a
-    run never interrupted (same metrics, same weights)."""
-    common = ("trainer.total_training_steps=2", "trainer.save_freq=1")
+    """One chain, on the recipe with the most state to carry: GRPO with LoRA, a KL loss (the reference is the policy
+    with its adapters off) and one-step-off rollout (each rollout runs while the step before trains, so a checkpoint
+    also holds the batch rolled out ahead). The driver is SIGKILLed in step 2; the re-run resumes from step 1 and is
+    SIGKILLed again while it writes step 2's checkpoint; the third run resumes from step 1 once more and ends with the
+    step 2 of a run never interrupted: the same tasks (none lost, none played twice), metrics and weights."""
+    common = ("trainer.total_training_steps=2", "trainer.save_freq=1", "data.shuffle=false",
+              "actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
+              "actor_rollout_ref.actor.use_kl_loss=true", "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2")
     straight_out = tmp_path / "straight"
     straight = Run(webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log")
     assert straight.finish() == 0, straight.text()[-4000:]
+    rows = metrics(straight_out)
+    assert [r["step"] for r in rows] == [1, 2]
+    # step 1 trains what the first weights drew; step 2 what the weights before the last update drew
+    assert [r["rollout/staleness"] for r in rows] == [0.0, 1.0]
+    assert "timing_s/rollout_wait" not in rows[0]
+    assert rows[1]["timing_s/rollout_wait"] < rows[1]["timing_s/rollout"]  # it rolled out while step 1 trained
+    for r in rows:  # GRPO: a KL loss, no critic
+        assert "actor/kl_loss" in r and "actor/tis_weight_mean" in r and not any(k.startswith("critic/vf") for k in r)
+    assert tasks_per_step(straight_out) == {1: [700, 701], 2: [702, 703]}
 
     out, port = tmp_path / "killed", free_port()
     args = webshop_args(tiny_model_path, webshop_tasks, out, port, *common)
     killed = Run(args, tmp_path / "killed.log")
     pid = server_pid(killed, port)
     killed.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint", poll_s=0.005)
-    killed.sigkill()  # step 2 has begun: its rollout is under way
+    killed.sigkill()  # step 2 has begun: it trains on the batch rolled out ahead
     assert steps_logged(out) == [1]
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, "the env server outlived its trainer"
+    first = out / "checkpoints" / "global_step_1"
+    saved = torch.load(first / "actor" / "actor.pt", weights_only=False)["model"]
+    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 2 layers x 7 projections x (A, B)
+    assert (first / "rollout_ahead.pt").is_file()  # step 2's batch
 
     writing = Run(args, tmp_path / "writing.log")
     partial = out / "checkpoints" / ".tmp_global_step_2"
     writing.wait_for(lambda _: partial.exists(), "the step-2 checkpoint being written", poll_s=0.002)
     writing.sigkill()
-    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in writing.text()
+    assert f"resumed from {first} at step 1" in writing.text()
     assert partial.exists(), "the kill landed after the checkpoint was complete"
-    assert latest(out) == "1" and complete_checkpoint(out / "checkpoints" / "global_step_1")
+    assert latest(out) == "1" and complete_checkpoint(first)
     assert not (out / "checkpoints" / "global_step_2").exists()
 
     resumed = Run(args, tmp_path / "resumed.log")
     assert resumed.finish() == 0, resumed.text()[-4000:]
-    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} at step 1" in resumed.text()
+    assert f"resumed from {first} at step 1" in resumed.text()
     assert latest(out) == "2" and complete_checkpoint(out / "checkpoints" / "global_step_2") and not partial.exists()
-    again, first = metrics(out)[-1], metrics(straight_out)[-1]
-    assert again["step"] == first["step"] == 2
-    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean"):
-        assert again[key] == first[key], key
-    for key in ("actor/pg_loss", "actor/entropy"):
-        assert again[key] == pytest.approx(first[key], rel=1e-3, abs=1e-5), key
+    assert tasks_per_step(out) == {1: [700, 701], 2: [702, 703]}
+    again, plain = metrics(out)[-1], rows[-1]
+    assert again["step"] == plain["step"] == 2
+    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean",
+                "rollout/staleness"):
+        assert again[key] == plain[key], key
+    for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/tis_weight_mean"):
+        assert again[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), key
     weights = [load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors") for o in (out, straight_out)]
     assert weights[0].keys() == weights[1].keys()
     for name in weights[0]:

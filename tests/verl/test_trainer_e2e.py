@@ -1,5 +1,6 @@
-"""The main job end to end with a tiny model: real WebShop server, real Ray, real vLLM; PPO, GRPO with LoRA, a KL loss
-and one-step-off rollout, GiGPO, ReMax, single-turn data and a rollout plugin; resume after a stop."""
+"""The main job end to end with a tiny model: real WebShop server, real Ray, real vLLM; PPO, GiGPO, ReMax, single-turn
+data and a rollout plugin. GRPO with LoRA, a KL loss and one-step-off rollout, resumed after its driver is killed, is
+the driver drill in ``tests/drills``; a resume on one node after a stop, ``test_multinode.py``."""
 
 import json
 import os
@@ -44,12 +45,6 @@ def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> list[di
     return metric_rows(out_dir)
 
 
-@pytest.fixture(scope="module")
-def ppo_run(tiny_model_path, webshop_tasks, server, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ppo")
-    return out, run_main(tiny_model_path, webshop_tasks, server, out)
-
-
 def by_step(rows, step):
     merged = {}
     for r in rows:
@@ -58,8 +53,9 @@ def by_step(rows, step):
     return merged
 
 
-def test_ppo_two_steps_leave_all_artifacts(ppo_run):
-    out, rows = ppo_run
+def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, server, tmp_path):
+    out = tmp_path / "ppo"
+    rows = run_main(tiny_model_path, webshop_tasks, server, out)
     assert [r["step"] for r in rows] == [0, 1, 2]  # validation before training, then two steps
     assert "val/webshop/success_rate" in rows[0] and "val/webshop/reward/mean" in rows[0]
     for step in (1, 2):
@@ -77,72 +73,6 @@ def test_ppo_two_steps_leave_all_artifacts(ppo_run):
     assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
     assert any((out / "tensorboard").iterdir())
     assert list((out / "trajectories").rglob("*.jsonl")) and list((out / "trajectories").rglob("*.html"))
-
-
-def test_resume_after_stop_matches_uninterrupted_run(ppo_run, tiny_model_path, webshop_tasks, server, tmp_path):
-    _, rows = ppo_run
-    out = tmp_path / "resumed"
-    first = run_main(tiny_model_path, webshop_tasks, server, out, "trainer.stop_after_step=1")
-    assert [r["step"] for r in first] == [0, 1]
-    assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "1"
-    second = run_main(tiny_model_path, webshop_tasks, server, out)  # resume_mode=auto picks up global_step_1
-    assert [r["step"] for r in second] == [0, 1, 2]  # the same metrics file, continued
-    resumed, straight = by_step(second, 2), by_step(rows, 2)
-    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean"):
-        assert resumed[key] == straight[key], key
-    for key in ("actor/pg_loss", "critic/vf_loss", "critic/values/mean", "actor/entropy"):
-        assert resumed[key] == pytest.approx(straight[key], rel=1e-3, abs=1e-5), key
-
-
-def tasks_per_step(out: Path) -> dict[int, list[int]]:
-    """The task ids each step's rollout played, from its trajectory records."""
-    found = {}
-    for path in sorted((out / "trajectories" / "rollouts").glob("step_*.jsonl")):
-        step = int(path.stem.split("_")[1])
-        found[step] = sorted({json.loads(line)["task_id"] for line in path.read_text().splitlines()})
-    return found
-
-
-def test_lora_one_step_off_with_a_kl_loss_resumes_to_the_same_samples(tiny_model_path, webshop_tasks, server, tmp_path):
-    """GRPO with LoRA, a KL loss (the reference is the policy with its adapters off) and one-step-off rollout: each
-    rollout runs while the step before trains; the checkpoint holds the adapters, their optimiser state and the batch
-    rolled out ahead, and a run stopped after step 1 resumes to the uninterrupted steps 2 and 3 with no task lost."""
-    import torch
-
-    recipe = ("actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
-              "algorithm.adv_estimator=grpo", "agent.n=2", "actor_rollout_ref.actor.use_kl_loss=true",
-              "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "trainer.total_training_steps=3",
-              "trainer.val_before_train=false", "trainer.test_freq=3", "data.shuffle=false")
-    straight_out = tmp_path / "straight"
-    straight = run_main(tiny_model_path, webshop_tasks, server, straight_out, *recipe)
-    assert [r["step"] for r in straight] == [1, 2, 3]
-    # step 1 trains what the first weights drew; steps 2 and 3 what the weights before the last update drew
-    assert [r["rollout/staleness"] for r in straight] == [0.0, 1.0, 1.0]
-    assert "timing_s/rollout_wait" not in straight[0]
-    for r in straight[1:]:  # the rollout ran while the step before trained: the driver waited for only part of it
-        assert r["timing_s/rollout_wait"] < r["timing_s/rollout"]
-    for r in straight:  # GRPO: a KL loss, no critic
-        assert "actor/kl_loss" in r and "actor/tis_weight_mean" in r and not any(k.startswith("critic/vf") for k in r)
-    assert "val/webshop/success_rate" in straight[2]
-    assert tasks_per_step(straight_out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}
-
-    out = tmp_path / "resumed"
-    first = run_main(tiny_model_path, webshop_tasks, server, out, *recipe, "trainer.stop_after_step=1")
-    assert [r["step"] for r in first] == [1]
-    checkpoint = out / "checkpoints" / "global_step_1"
-    saved = torch.load(checkpoint / "actor" / "actor.pt", weights_only=False)["model"]
-    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 14 layers x (A, B)
-    assert (checkpoint / "actor" / "huggingface" / "model.safetensors").is_file()
-    assert (checkpoint / "rollout_ahead.pt").is_file()  # step 2's batch, rolled out ahead
-    second = run_main(tiny_model_path, webshop_tasks, server, out, *recipe)
-    assert [r["step"] for r in second] == [1, 2, 3]
-    assert tasks_per_step(out) == {1: [700, 701], 2: [702, 703], 3: [704, 705]}  # no task lost, none played twice
-    for step in (2, 3):
-        resumed, plain = by_step(second, step), by_step(straight, step)
-        for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "rollout/staleness"):
-            assert resumed[key] == plain[key], (step, key)
-        for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/tis_weight_mean"):
-            assert resumed[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), (step, key)
 
 
 @pytest.mark.parametrize("history_window", [0, 1])  # whole trajectories, then step-wise rows

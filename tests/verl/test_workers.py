@@ -206,7 +206,7 @@ def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, 
     torch.testing.assert_close(lp2, lp1, atol=1e-5, rtol=1e-5)
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
         assert m2[key] == pytest.approx(m1[key], rel=1e-4), key
-    assert w1.keys() == w2.keys() and len(w1) == (28 if lora_rank else 21)  # LoRA: the adapters only (14 layers x A, B)
+    assert w1.keys() == w2.keys() and len(w1) == (28 if lora_rank else 21)  # LoRA: the adapters only (2 layers x 7 projections x A, B)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=1e-4)
     assert hf1.keys() == hf2.keys() and not any("lora" in name for name in hf1)
@@ -297,7 +297,7 @@ def test_checkpoint_roundtrip_is_bit_identical(hybrid, tmp_path):
 # ----------------------------------------------------------------------------- critic
 
 
-def test_critic_values_and_update(ray_local, tiny_model_path):
+def test_critic_values_update_and_checkpoint_roundtrip(ray_local, tiny_model_path, tmp_path):
     cfg = {"model": {"path": tiny_model_path}, "ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "ppo_epochs": 8,
            "cliprange_value": 0.5, "mixed_precision": "float32", "optim": {"lr": 1e-3, "weight_decay": 0.0}, "num_threads": 1}
     wg, pool = group(CriticWorker, 1, config=cfg)
@@ -315,6 +315,22 @@ def test_critic_values_and_update(ray_local, tiny_model_path):
         new_values = wg.compute_values(data).batch["values"]
         mask = data.batch["response_mask"].bool()
         assert new_values[mask].mean() > 0.3
+        # a checkpoint holds the value model and its optimiser: loading it undoes a later update exactly
+        first, second = tmp_path / "a", tmp_path / "b"
+        wg.save_checkpoint(str(first))
+        wg.update_critic(data)
+        assert not torch.equal(wg.compute_values(data).batch["values"], new_values)
+        wg.load_checkpoint(str(first))
+        assert torch.equal(wg.compute_values(data).batch["values"], new_values)
+        wg.save_checkpoint(str(second))
+        a = torch.load(first / "critic.pt", weights_only=False)
+        b = torch.load(second / "critic.pt", weights_only=False)
+        assert a["model"].keys() == b["model"].keys() and a["optimizer"]["state"]
+        for name in a["model"]:
+            assert torch.equal(a["model"][name], b["model"][name]), name
+        for pid, state in a["optimizer"]["state"].items():
+            for key, value in state.items():
+                assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"]["state"][pid][key])), (pid, key)
     finally:
         close_group(wg, pool)
 
