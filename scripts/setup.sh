@@ -49,8 +49,16 @@ PYBIN="$VENV/bin/python"
 PIP=("$PYBIN" -m pip --disable-pip-version-check)
 
 # The stamp records what the last successful install was made from.
+# Its first line: the device and a hash of pyproject.toml and this script; its second: the
+# extras installed. A request for extras already installed (a subset) changes nothing.
 STAMP="$VENV/.openmanus-setup"
-WANT="$DEVICE [$OPTIONAL] $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+WANT="$DEVICE $(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+HAVE_EXTRAS=""
+if [[ -f "$STAMP" && "$(head -n 1 "$STAMP")" == "$WANT" ]]; then HAVE_EXTRAS="$(sed -n 2p "$STAMP")"; fi
+extras_covered() {  # every extra asked for is among those the stamp records
+    local item
+    for item in ${OPTIONAL//,/ }; do [[ ",$HAVE_EXTRAS," == *",$item,"* ]] || return 1; done
+}
 EXTRA_MODS=()  # modules an optional extra must make importable
 case ",$OPTIONAL," in *,bench,*) EXTRA_MODS+=(trl) ;; esac
 case ",$OPTIONAL," in *,sciworld,*) EXTRA_MODS+=(scienceworld) ;; esac
@@ -79,10 +87,12 @@ if bad:
     sys.exit("broken imports:\n  " + "\n  ".join(bad))
 PY
 }
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_imports 2>/dev/null; then
-    say "already set up ($DEVICE${OPTIONAL:+, extras $OPTIONAL}) in $VENV"
+if [[ -f "$STAMP" && "$(head -n 1 "$STAMP")" == "$WANT" ]] && extras_covered && check_imports 2>/dev/null; then
+    say "already set up ($DEVICE${HAVE_EXTRAS:+, extras $HAVE_EXTRAS}) in $VENV"
     exit 0
 fi
+# keep what is installed: the extras recorded for this same install, plus those asked for
+OPTIONAL="$(printf '%s\n' ${HAVE_EXTRAS//,/ } ${OPTIONAL//,/ } | sort -u | paste -sd, -)"
 
 if [[ ",$OPTIONAL," == *,sciworld,* ]] && ! command -v java >/dev/null 2>&1; then
     say "installing Java for ScienceWorld (Debian default-jre-headless)"
@@ -129,5 +139,5 @@ fi
 
 say "checking imports"
 check_imports || die "the install finished but imports fail (see above)"
-echo "$WANT" >"$STAMP"
+printf '%s\n%s\n' "$WANT" "$OPTIONAL" >"$STAMP"
 say "done: $("$PYBIN" --version), torch $TORCH_VERSION, device $DEVICE, venv $VENV"
