@@ -288,7 +288,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
-                        help="auto (the trainer's default): bf16 where the CPU runs it natively, else fp32")
+                        help="auto (the trainer's default): bf16 where the CPU runs it fast, else fp32")
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
     parser.add_argument("--records", default="data/bench/webshop_grpo_step1.jsonl",
                         help="a rollout JSONL (<output_dir>/trajectories/rollouts/step_*.jsonl) for the multi-turn case; '' skips it")

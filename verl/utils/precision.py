@@ -1,17 +1,19 @@
 """Which floating-point dtype to compute in, chosen from the hardware (``dtype: auto``).
 
-bf16 only pays where the hardware runs it natively. Measured on 2-core boxes of
-one kind: with AVX512_BF16 or AMX a bf16 2048^3 matmul ran 2.6-5x faster than
-fp32; without them (plain AVX512, bf16 emulated) 4.5x slower. So:
+bf16 only pays where the hardware runs it fast. Measured on 2-core boxes, a
+bf16 2048^3 matmul against fp32: with AMX 5x faster; with AVX512_BF16 and no
+AMX 2.6x faster on an AMD EPYC but 1.75x slower on an Intel Xeon whose AMX is
+not exposed (165 vs 288 GFLOP/s; a training step 1.6x slower); without either
+(plain AVX512, bf16 emulated) 4.5x slower. So:
 
 * CUDA: bf16 where ``torch.cuda.is_bf16_supported()``; otherwise fp16 for
   inference (rollout, reference) and fp32 for training autocast (fp16 training
   would need loss scaling, which the trainer does not do).
-* CPU: bf16 when ``/proc/cpuinfo`` lists ``amx_bf16`` or ``avx512_bf16``
-  (``bf16`` on Arm), fp32 when it lists neither. Where the flags cannot be
-  read (not Linux), a short matmul probe decides (bf16 when it runs at least
-  1.2x the fp32 rate); its result is cached per machine under the cache
-  directory.
+* CPU: bf16 when ``/proc/cpuinfo`` lists ``amx_bf16``; fp32 when it lists no
+  bf16 instructions at all. With ``avx512_bf16`` (``bf16`` on Arm) but no AMX,
+  or where the flags cannot be read (not Linux), a short matmul probe decides:
+  bf16 when it runs at least 1.2x the fp32 rate. The probe's result is cached
+  per machine under the cache directory.
 
 An explicit dtype always wins. `resolve_dtype` returns the choice with its
 reason; `announce` prints it once per process.
@@ -31,6 +33,7 @@ from verl.utils.cache import cache_root
 DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_CHOICES = ("auto", *DTYPES)
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 (AMX, AVX512), Arm (FEAT_BF16)
+AMX_FLAG = "amx_bf16"
 PROBE_MIN_SPEEDUP = 1.2
 
 
@@ -143,7 +146,7 @@ def resolve_dtype(
     ``requested`` other than ``auto`` is returned as it is. ``cpuinfo`` (the
     text of ``/proc/cpuinfo``) and ``cuda_bf16`` default to what this machine
     reports; ``probe`` (returning GFLOP/s per dtype) is only called when the
-    CPU flags cannot be read.
+    CPU flags cannot decide: bf16 instructions without AMX, or no flags.
     """
     if requested not in DTYPE_CHOICES:
         raise ValueError(f"dtype must be one of {list(DTYPE_CHOICES)}, got {requested!r}")
@@ -162,16 +165,19 @@ def resolve_dtype(
             return Precision("float16", "the GPU has no bf16; fp16 for inference")
         return Precision("float32", "the GPU has no bf16, and fp16 training would need loss scaling")
     flags = read_cpu_flags(cpuinfo)
+    why = ""
     if flags is not None:
         native = [f for f in NATIVE_BF16_FLAGS if f in flags]
-        if native:
+        if AMX_FLAG in native:
             return Precision("bfloat16", f"the CPU runs bf16 natively ({', '.join(native)})")
-        return Precision("float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32")
+        if not native:
+            return Precision("float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32")
+        why = f"{', '.join(native)} without AMX, "
     rates = probe()
     speedup = rates["bfloat16"] / rates["float32"]
     if speedup >= PROBE_MIN_SPEEDUP:
-        return Precision("bfloat16", f"matmul probe: bf16 runs {speedup:.1f}x the fp32 rate")
-    return Precision("float32", f"matmul probe: bf16 runs only {speedup:.2f}x the fp32 rate")
+        return Precision("bfloat16", f"{why}matmul probe: bf16 runs {speedup:.1f}x the fp32 rate")
+    return Precision("float32", f"{why}matmul probe: bf16 runs only {speedup:.2f}x the fp32 rate")
 
 
 _announced: set[str] = set()
