@@ -11,4 +11,10 @@ cd "$ROOT"
 OPENMANUS_EXTRAS="sciworld,alfworld${OPENMANUS_EXTRAS:+,$OPENMANUS_EXTRAS}" bash scripts/setup.sh
 PYBIN="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 export PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled
-exec "$PYBIN" -m pytest --durations=25 "$@"   # the 25 slowest tests, so every run shows where the time goes
+# Two pytest workers (pytest-xdist): most of a test's time is process start-up and waiting (one process kept 0.7
+# of one core busy). Each test file runs whole on one worker, and the files that start engines inside the pytest
+# process run together on one (tests/conftest.py's groups). OPENMANUS_TEST_WORKERS=0: one process.
+WORKERS="${OPENMANUS_TEST_WORKERS:-2}"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] || { echo "OPENMANUS_TEST_WORKERS must be a number of workers (got '$WORKERS')" >&2; exit 2; }
+XDIST=(); [[ "$WORKERS" == 0 ]] || XDIST=(-n "$WORKERS" --dist loadgroup)
+exec "$PYBIN" -m pytest ${XDIST[@]+"${XDIST[@]}"} --durations=25 "$@"   # the 25 slowest tests: where the time goes

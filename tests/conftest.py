@@ -29,6 +29,19 @@ torch.set_num_threads(int(os.environ.get("OPENMANUS_TEST_THREADS", "2")))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # set-up helpers (model_prep) live there
 
+IN_PROCESS_ENGINES = "in-process engines"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The pytest-xdist groups of ``scripts/test.sh`` (``--dist loadgroup``): a test file runs whole on one worker,
+    so its module fixtures are made once; every test marked ``in_process_engine`` or using ``vllm_engine`` runs in
+    one group, in collection order, as in a single process (vLLM keeps its process groups in module globals, and
+    a torch.distributed worker shut down beside a live engine leaves that engine's groups dead)."""
+    for item in items:
+        shared = item.get_closest_marker("in_process_engine") or "vllm_engine" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group(IN_PROCESS_ENGINES if shared else str(item.path)))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> str:
     from model_prep import build_tiny_model

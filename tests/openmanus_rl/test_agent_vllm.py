@@ -10,7 +10,7 @@ from engine_helpers import Recording
 from openmanus_rl.agent import OpenManusAgent
 from verl.trainer.ppo.reward import RewardManager
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 
 HEAD, TAIL, EOT = [198, 1, 4093, 198], [2, 198, 1, 520, 9531, 198], 2
 

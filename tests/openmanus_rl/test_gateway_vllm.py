@@ -7,7 +7,7 @@ from agent_helpers import task_batch
 from engine_helpers import Recording
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 
 
 def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, vllm_engine):

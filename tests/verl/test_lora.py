@@ -19,6 +19,8 @@ from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, ActorRolloutRefConfig, ConfigError, OptimConfig, from_dict
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
+pytestmark = pytest.mark.in_process_engine
+
 REPO = Path(__file__).resolve().parents[2]
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}
 LLAMA = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

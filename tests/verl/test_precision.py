@@ -10,6 +10,8 @@ from verl.utils.batch import packed_proto
 from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
 from verl.workers.config import ActorRolloutRefConfig, ConfigError, resolve_policy_precision
 
+pytestmark = pytest.mark.in_process_engine
+
 # /proc/cpuinfo excerpts (one processor each): a Zen 4 with AVX512_BF16, a Sapphire Rapids with AMX,
 # a Skylake-SP with AVX512 but no bf16, and an Arm Neoverse V1 with FEAT_BF16.
 ZEN4 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"

@@ -22,6 +22,8 @@ from verl.workers.config import ActorConfig, OptimConfig
 
 from grad_capture import update_capturing_grads
 
+pytestmark = pytest.mark.in_process_engine
+
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the unfiltered, untempered distribution
 LN2 = math.log(2.0)
 

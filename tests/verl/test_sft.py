@@ -12,6 +12,8 @@ import torch
 
 from verl.trainer.sft_trainer import MASK_KEY, pack_samples, read_samples
 
+pytestmark = pytest.mark.in_process_engine
+
 REPO = Path(__file__).resolve().parents[2]
 
 

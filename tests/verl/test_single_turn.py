@@ -19,6 +19,8 @@ from openmanus_rl.agent import trajectory_seed
 from verl.protocol import DataProto
 from verl.workers.rollout.single_turn import SingleTurnRollout, _task_name
 
+pytestmark = pytest.mark.in_process_engine
+
 EOT = 2  # <|im_end|> in the SmolLM2 tokenizer
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "notes")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 
 
 def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_path, monkeypatch):

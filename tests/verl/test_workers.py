@@ -13,7 +13,7 @@ from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, Ra
 from verl.utils.batch import packed_proto
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 
 
 class EchoWorker(Worker):
