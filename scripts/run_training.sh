@@ -60,7 +60,8 @@ export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 if [[ "$ALGO" == ppo ]]; then
     ALGO_ARGS=(algorithm.adv_estimator=gae)
 else
-    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2
+    # one optimiser step per batch (2 tasks x 4 samples): the update's own log-probs are the old ones, no extra pass
+    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=8
                actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001)
 fi
 if [[ "$ENV_GIVEN" == 0 && -f "$DATA_DIR/train.parquet" ]]; then
