@@ -20,6 +20,10 @@
   env (first prompt plus every turn after it) when the run does not set one
   (``agent.max_trajectory_length: null``), chosen so that the budget cuts at most
   5% of the expert's episodes (``scripts/budget_cuts.py`` measures it).
+* ``demos_keep``: which expert episodes the warm start learns from: ``successful``
+  ones, or ``progress``: every episode that scored above 0, for an env whose
+  expert rarely finishes inside the turn cap (SciWorld: gold paths average 64
+  actions, the cap is 20), where a cut episode is still a correct start.
 * ``reset_timeout_s``: how long a ``/reset`` may take on a busy server, for
   an env whose reset does real work one request at a time (ALFWorld loads its
   game, 1-2 s, one at a time per server: 32 episodes starting at once queue for
@@ -69,6 +73,7 @@ class EnvSpec:
     tools: tuple[EnvTool, ...] = ()
     max_turns: int = 8
     max_trajectory_length: int = 3072
+    demos_keep: Literal["successful", "progress"] = "successful"
     reset_timeout_s: float | None = None
     reward_score: str = "episode"
     app: str | None = None

@@ -37,9 +37,11 @@ Parquet columns, one row per kept episode (per sample of an episode, with ``--pr
   episode ended: done / turn_limit / truncated), ``env_name``,
   ``action_format``, ``split`` ("train" or "dev", never "test").
 
-``--keep``: ``successful`` (default) keeps episodes whose env reward reached
-the env's success reward, ``failed`` the others, ``all`` every one (episodes
-whose env calls failed are never kept).  The model's tokenizer is
+``--keep``: ``successful`` keeps episodes whose env reward reached the env's
+success reward, ``progress`` those whose env reward is above 0, ``failed`` the
+unsuccessful ones, ``all`` every one (episodes whose env calls failed are never
+kept). Unset: the env's own rule (``EnvSpec.demos_keep``; ``successful`` except
+SciWorld's ``progress``).  The model's tokenizer is
 ``--tokenizer`` (a Hugging Face folder), by default the prepared
 SmolLM2-135M-Instruct (`scripts/model_prep.py`, `prepare_default_model`).
 """
@@ -58,7 +60,7 @@ from urllib.parse import urlsplit
 from agentgym.spawn import serve_subprocess
 
 SERVER_START_TIMEOUT_S = 180.0
-KEEP = ("successful", "failed", "all")
+KEEP = ("successful", "progress", "failed", "all")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_yaml_argument(parser, "--max_turns", "agent.max_turns", "unset: the env's own cap (EnvSpec.max_turns)", type=int)
     for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
         add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
-    parser.add_argument("--keep", choices=KEEP, default="successful")
+    parser.add_argument("--keep", choices=KEEP, default=None, help="unset: the env's own rule (EnvSpec.demos_keep)")
     parser.add_argument("--batch_size", type=int, default=64,
                         help="episodes per agent call (at most the server's env cap, GET /health's max_envs)")
     parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")
@@ -106,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.max_turns = spec.max_turns
     if args.max_trajectory_length is None:
         args.max_trajectory_length = spec.max_trajectory_length
+    if args.keep is None:
+        args.keep = spec.demos_keep
     return args
 
 
@@ -238,6 +242,8 @@ def keep(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     ok = [r for r in rows if not r["failed"]]
     if mode == "successful":
         return [r for r in ok if r["success"]]
+    if mode == "progress":
+        return [r for r in ok if r["env_reward"] > 0]
     if mode == "failed":
         return [r for r in ok if not r["success"]]
     return ok

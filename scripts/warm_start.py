@@ -10,7 +10,7 @@ files), the env, the action format, the number of demonstrations, the agent
 limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
 the demonstrations are cut exactly as RL's episodes are; an ``agent.action_format=`` override is the format
 the demonstrations are written in), the envs' task lists (``prepare_data.task_fingerprint``:
-a new WebShop catalogue is a new key), the SFT defaults (``sft_trainer.yaml``) and the SFT
+a new WebShop catalogue is a new key), which episodes each env keeps (``EnvSpec.demos_keep``), the SFT defaults (``sft_trainer.yaml``) and the SFT
 overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
@@ -37,6 +37,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from agentgym.registry import get_env_spec
 from prepare_data import task_fingerprint
 from verl.utils.cache import cache_root
 
@@ -84,6 +85,7 @@ def cache_key(args: argparse.Namespace, model: Path) -> str:
               "action_format": args.action_format,
               "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise,
               "agent": agent_limits(args.agent_overrides),
+              "keep": [get_env_spec(env).demos_keep for env in envs],
               "sft": sorted(args.sft_overrides),
               "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text()}
     if args.program:

@@ -235,6 +235,20 @@ def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
     assert make_sft_data.parse_args(["--env_name", "maze", "--out", "x", "--max_turns", "9"]).max_turns == 9
 
 
+def test_sciworlds_demonstrations_keep_every_episode_that_scored() -> None:
+    """Inside its 20-turn cap SciWorld's expert finished 1 of 32 train tasks (score 100), which left SFT one
+    demonstration and failed the default job; it keeps every episode that scored (a correct start), the other envs
+    keep their successes, and ``--keep`` still chooses."""
+    make_sft_data = _load_script("make_sft_data")
+    rows = [{"failed": False, "success": False, "env_reward": 0.0}, {"failed": False, "success": False, "env_reward": 33.0},
+            {"failed": False, "success": True, "env_reward": 100.0}, {"failed": True, "success": False, "env_reward": 50.0}]
+    assert [r["env_reward"] for r in make_sft_data.keep(rows, "progress")] == [33.0, 100.0]
+    assert [r["env_reward"] for r in make_sft_data.keep(rows, "successful")] == [100.0]
+    keep = {env: make_sft_data.parse_args(["--env_name", env, "--out", "x"]).keep for env in ("sciworld", "alfworld", "webshop")}
+    assert keep == {"sciworld": "progress", "alfworld": "successful", "webshop": "successful"}
+    assert make_sft_data.parse_args(["--env_name", "sciworld", "--out", "x", "--keep", "successful"]).keep == "successful"
+
+
 def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
     """The demonstrations' turn cap reaches the experts that plan within a move budget; the others (ALFWorld, BabyAI,
     SciWorld, Wordle) take no such option, and building them with it failed."""
