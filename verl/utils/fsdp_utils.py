@@ -31,9 +31,12 @@ from verl.workers.config import OptimConfig
 
 
 def shard_module(module: torch.nn.Module, device: str) -> torch.nn.Module:
-    """Apply FSDP2 to each ``*DecoderLayer`` and then the root, over all ranks (one rank: ``module`` as it is)."""
-    if dist.get_world_size() == 1:
-        return module
+    """`apply_fsdp2` over several ranks; one rank trains ``module`` as it is (FSDP2 would only add its hooks)."""
+    return module if dist.get_world_size() == 1 else apply_fsdp2(module, device)
+
+
+def apply_fsdp2(module: torch.nn.Module, device: str) -> torch.nn.Module:
+    """FSDP2 on each ``*DecoderLayer`` and then the root, over all ranks of the default process group."""
     mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     for sub in module.modules():
         if type(sub).__name__.endswith("DecoderLayer"):
