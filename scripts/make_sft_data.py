@@ -174,15 +174,6 @@ def samples_from_batch(out: Any, env_name: str, action_format: str, split: str =
     return rows
 
 
-def env_cap(server_url: str, default: int) -> int:
-    """How many envs the server holds at once (``GET /health``'s ``max_envs``; ``default`` when it does not say):
-    more episodes at once than that would be refused (503) and fail."""
-    from openmanus_rl.envs.supervisor import server_health
-
-    cap = (server_health(server_url) or {}).get("max_envs")
-    return cap if isinstance(cap, int) and cap > 0 else default
-
-
 def expert_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The expert's options: its noise, and the turn cap as its move budget where it plans within one."""
     from openmanus_rl.experts.registry import expert_takes
@@ -196,6 +187,7 @@ def expert_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[int]) -> list[dict[str, Any]]:
     """Every episode of ``tasks`` as a sample (kept or not)."""
     from openmanus_rl.agent import OpenManusAgent
+    from openmanus_rl.envs.supervisor import env_cap
     from openmanus_rl.experts import ExpertGenerator
     from verl.protocol import DataProto
 

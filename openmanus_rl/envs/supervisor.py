@@ -73,6 +73,13 @@ def server_health(url: str) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) else None
 
 
+def env_cap(url: str, default: int) -> int:
+    """How many envs the server holds at once (``GET /health``'s ``max_envs``; ``default`` when it does not say):
+    more episodes at once than that wait at its cap (503) and fail after the request timeout."""
+    cap = (server_health(url) or {}).get("max_envs")
+    return cap if isinstance(cap, int) and cap > 0 else default
+
+
 def _serves(url: str, waited_s: float) -> bool:
     """Whether the server at ``url`` answers its health check with no env call older than ``waited_s``."""
     health = server_health(url)

@@ -51,6 +51,20 @@ def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_
         "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode})
 
 
+def fit_servers(batch_size: int, n: int, server_urls: list[str]) -> int:
+    """Tasks per batch such that their ``batch_size * n`` trajectories fit the servers' env caps at once
+    (`openmanus_rl.envs.supervisor.env_cap`; SciWorld holds 16): beyond the caps episodes wait at 503 and fail."""
+    from openmanus_rl.envs.supervisor import env_cap
+
+    capacity = sum(env_cap(url, default=batch_size * n) for url in server_urls)
+    if batch_size * n <= capacity:
+        return batch_size
+    fitted = max(1, capacity // n)
+    print(f"[eval] the server(s) hold {capacity} envs at once (GET /health max_envs): {fitted} tasks per batch, "
+          f"not {batch_size}", flush=True)
+    return fitted
+
+
 def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch_size: int, hf: Path) -> Any:
     """``args.program`` playing the episodes through the gateway (`openmanus_rl.gateway.GatewayRollout`): every
     episode of a batch at once, under the evaluation's token limits and sampling (top-p and top-k: the run
@@ -102,7 +116,6 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"no tasks in {task_path}")
     recorded = provenance(hf, task_path)
     batch_size = len(frame) if args.batch_size <= 0 else min(args.batch_size, len(frame))
-    batches = TaskDataLoader(frame, batch_size, shuffle=False).all_batches()
     greedy = args.n == 1
     out_path = Path(args.out) if args.out else default_out(hf, args.env_name, args.split)
 
@@ -120,6 +133,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 raise ValueError(f"no server can be started here for env {args.env_name!r} (servable: {sorted(ENVS)}); "
                                  "start one and pass --server_url")
             server_urls = [stack.enter_context(env_server(args.env_name)) for _ in range(args.num_servers)]
+        batch_size = fit_servers(batch_size, args.n, server_urls)
+        batches = TaskDataLoader(frame, batch_size, shuffle=False).all_batches()
         tokenizer = AutoTokenizer.from_pretrained(str(hf))
         worker = rollout_worker(str(hf), args)
         stack.callback(worker.shutdown)

@@ -265,15 +265,21 @@ def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
 
 
 @pytest.mark.slow
-def test_demonstrations_never_start_more_episodes_than_the_server_holds(spawn_server) -> None:
-    """``make_sft_data`` plays at most the server's env cap at once (``GET /health``'s ``max_envs``): more were
-    refused with 503 and failed (SciWorld holds 16)."""
+def test_demonstrations_and_evaluations_never_start_more_episodes_than_the_servers_hold(spawn_server) -> None:
+    """``make_sft_data`` and ``openmanus_rl.eval`` play at most the servers' env caps at once (``GET /health``'s
+    ``max_envs``): more waited at 503 and failed (SciWorld holds 16; an eval of 50 tasks failed 34)."""
     from agentgym.spawn import free_port
+    from openmanus_rl.envs.supervisor import env_cap
+    from openmanus_rl.evaluation.run import fit_servers
 
-    make_sft_data = _load_script("make_sft_data")
     capped = spawn_server("webshop", "--max-envs", "5")
-    assert make_sft_data.env_cap(capped.url, 64) == 5
-    assert make_sft_data.env_cap(f"http://127.0.0.1:{free_port()}", 64) == 64  # no answer: the default
+    silent = f"http://127.0.0.1:{free_port()}"
+    assert env_cap(capped.url, 64) == 5
+    assert env_cap(silent, 64) == 64  # no answer: the default
+    assert fit_servers(64, 1, [capped.url]) == 5
+    assert fit_servers(64, 2, [capped.url, capped.url]) == 5  # 10 envs, 2 trajectories a task
+    assert fit_servers(64, 8, [capped.url]) == 1  # never below one task
+    assert fit_servers(3, 1, [capped.url]) == 3 and fit_servers(64, 1, [silent]) == 64
 
 
 def test_demonstrations_use_the_rl_runs_action_format() -> None:
