@@ -38,9 +38,10 @@ class ServerHost:
                                            advertise=self.node_ip, **policy)
 
     def start(self) -> list[str]:
-        """Start the servers (each healthy, or `RuntimeError`); their URLs, in port order."""
+        """Start the servers (each healthy, or `RuntimeError`); where each answers, in port order (a server whose
+        port was taken starts on a free one)."""
         self.supervisor.start()
-        return self.supervisor.homes()
+        return self.moves()
 
     def moves(self) -> list[str]:
         """Where each server answers now, in port order (its URL as started unless a restart moved it)."""

@@ -139,7 +139,10 @@ class ServerSupervisor:
     def start(self) -> "ServerSupervisor":
         try:
             for server in self._servers:
-                server.process.start()
+                if port_free(server.process.port, self.host):
+                    server.process.start()
+                else:
+                    self._move(server, wait=True)
                 _say(f"{self.env} server on port {server.process.port} started (pid {server.process.pid})")
         except BaseException:
             self.close()
@@ -266,15 +269,17 @@ class ServerSupervisor:
         _say(f"{self.env} server on port {port} {why}; restarting in {delay:.1f} s "
              f"(attempt {server.attempts + 1} of {self.max_restarts})")
 
-    def _move(self, server: _Server) -> None:
-        """Another process holds the server's port: launch it on a free port and tell the agent (``addresses``)."""
+    def _move(self, server: _Server, wait: bool = False) -> None:
+        """Another process holds the server's port: launch it on a free port (``wait``: until it answers, as at
+        start) and tell the agent (``addresses``)."""
         taken = server.process.port
-        process = self._process(free_port()).launch()
+        process = self._process(free_port())
+        process.start() if wait else process.launch()
         with self._lock:
             server.process = process
         self.addresses.move(server.home, process.url)
-        _say(f"{self.env} server on port {taken}: the port is taken by another process; restarting on port "
-             f"{process.port} (the agent now uses {process.url})")
+        _say(f"{self.env} server on port {taken}: the port is taken by another process; {'starting' if wait else 'restarting'} "
+             f"on port {process.port} (the agent now uses {process.url})")
 
     def _set(self, server: _Server, state: str, next_at: float = 0.0) -> None:
         with self._changed:

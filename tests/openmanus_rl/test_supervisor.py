@@ -66,6 +66,28 @@ def test_a_server_whose_env_route_hangs_while_it_answers_is_restarted(
         supervisor.close()
 
 
+def test_a_port_taken_before_the_start_moves_the_server_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A configured port another process holds (a stray server, or a client's ephemeral port taken between choosing
+    the port and binding it) starts the server on a free port, recorded for the agent, instead of failing the run."""
+    port, addresses = free_port(), ServerAddresses()
+    home = f"http://127.0.0.1:{port}"
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", port))
+    blocker.listen(8)
+    supervisor = ServerSupervisor("textcraft", [port], tmp_path, addresses=addresses)
+    try:
+        supervisor.start()
+        out = capsys.readouterr().out
+        moved = re.search(rf"textcraft server on port {port}: the port is taken by another process; starting on "
+                          r"port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", out)
+        assert moved and moved.group(1) == moved.group(2) != str(port), out
+        assert addresses.resolve(home) == f"http://127.0.0.1:{moved.group(1)}" and supervisor.wait_ready(5) is None
+        assert supervisor.homes() == [home]  # the agent's name for it stays the configured URL
+    finally:
+        supervisor.close()
+        blocker.close()
+
+
 def test_a_taken_port_moves_the_server_to_a_free_one_and_the_pool_follows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port, addresses = free_port(), ServerAddresses()
