@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,6 +40,8 @@ from verl.single_controller.base.worker import default_backend  # noqa: E402
 from verl.workers.fsdp_workers import ActorRolloutRefWorker  # noqa: E402
 
 FAILED: list[str] = []
+UPDATE_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
+LORA_RANK, LORA_ALPHA = 8, 16.0
 
 
 def check(name: str, ok: bool, detail: str) -> None:
@@ -65,7 +68,7 @@ def sync() -> None:
 
 def worker_config(model: str, device: str, rows: int, lora_rank: int = 0) -> dict:
     return {
-        "model": {"path": model, "lora_rank": lora_rank, "lora_alpha": 2.0 * max(lora_rank, 1)},
+        "model": {"path": model, "lora_rank": lora_rank, "lora_alpha": LORA_ALPHA},
         "actor": {"ppo_mini_batch_size": rows, "ppo_micro_batch_size_per_gpu": 8, "use_dynamic_bsz": False, "shuffle": False,
                   "optim": {"lr": 1e-4, "weight_decay": 0.0}},
         "rollout": {"name": "hf", "max_model_len": 2048},
@@ -111,8 +114,7 @@ def update(worker: ActorRolloutRefWorker, data: DataProto, steps: int) -> float:
     sync()
     start = time.perf_counter()
     for _ in range(steps):
-        step = data.select(batch_keys=["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"],
-                           meta_info_keys=["temperature"])
+        step = data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"])
         step.meta_info["sync_weights"] = False
         worker.update_actor(step)
     sync()
@@ -139,8 +141,6 @@ def main() -> None:
 
     worker = ActorRolloutRefWorker(worker_config(model, args.device, args.prompts), role="actor_rollout_ref")
     worker.init_model()
-    import torch.distributed as dist
-
     dtypes = {role: p.dtype for role, p in worker.precision.items()}
     placed = {p.device.type for p in worker.actor.module.parameters()} == {args.device}
     bf16 = args.device != "cuda" or set(dtypes.values()) == {"bfloat16"}
@@ -175,8 +175,7 @@ def main() -> None:
     check("reference = policy before an update (separate model)", torch.equal(ref, policy), "bit-identical" if torch.equal(ref, policy) else
           f"max |diff| {(ref - policy).abs().max():.2e}")
 
-    keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
-    worker.update_actor(data.select(batch_keys=keys, meta_info_keys=["temperature"]))
+    worker.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
     plain_one = worker.compute_log_prob(data).batch["old_log_probs"]
     ckpt = work / "full"
     worker.save_checkpoint(str(ckpt / "a"), hf_export=False)  # after a step: Adam's moments are in it
@@ -209,7 +208,7 @@ def main() -> None:
         sharded.init_model()
         is_fsdp = type(sharded.actor.module).__name__.startswith("FSDP")
         first = sharded.compute_log_prob(data).batch["old_log_probs"]
-        sharded.update_actor(data.select(batch_keys=keys, meta_info_keys=["temperature"]))
+        sharded.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
         fsdp_one = sharded.compute_log_prob(data).batch["old_log_probs"]
         gap0, gap1 = (first - policy)[mask].abs(), (fsdp_one - plain_one)[mask].abs()
         check("FSDP2 on a one-rank mesh = the plain module", is_fsdp and float(gap0.mean()) < 1e-3 and float(gap1.mean()) < 1e-2,
@@ -222,7 +221,7 @@ def main() -> None:
     if args.device == "cuda":
         torch.cuda.empty_cache()
 
-    lora = ActorRolloutRefWorker(worker_config(model, args.device, args.prompts, lora_rank=8), role="actor_ref")
+    lora = ActorRolloutRefWorker(worker_config(model, args.device, args.prompts, lora_rank=LORA_RANK), role="actor_ref")
     lora.init_model()
     lp = lora.compute_log_prob(data).batch["old_log_probs"]
     ref = lora.compute_ref_log_prob(data).batch["ref_log_prob"]
@@ -236,7 +235,7 @@ def main() -> None:
     check("LoRA: updates move the adapters only and raise every row", not moved_base and bool((rise > 0).all()),
           f"{len(base)} frozen tensors, {len(moved_base)} moved; rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}")
     lora.save_checkpoint(str(work / "lora"))
-    expected = merged_by_hand(lora.actor.module, 2.0)
+    expected = merged_by_hand(lora.actor.module, LORA_ALPHA / LORA_RANK)
     lora.shutdown()
     del lora
     if args.device == "cuda":
@@ -256,7 +255,7 @@ def main() -> None:
 
     gen_tokens = sum(len(r) for r in responses)
     print(f"\ngeneration (HF engine, greedy, {args.prompts} x {args.prompt_len}-token prompts): {gen_tokens / gen_s:.0f} new tokens/s")
-    print(f"update_actor, full fine-tuning: {upd_tps:.0f} tokens/s; LoRA rank 8: {lora_tps:.0f} tokens/s "
+    print(f"update_actor, full fine-tuning: {upd_tps:.0f} tokens/s; LoRA rank {LORA_RANK}: {lora_tps:.0f} tokens/s "
           f"({lora_tps / upd_tps:.2f}x)" + (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
                                             if args.device == "cuda" else ""))
     print(f"\n{'all checks passed' if not FAILED else 'FAILED: ' + ', '.join(FAILED)}")
