@@ -87,10 +87,26 @@ def cache_key(args: argparse.Namespace, model: Path) -> str:
               "agent": agent_limits(args.agent_overrides),
               "keep": [get_env_spec(env).demos_keep for env in envs],
               "sft": sorted(args.sft_overrides),
-              "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text()}
+              "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text(),
+              "sft_dtype": sft_dtype(args.sft_overrides)}
     if args.program:
         fields["program"] = [args.program, program_source_sha256(args.program)]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sft_dtype(sft_overrides: Sequence[str]) -> str:
+    """The dtype SFT will train in on this machine: ``train.mixed_precision`` and ``trainer.device`` after the
+    overrides, resolved as the SFT trainer does (``auto`` follows the hardware). A warm start trained in bf16 on one
+    box is not reused as the fp32 one of another."""
+    from omegaconf import OmegaConf
+
+    from verl.utils.precision import resolve_dtype
+
+    sft = OmegaConf.load(ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml")
+    given = OmegaConf.from_dotlist([item for item in sft_overrides
+                                    if item.split("=", 1)[0] in ("train.mixed_precision", "trainer.device")])
+    sft = OmegaConf.merge(sft, given)
+    return resolve_dtype(str(sft.train.mixed_precision), str(sft.trainer.device), "train").dtype
 
 
 def program_source_sha256(program: str) -> str:

@@ -309,6 +309,25 @@ def test_a_lora_override_changes_the_warm_start_key(tmp_path):
     assert warm_start.cache_key(args, tmp_path) != warm_start.cache_key(lora, tmp_path)
 
 
+def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tmp_path):
+    """``mixed_precision: auto`` is resolved as SFT resolves it (here: the probe's or the flags' choice), and a
+    warm start trained in the other dtype has another key."""
+    from verl.utils.precision import resolve_dtype
+
+    spec = importlib.util.spec_from_file_location("warm_start", REPO / "scripts" / "warm_start.py")
+    warm_start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm_start)
+    here = resolve_dtype("auto", "cpu", "train").dtype
+    other = "bfloat16" if here == "float32" else "float32"
+    assert warm_start.sft_dtype([]) == here
+    assert warm_start.sft_dtype([f"train.mixed_precision={other}", "train.epochs=1"]) == other
+    (tmp_path / "config.json").write_text("{}")
+    args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
+                              program=None)
+    key = warm_start.cache_key(args, tmp_path)
+    assert key != warm_start.cache_key(argparse.Namespace(**{**vars(args), "sft_overrides": [f"train.mixed_precision={other}"]}), tmp_path)
+
+
 # ----------------------------------------------------------------------------- SFT
 
 
