@@ -239,6 +239,28 @@ def test_checkpoint_round_trip_restores_adapters_and_optimizer(tiny_model_path, 
     torch.testing.assert_close(logits(hf, IDS), logits(restored, IDS), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("rank", [0, 4])
+def test_a_checkpoint_before_the_first_update_keeps_adam_at_step_zero(tiny_model_path, workers, tmp_path, rank):
+    """Saving before any update writes no optimiser state and leaves the live one empty (asking torch for it would
+    run a zero-gradient step: AdamW's step count 1, the first real update bias-corrected as the second). Loading it
+    into an optimiser that has stepped starts that one afresh."""
+    w = workers(worker_config(tiny_model_path, lora_rank=rank), "actor")
+    w.save_checkpoint(str(tmp_path / "ckpt"), hf_export=False)
+    assert torch.load(tmp_path / "ckpt" / "actor.pt", weights_only=False)["optimizer"] is None
+    assert not w.actor.optimizer.state
+    data = batch()
+    data.batch["old_log_probs"] = w.compute_log_prob(data).batch["old_log_probs"]
+    w.update_actor(data)  # 4 rows, mini-batch 4: one optimiser step
+    assert {float(s["step"]) for s in w.actor.optimizer.state.values()} == {1.0}
+    once = {n: p.detach().clone() for n, p in w.actor.module.named_parameters()}
+    w.load_checkpoint(str(tmp_path / "ckpt"))
+    assert not w.actor.optimizer.state
+    w.update_actor(data)  # the same first update again, from the same start
+    assert {float(s["step"]) for s in w.actor.optimizer.state.values()} == {1.0}
+    for name, value in w.actor.module.named_parameters():
+        assert torch.equal(value, once[name]), name
+
+
 def test_a_checkpoint_of_another_lora_setting_is_refused(tiny_model_path, workers, tmp_path):
     workers(worker_config(tiny_model_path), "actor").save_checkpoint(str(tmp_path / "ckpt"), hf_export=False)
     full = workers(worker_config(tiny_model_path, lora_rank=0), "actor")

@@ -281,7 +281,8 @@ def assert_same_checkpoint(first: Path, second: Path) -> None:
     assert a["model"].keys() == b["model"].keys()
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name
-    for pid, state in a["optimizer"]["state"].items():
+    assert (a["optimizer"] is None) == (b["optimizer"] is None)  # None: saved before the first update
+    for pid, state in (a["optimizer"] or {"state": {}})["state"].items():
         for key, value in state.items():
             assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"]["state"][pid][key])), (pid, key)
     assert a["scheduler"] == b["scheduler"]

@@ -53,23 +53,32 @@ def full_model_state_dict(module: torch.nn.Module, cpu_offload: bool) -> dict[st
     return merge_lora(state, lora_scales(module))
 
 
-def full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+def full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict | None]:
     """Unsharded state of the trained parameters and the optimiser, on rank 0 (on CPU). Frozen parameters
-    (a LoRA model's base weights) are left out: they are the model folder's."""
-    model_sd, optim_sd = get_state_dict(module, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True))
+    (a LoRA model's base weights) are left out: they are the model folder's. The optimiser's state is None before
+    its first step: asking for it then would initialise it with a zero-gradient step (AdamW's step count 1), and
+    the next real update would be bias-corrected as the second."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+    if optimizer.state:
+        model_sd, optim_sd = get_state_dict(module, optimizer, options=options)
+    else:
+        model_sd, optim_sd = get_model_state_dict(module, options=options), None
     frozen = {name for name, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}  # tied aliases too
     return {k: v for k, v in model_sd.items() if k not in frozen}, optim_sd
 
 
 def load_full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, model_sd: dict, optim_sd: dict | None) -> None:
     """Load unsharded state that only rank 0 read from disk; it is broadcast to every rank's shards. Frozen
-    parameters absent from ``model_sd`` (see `full_train_state`) keep their values."""
+    parameters absent from ``model_sd`` (see `full_train_state`) keep their values. ``optim_sd`` None (saved before
+    the first step; every rank must pass None then) leaves ``optimizer`` as a new one: its state is cleared."""
     frozen = any(not p.requires_grad for p in module.parameters())
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=not frozen)
-    if optimizer is None:
+    if optimizer is None or optim_sd is None:
         set_state_dict(module, optimizers=(), model_state_dict=model_sd, optim_state_dict={}, options=options)
+        if optimizer is not None:
+            optimizer.state.clear()
     else:
-        set_state_dict(module, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd or {}, options=options)
+        set_state_dict(module, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=options)
 
 
 def build_optimizer(module: torch.nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:

@@ -209,7 +209,10 @@ class TrainableModule:
         if not (path / f"{name}.pt").is_file():
             raise FileNotFoundError(f"no {name}.pt in {folder}")
         state = torch.load(path / f"{name}.pt", weights_only=False) if self.rank == 0 else {"model": {}, "optimizer": {}, "scheduler": None}
-        fsdp_utils.load_full_train_state(self.module, self.optimizer, state["model"], state["optimizer"])
+        fresh = [state["optimizer"] is None]  # saved before the first step: every rank loads no optimiser state
+        if self.world_size > 1:
+            dist.broadcast_object_list(fresh, src=0)
+        fsdp_utils.load_full_train_state(self.module, self.optimizer, state["model"], None if fresh[0] else state["optimizer"])
         if self.scheduler is not None:
             sched = state["scheduler"]
             if self.world_size > 1:
