@@ -43,9 +43,11 @@ class Worker:
         """Join the default process group once (a no-op when already joined, e.g. by an in-process vLLM engine)."""
         if dist.is_initialized():
             return
+        device_id = None
         if torch.device(device).type == "cuda":
             # Ray gives each actor only its own GPU(s) through CUDA_VISIBLE_DEVICES
-            torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
+            device_id = torch.device("cuda", self.local_rank % max(torch.cuda.device_count(), 1))
+            torch.cuda.set_device(device_id)
         if not self.master_port:
             if self.world_size > 1:
                 raise RuntimeError("MASTER_PORT is not set for a multi-rank worker")
@@ -56,6 +58,7 @@ class Worker:
             rank=self.rank,
             world_size=self.world_size,
             timeout=timedelta(seconds=timeout_s),
+            device_id=device_id,  # nccl binds this rank's GPU now instead of guessing it at the first collective
         )
         self._owns_process_group = True
 
