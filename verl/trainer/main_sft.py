@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     from verl.trainer.sft_trainer import SFTTrainer
 
     trainer = SFTTrainer(cfg)
-    summary = trainer.fit()
+    try:
+        summary = trainer.fit()
+    finally:
+        trainer.leave_distributed()  # nccl warns of leaked resources when a process exits still in its group
     print(f"[sft] best dev loss {summary['best_dev_loss']:.4f} at step {summary['best_step']} of {summary['steps']}")
     print(summary["hf_folder"])
     return 0
