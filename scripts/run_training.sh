@@ -25,13 +25,14 @@ usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT]
                      reward module of each row's data_source (e.g. data/countdown)
   --exp_name_suffix  appended to the experiment name
   --model            a Hugging Face model folder (default: SmolLM2-135M-Instruct, prepared once)
-  anything of the form key=value is passed to python -m verl.trainer.main_ppo
+  sft.key=value      goes to the warm start's SFT (verl/trainer/config/sft_trainer.yaml), e.g. sft.train.epochs=1
+  anything else of the form key=value is passed to python -m verl.trainer.main_ppo
 USAGE
 }
 
 ENV_NAME=webshop; ENV_GIVEN=0; NUM_SERVERS=1; BASE_PORT=36001; DATA_DIR=data; SUFFIX=""; MODEL=""
 WARM_START=1; N_DEMOS=32
-OVERRIDES=()
+OVERRIDES=(); SFT_OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --env_name) ENV_NAME="$2"; ENV_GIVEN=1; shift 2 ;;
@@ -44,6 +45,7 @@ while [[ $# -gt 0 ]]; do
         --no_warm_start) WARM_START=0; shift ;;
         -h|--help) usage; exit 0 ;;
         --*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+        sft.*=*) SFT_OVERRIDES+=("${1#sft.}"); shift ;;
         *=*) OVERRIDES+=("$1"); shift ;;
         *) echo "unexpected argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -51,6 +53,9 @@ done
 [[ "$NUM_SERVERS" =~ ^[1-9][0-9]*$ ]] || { echo "--num_servers must be a positive integer" >&2; exit 2; }
 [[ "$BASE_PORT" =~ ^[0-9]+$ ]] || { echo "--base_port must be a port number" >&2; exit 2; }
 [[ "$N_DEMOS" =~ ^[1-9][0-9]*$ ]] || { echo "--n_demos must be a positive integer" >&2; exit 2; }
+if [[ "$WARM_START" == 0 && ${#SFT_OVERRIDES[@]} -gt 0 ]]; then
+    echo "sft.* overrides configure the warm start, which --no_warm_start skips: sft.${SFT_OVERRIDES[0]}" >&2; exit 2
+fi
 
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
 PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
@@ -70,6 +75,7 @@ ALGO_ARGS+=(trainer.val_before_train=false)
 if [[ "$ENV_GIVEN" == 0 && -f "$DATA_DIR/train.parquet" ]]; then
     VAL="$DATA_DIR/dev.parquet"; [[ -f "$VAL" ]] || VAL="$DATA_DIR/test.parquet"
     [[ -f "$VAL" ]] || { echo "$DATA_DIR has train.parquet but neither dev.parquet nor test.parquet" >&2; exit 2; }
+    [[ ${#SFT_OVERRIDES[@]} -eq 0 ]] || { echo "a single-turn dataset has no warm start, so no sft.* overrides: sft.${SFT_OVERRIDES[0]}" >&2; exit 2; }
     [[ -n "$MODEL" ]] || MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
     echo "[train] single-turn dataset $DATA_DIR (no environment server); validation on $VAL"
     exec "$PY" -m verl.trainer.main_ppo "${ALGO_ARGS[@]}" data.rollout=single_turn \
@@ -120,10 +126,11 @@ if [[ "$WARM_START" == 1 ]]; then
             WARM_OVERRIDES+=("$item")
         fi
     done
-    # demonstrations + SFT once per (model, env, format or agent program, demos, agent limits, SFT config); progress on
+    # demonstrations + SFT (with the sft.* overrides) once per (model, env, format or agent program, demos, agent limits,
+    # SFT config); progress on
     # stderr, the folder on stdout
     RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
-        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"})"
+        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"})"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"

@@ -109,6 +109,19 @@ def sft_dtype(sft_overrides: Sequence[str]) -> str:
     return resolve_dtype(str(sft.train.mixed_precision), str(sft.trainer.device), "train").dtype
 
 
+def check_sft_config(model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]) -> None:
+    """Check the SFT config this warm start will run before any demonstration is played: a bad override fails in
+    seconds, not after the expert's episodes (the data files are checked when SFT starts: they are written first)."""
+    from verl.trainer.main_sft import load_sft_config
+    from verl.workers.config import ConfigError
+
+    try:
+        load_sft_config([f"model.path={model}", f"data.max_length={longest_trajectory(limits, envs)}", *sft_overrides],
+                        check_files=False)
+    except ConfigError as exc:
+        sys.exit(f"[warm_start] config error: {exc}")
+
+
 def program_source_sha256(program: str) -> str:
     """The SHA-256 of the source file of ``program``'s module: an edited program gets new demonstrations."""
     import inspect
@@ -184,6 +197,7 @@ def main() -> None:
         parser.error("--program plays one env's tasks: give one --env_name")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
+    check_sft_config(model, args.sft_overrides, limits, envs)
     root = Path(args.cache_dir or cache_root() / "warm_start")
     kind = "program" if args.program else args.action_format
     folder = root / f"{'+'.join(envs)}_{kind}_{args.n_demos}_{cache_key(args, model)}"

@@ -291,6 +291,21 @@ def test_demonstrations_use_the_rl_runs_action_format() -> None:
     assert warm_start.action_format("xml", ["agent.action_format=react", "agent.action_format=tool_call"]) == "tool_call"
 
 
+def test_a_bad_sft_override_fails_before_any_demonstration(tiny_model_path: str, tmp_path: Path) -> None:
+    """``sft.*`` overrides of the job reach the warm start's SFT, and are checked before the expert plays: no
+    server is started and nothing is written. Without a warm start they are refused."""
+    cmd = [sys.executable, "scripts/warm_start.py", "--env_name", "maze", "--model", tiny_model_path,
+           "--cache_dir", str(tmp_path / "cache")]
+    proc = subprocess.run([*cmd, "train.epochs=0"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines()[-1] == "[warm_start] config error: sft.train.epochs must be >= 1, got 0"
+    assert not (tmp_path / "cache").exists()
+    proc = subprocess.run(["bash", "train_grpo.sh", "--no_warm_start", "sft.train.epochs=1"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "sft.* overrides configure the warm start, which --no_warm_start skips: sft.train.epochs=1\n"
+
+
 def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     """``run_training.sh`` passes ``+agent.program=`` on: the warm start takes the program out of the SFT overrides,
     and the program and its source are part of the cache key."""

@@ -17,12 +17,15 @@ if TYPE_CHECKING:
     from verl.trainer.sft_trainer import SFTConfig
 
 
-def load_sft_config(overrides: list[str]) -> SFTConfig:
-    """Compose ``sft_trainer.yaml`` with Hydra-syntax overrides, type-check and validate it;
-    raises `ConfigError` on the first problem."""
+def load_sft_config(overrides: list[str], check_files: bool = True) -> SFTConfig:
+    """Compose ``sft_trainer.yaml`` with Hydra-syntax overrides, type-check and validate it (with ``check_files``,
+    also that the data files exist); raises `ConfigError` on the first problem."""
     from verl.trainer.sft_trainer import SFTConfig
 
-    return load_yaml_config(SFTConfig, "sft_trainer", overrides, "sft")
+    cfg = load_yaml_config(SFTConfig, "sft_trainer", overrides, "sft")
+    if check_files:
+        cfg.check_files("sft")
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:

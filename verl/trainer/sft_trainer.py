@@ -100,6 +100,9 @@ class SFTConfig:
             raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
         if self.model.lora_rank:
             check_target_modules(self.model.path, self.model.target_modules, f"{where}.model")
+
+    def check_files(self, where: str) -> None:
+        """The data files exist (`validate` leaves them out: the warm start checks its SFT config before it writes them)."""
         for key in ("train_files", "val_files"):
             if not Path(getattr(self.data, key)).is_file():
                 raise ConfigError(f"{where}.data.{key}={getattr(self.data, key)!r} does not exist (run scripts/make_sft_data.py)")
