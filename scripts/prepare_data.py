@@ -4,8 +4,10 @@
     python scripts/prepare_data.py --env_name babyai,webshop     # a mixed dataset: data/babyai+webshop/
 
 With several envs (comma-separated) each split holds every env's rows of that
-split (the sizes apply per env), in the order the envs are named; each row's
-``data_source`` names its env, which is how a mixed-env run routes it.
+split (the sizes apply per env), taken in turn: the first task of each env in the
+order named, then the second of each, and so on, so that the first rows
+(validation's ``data.val_max_samples``, an evaluation's ``--limit``) hold every
+env; each row's ``data_source`` names its env, which is how a mixed-env run routes it.
 
 The splits are disjoint: ``train`` for demonstrations and RL, ``dev`` for SFT
 early stopping and RL validation, ``test`` for the final evaluation only.
@@ -51,6 +53,11 @@ def rows(env: str, split: str, limit: int) -> list[dict]:
     ]
 
 
+def in_turn(per_env: list[list[dict]]) -> list[dict]:
+    """The envs' rows taken in turn (row 0 of each, then row 1 of each, ...); an env whose rows ran out is skipped."""
+    return [rows[i] for i in range(max(map(len, per_env), default=0)) for rows in per_env if i < len(rows)]
+
+
 def task_fingerprint(env_names: list[str]) -> str:
     """sha256 (16 hex digits) of every named env's task list, all three splits, ids and texts."""
     digest = hashlib.sha256()
@@ -86,7 +93,7 @@ def main() -> int:
         print(f"--env_name names an env twice: {args.env_name}", file=sys.stderr)
         return 2
     folder = Path(args.out) / dataset_name(envs)
-    stamp = f"{task_fingerprint(envs)} {args.train_size} {args.dev_size} {args.test_size}\n"
+    stamp = f"{task_fingerprint(envs)} {args.train_size} {args.dev_size} {args.test_size} in-turn\n"  # row order too
     stamp_file = folder / "tasks.sha256"
     written = all((folder / f"{split}.parquet").is_file() for split in ("train", "dev", "test"))
     if args.if_changed and written and stamp_file.is_file() and stamp_file.read_text() == stamp:
@@ -94,7 +101,7 @@ def main() -> int:
         return 0
     folder.mkdir(parents=True, exist_ok=True)
     for split, limit in (("train", args.train_size), ("dev", args.dev_size), ("test", args.test_size)):
-        frame = pd.DataFrame([row for env in envs for row in rows(env, split, limit)])
+        frame = pd.DataFrame(in_turn([rows(env, split, limit) for env in envs]))
         path = folder / f"{split}.parquet"
         frame.to_parquet(path, index=False)
         print(f"wrote {len(frame)} {split} tasks to {path}")

@@ -167,6 +167,29 @@ def test_every_env_and_a_mix_pass_the_grpo_jobs_config_check(env_name: str, tiny
     assert AgentConfig(**cfg.agent).ports_by_env() == {env: [port] for env, port in zip(envs, ports)}
 
 
+def test_a_mixed_dataset_takes_the_envs_in_turn(tmp_path) -> None:
+    """Validation keeps the first ``data.val_max_samples`` rows: a mix written env after env validated the first env
+    only (``babyai,webshop``: 8 BabyAI dev tasks, no WebShop). Rows now alternate until the shorter env runs out."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from agentgym.registry import ENV_SPECS
+    from agentgym.spec import load_object
+
+    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "frozenlake,maze", "--out", str(tmp_path),
+                    "--train_size", "3", "--test_size", "2"], check=True, capture_output=True)
+    dev = pd.read_parquet(tmp_path / "frozenlake+maze" / "dev.parquet")
+    ids = {env: [int(i) for i, _ in load_object(ENV_SPECS[env].tasks)("dev")] for env in ("frozenlake", "maze")}
+    assert (len(ids["frozenlake"]), len(ids["maze"])) == (100, 26)
+    expected = [(env, ids[env][i]) for i in range(26) for env in ("frozenlake", "maze")]
+    expected += [("frozenlake", i) for i in ids["frozenlake"][26:]]
+    assert list(zip(dev["data_source"], [e["index"] for e in dev["extra_info"]])) == expected
+    train = pd.read_parquet(tmp_path / "frozenlake+maze" / "train.parquet")
+    assert list(train["data_source"]) == ["frozenlake", "maze"] * 3
+
+
 def test_the_config_check_names_a_bad_env_list() -> None:
     from verl.trainer.ppo.config import load_config
     from verl.workers.config import ConfigError
