@@ -126,9 +126,8 @@ if [[ "$WARM_START" == 1 ]]; then
             WARM_OVERRIDES+=("$item")
         fi
     done
-    # demonstrations + SFT (with the sft.* overrides) once per (model, env, format or agent program, demos, agent limits,
-    # SFT config); progress on
-    # stderr, the folder on stdout
+    # demonstrations + SFT (with the sft.* overrides) once per (model, env, format or agent program, demos, agent
+    # limits, SFT config); progress on stderr, the folder on stdout
     RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
         ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"})"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
