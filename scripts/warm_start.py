@@ -33,13 +33,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
 
 from agentgym.registry import get_env_spec
 from prepare_data import task_fingerprint
 from verl.utils.cache import cache_root
+
+if TYPE_CHECKING:
+    from verl.trainer.sft_trainer import SFTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_FILE = "timing.json"  # how long the demonstrations and SFT took when the warm start was built
@@ -79,7 +82,9 @@ def model_fingerprint(model: Path) -> list:
     return [str(model.resolve())] + [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files]
 
 
-def cache_key(args: argparse.Namespace, model: Path) -> str:
+def cache_key(args: argparse.Namespace, model: Path, dtype: str) -> str:
+    """The warm start's identity: model files, env tasks, format, demonstrations, agent limits, the SFT overrides and
+    defaults, and ``dtype``, the one SFT trains in here (`sft_dtype`)."""
     envs = [name.strip() for name in args.env_name.split(",")]
     fields = {"model": model_fingerprint(model), "env": args.env_name, "tasks": task_fingerprint(envs),
               "action_format": args.action_format,
@@ -88,38 +93,28 @@ def cache_key(args: argparse.Namespace, model: Path) -> str:
               "keep": [get_env_spec(env).demos_keep for env in envs],
               "sft": sorted(args.sft_overrides),
               "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text(),
-              "sft_dtype": sft_dtype(args.sft_overrides)}
+              "sft_dtype": dtype}
     if args.program:
         fields["program"] = [args.program, program_source_sha256(args.program)]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def sft_dtype(sft_overrides: Sequence[str]) -> str:
-    """The dtype SFT will train in on this machine: ``train.mixed_precision`` and ``trainer.device`` after the
-    overrides, resolved as the SFT trainer does (``auto`` follows the hardware). A warm start trained in bf16 on one
-    box is not reused as the fp32 one of another."""
-    from omegaconf import OmegaConf
+def sft_config(model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]) -> SFTConfig:
+    """The SFT config this warm start will run, composed and validated once, before any demonstration is played: a bad
+    override fails in seconds, not after the expert's episodes (the data files are checked when SFT starts: they are
+    written first). Raises `ConfigError`."""
+    from verl.trainer.main_sft import load_sft_config
 
+    return load_sft_config([f"model.path={model}", f"data.max_length={longest_trajectory(limits, envs)}", *sft_overrides],
+                           check_files=False)
+
+
+def sft_dtype(cfg: SFTConfig) -> str:
+    """The dtype SFT trains in on this machine, resolved as the SFT trainer does (``auto`` follows the hardware): a
+    warm start trained in bf16 on one box is not reused as the fp32 one of another."""
     from verl.utils.precision import resolve_dtype
 
-    sft = OmegaConf.load(ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml")
-    given = OmegaConf.from_dotlist([item for item in sft_overrides
-                                    if item.split("=", 1)[0] in ("train.mixed_precision", "trainer.device")])
-    sft = OmegaConf.merge(sft, given)
-    return resolve_dtype(str(sft.train.mixed_precision), str(sft.trainer.device), "train").dtype
-
-
-def check_sft_config(model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]) -> None:
-    """Check the SFT config this warm start will run before any demonstration is played: a bad override fails in
-    seconds, not after the expert's episodes (the data files are checked when SFT starts: they are written first)."""
-    from verl.trainer.main_sft import load_sft_config
-    from verl.workers.config import ConfigError
-
-    try:
-        load_sft_config([f"model.path={model}", f"data.max_length={longest_trajectory(limits, envs)}", *sft_overrides],
-                        check_files=False)
-    except ConfigError as exc:
-        sys.exit(f"[warm_start] config error: {exc}")
+    return resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train").dtype
 
 
 def program_source_sha256(program: str) -> str:
@@ -197,10 +192,15 @@ def main() -> None:
         parser.error("--program plays one env's tasks: give one --env_name")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
-    check_sft_config(model, args.sft_overrides, limits, envs)
+    from verl.workers.config import ConfigError
+
+    try:
+        sft = sft_config(model, args.sft_overrides, limits, envs)
+    except ConfigError as exc:
+        sys.exit(f"[warm_start] config error: {exc}")
     root = Path(args.cache_dir or cache_root() / "warm_start")
     kind = "program" if args.program else args.action_format
-    folder = root / f"{'+'.join(envs)}_{kind}_{args.n_demos}_{cache_key(args, model)}"
+    folder = root / f"{'+'.join(envs)}_{kind}_{args.n_demos}_{cache_key(args, model, sft_dtype(sft))}"
     hf = folder / "sft" / "huggingface"
     if (folder / "sft" / "sft_summary.json").is_file() and (hf / "config.json").is_file():
         summary = json.loads((folder / "sft" / "sft_summary.json").read_text())

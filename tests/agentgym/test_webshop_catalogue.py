@@ -204,9 +204,9 @@ def test_prepared_data_and_warm_start_key_follow_the_catalogue(tmp_path: Path, s
         frame = pd.read_parquet(out / "webshop" / "test.parquet")
         return frame.prompt[0][0]["content"], len(frame), (out / "webshop" / "test.parquet").stat().st_mtime_ns
 
-    first, key = prepared(), warm_start.cache_key(args, model)
+    first, key = prepared(), warm_start.cache_key(args, model, "float32")
     assert first[:2] == (shop.goal(0).instruction, TEST_SIZE)
-    assert prepared() == first and warm_start.cache_key(args, model) == key  # unchanged: not rewritten
+    assert prepared() == first and warm_start.cache_key(args, model, "float32") == key  # unchanged: not rewritten
 
     user = tmp_path / "user"
     user.mkdir()
@@ -214,4 +214,4 @@ def test_prepared_data_and_warm_start_key_follow_the_catalogue(tmp_path: Path, s
     monkeypatch.setenv("WEBSHOP_DATA_DIR", str(user))
     other = prepared()
     assert other[1] == 5 and other[0] != first[0]  # the user catalogue's five goals, all in test
-    assert warm_start.cache_key(args, model) != key
+    assert warm_start.cache_key(args, model, "float32") != key

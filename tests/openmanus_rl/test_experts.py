@@ -322,7 +322,7 @@ def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     model = Path(warm_start.__file__).resolve().parents[1] / "examples"  # any folder: the key reads its files
     base = dict(env_name="webshop", action_format="tool_call", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[],
                 sft_overrides=[])
-    keys = {warm_start.cache_key(argparse.Namespace(**base, program=p), model) for p in (None, program)}
+    keys = {warm_start.cache_key(argparse.Namespace(**base, program=p), model, "float32") for p in (None, program)}
     assert len(keys) == 2
 
 

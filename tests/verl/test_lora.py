@@ -328,12 +328,12 @@ def test_a_lora_override_changes_the_warm_start_key(tmp_path):
     args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
                               program=None)
     lora = argparse.Namespace(**{**vars(args), "sft_overrides": ["model.lora_rank=8"]})
-    assert warm_start.cache_key(args, tmp_path) != warm_start.cache_key(lora, tmp_path)
+    assert warm_start.cache_key(args, tmp_path, "float32") != warm_start.cache_key(lora, tmp_path, "float32")
 
 
-def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tmp_path):
-    """``mixed_precision: auto`` is resolved as SFT resolves it (here: the probe's or the flags' choice), and a
-    warm start trained in the other dtype has another key."""
+def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tiny_model_path, tmp_path):
+    """``mixed_precision: auto`` is resolved as SFT resolves it (here: the probe's or the flags' choice) from the one
+    composed SFT config, and a warm start trained in the other dtype has another key."""
     from verl.utils.precision import resolve_dtype
 
     spec = importlib.util.spec_from_file_location("warm_start", REPO / "scripts" / "warm_start.py")
@@ -341,13 +341,14 @@ def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tmp_path):
     spec.loader.exec_module(warm_start)
     here = resolve_dtype("auto", "cpu", "train").dtype
     other = "bfloat16" if here == "float32" else "float32"
-    assert warm_start.sft_dtype([]) == here
-    assert warm_start.sft_dtype([f"train.mixed_precision={other}", "train.epochs=1"]) == other
+    limits = warm_start.agent_limits([])
+    assert warm_start.sft_dtype(warm_start.sft_config(tiny_model_path, [], limits, ["maze"])) == here
+    assert warm_start.sft_dtype(warm_start.sft_config(tiny_model_path, [f"train.mixed_precision={other}", "train.epochs=1"],
+                                                      limits, ["maze"])) == other
     (tmp_path / "config.json").write_text("{}")
     args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
                               program=None)
-    key = warm_start.cache_key(args, tmp_path)
-    assert key != warm_start.cache_key(argparse.Namespace(**{**vars(args), "sft_overrides": [f"train.mixed_precision={other}"]}), tmp_path)
+    assert warm_start.cache_key(args, tmp_path, here) != warm_start.cache_key(args, tmp_path, other)
 
 
 # ----------------------------------------------------------------------------- SFT
