@@ -15,6 +15,7 @@
 # budgets and observation cuts are the run's defaults (agent.* in ppo_trainer.yaml, the env's EnvSpec) everywhere: in
 # the demonstrations, RL, every evaluation and the expert's. trainer.max_minutes=M ends RL after the step that spends M
 # minutes (validated and checkpointed), so a run fits a sitting whatever a step costs on the box.
+# Dev success is measured before the first step too (the default job skips that validation): the plot starts at step 0.
 #
 # --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
 # examples.webshop_openai_agent:play): the warm start's demonstrations are the program's own episodes with the expert
@@ -81,7 +82,7 @@ if [[ -n "$PROGRAM" ]]; then  # the gateway starts no env server: the program's,
     export WEBSHOP_URL="http://127.0.0.1:$ENV_PORT"
 fi
 ./train_grpo.sh --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
-    trainer.total_training_steps="$STEPS" trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
+    trainer.total_training_steps="$STEPS" trainer.val_before_train=true trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
     agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
     actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
     ${RL_ARGS[@]+"${RL_ARGS[@]}"} ${OVERRIDES[@]+"${OVERRIDES[@]}"}
