@@ -117,9 +117,10 @@ class ServerProcess:
             time.sleep(0.1)
 
     def kill(self) -> None:
-        """SIGKILL: the server dies mid-whatever, without cleanup."""
+        """SIGKILL: the server dies mid-whatever, without cleanup. A paused (SIGSTOPped) server dies as it is:
+        it is not resumed first, since a resumed server could answer a queued request (a health check, say)
+        before the kill lands and look alive to whoever asked."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
             self.proc.wait()
 
