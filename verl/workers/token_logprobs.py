@@ -14,8 +14,14 @@ gradient. Here
 1. only the (row, column) pairs whose ``response_mask`` is 1 reach the head:
    not padding, not observation tokens, not the columns another row learns from;
 2. they go through in chunks of ``chunk_tokens``; a chunk's logits exist only
-   while it is computed. With gradients each chunk is checkpointed: the forward
-   keeps its hidden states, the backward recomputes its logits.
+   while it is computed. With gradients and a gradient-checkpointed model each
+   chunk is checkpointed too: the forward keeps its hidden states, the backward
+   recomputes its logits. Without checkpointing the backward needs only the
+   chunk's log-softmax (4 bytes a vocabulary entry), so it is kept, and the head
+   runs once instead of twice (a model that keeps every layer's activations
+   has chosen speed over memory).
+3. one log-softmax gives both statistics (``H = -sum_v p_v log p_v``), and the
+   temperature divides the fp32 logits in place.
 
 The head runs inside the model's own forward (its ``forward`` is swapped for the
 chunked one while the call lasts), so FSDP gathers and reduces its weight
@@ -30,23 +36,24 @@ from functools import partial
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from verl.trainer.ppo.core_algos import compute_entropy_from_logits
-from verl.utils.torch_functional import filter_logits, logprobs_from_logits, response_window
+from verl.utils.torch_functional import filter_logits, response_window
 
 
 def _chunk_stats(
     hidden: torch.Tensor, head, labels: torch.Tensor, sampling: dict, with_entropy: bool, entropy_grad: bool
 ) -> torch.Tensor:
     """``(n, 2)`` fp32: log p(label) and entropy (0 without ``with_entropy``) for ``n`` hidden states."""
-    logits = filter_logits(head(hidden).float() / sampling["temperature"], sampling["top_k"], sampling["top_p"], keep=labels)
-    log_prob = logprobs_from_logits(logits, labels)
+    logits = head(hidden).float()
+    if sampling["temperature"] != 1.0:
+        logits.div_(sampling["temperature"])  # in place: neither the matmul's nor the cast's backward needs this output
+    logits = filter_logits(logits, sampling["top_k"], sampling["top_p"], keep=labels)
+    log_p = torch.log_softmax(logits, dim=-1)
+    log_prob = log_p.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     if not with_entropy:
         entropy = torch.zeros_like(log_prob)
-    elif entropy_grad:
-        entropy = compute_entropy_from_logits(logits)
     else:
-        with torch.no_grad():
-            entropy = compute_entropy_from_logits(logits)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = -(log_p.exp() * log_p).sum(dim=-1)
     return torch.stack([log_prob, entropy], dim=-1)
 
 
@@ -78,7 +85,11 @@ def head_stats_at(
     ``positions`` ``(K,)``: sequence positions whose output is wanted in some row;
     ``picked`` ``(B, K)`` bool: the pairs to score, N of them, row-major;
     ``labels`` ``(N,)``: the token each picked pair predicts.
+    With gradients, each chunk's logits are recomputed in the backward when ``module`` is
+    gradient-checkpointed (HF's ``is_gradient_checkpointing``), and kept otherwise.
     """
+
+    recompute = torch.is_grad_enabled() and getattr(module, "is_gradient_checkpointing", True)
 
     def chunked_head(head, hidden: torch.Tensor) -> torch.Tensor:  # hidden (B, K, H) -> (N, 2)
         flat = hidden[picked]
@@ -89,7 +100,7 @@ def head_stats_at(
                 with_entropy=with_entropy, entropy_grad=entropy_grad,
             )
             h = flat[s : s + chunk_tokens]
-            parts.append(checkpoint(fn, h, use_reentrant=False) if torch.is_grad_enabled() else fn(h))
+            parts.append(checkpoint(fn, h, use_reentrant=False) if recompute else fn(h))
         return torch.cat(parts)
 
     with _head_replaced(module, chunked_head):
