@@ -4,6 +4,7 @@
     python scripts/bench_workers.py --model DIR --prompts 32 --new_tokens 64 --train_rows 8 --train_len 256
     python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
     python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
+    python scripts/bench_workers.py --overhead_only              # only update_actor vs the bare loop, per precision
 
 Prints:
   * rollout tokens/s of the vLLM engine and of the HF ``generate`` engine on
@@ -31,7 +32,10 @@ Prints:
   * ``--levers``: the training half of a learning-run step on the recorded WebShop step (the
     reference pass for the KL loss, then one update whose old log-probs are its own), full or LoRA,
     gradient checkpointing on or off, each in a fresh process: seconds of each part, tokens/s and
-    peak RSS, against today's setting (full, checkpointing on).
+    peak RSS, against today's setting (full, checkpointing on);
+  * ``--overhead_only``: ``update_actor`` (an actor worker without an engine) against the bare loop
+    on the equal-rows batch, in ``--dtype``'s precision and (unless ``--no_precision_compare``) the
+    other one, each precision in a fresh process.
 Everything else runs in this process (world size 1), with ``--threads`` torch threads.
 The header names the CPU, its native-bf16 flags, the thread count and the dtype.
 """
@@ -267,6 +271,36 @@ def step_levers(cfg: dict, args: argparse.Namespace) -> None:
               f"{tokens / (ref_s + upd_s):>10.1f}{base / (ref_s + upd_s):>9.2f}x{rss:>14.2f}")
 
 
+def overhead_row(cfg: dict, rows: int, length: int, micro_rows: int, steps: int, threads: int) -> tuple[float, float]:
+    """In a fresh process: ``update_actor`` tokens/s of an actor worker (no engine) and the bare loop's, on the same
+    equal-rows batch, in ``cfg``'s precision (``actor.mixed_precision``)."""
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.set_num_threads(threads)
+    from verl.utils.memory import release_free_heap
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    worker = ActorRolloutRefWorker(cfg, role="actor")
+    worker.init_model()
+    data = training_batch(rows, length, worker.actor.module.config.vocab_size)
+    update_tps, _ = update_rate(worker, data, steps)
+    worker.shutdown()
+    del worker
+    gc.collect()
+    release_free_heap()
+    return update_tps, bare_rate(cfg["model"]["path"], data, steps, micro_rows, cfg["actor"]["mixed_precision"])
+
+
+def update_overhead(cfg: dict, args: argparse.Namespace, dtype: str) -> None:
+    """`overhead_row` for ``dtype`` (and the other precision unless ``--no_precision_compare``); prints the table."""
+    dtypes = [dtype] if args.no_precision_compare else [dtype, "float32" if dtype == "bfloat16" else "bfloat16"]
+    rows = {d: in_fresh_process(overhead_row, {**cfg, "actor": {**cfg["actor"], "mixed_precision": d}}, args.train_rows,
+                                args.train_len, args.micro_rows, args.steps, args.threads) for d in dtypes}
+    print(f"\nupdate_actor vs the bare loop on {args.train_rows} rows x {args.train_len} tokens (best of {args.steps} after a warm-up)")
+    print(f"{'precision':<12}{'update_actor tokens/s':>23}{'bare tokens/s':>15}{'ratio':>8}")
+    for d, (update_tps, bare_tps) in rows.items():
+        print(f"{d:<12}{update_tps:>23.1f}{bare_tps:>15.1f}{update_tps / bare_tps:>8.2f}")
+
+
 def real_tokens(data) -> float:
     return float(data.batch["attention_mask"].sum())
 
@@ -295,6 +329,8 @@ def main() -> None:
     parser.add_argument("--lora_rank", type=int, default=8, help="the LoRA row's rank")
     parser.add_argument("--lora_alpha", type=float, default=16.0, help="the LoRA row's alpha (scale alpha / rank)")
     parser.add_argument("--lora_only", action="store_true", help="run only the full-vs-LoRA training row")
+    parser.add_argument("--overhead_only", action="store_true",
+                        help="run only update_actor vs the bare loop on the equal-rows batch, per precision")
     parser.add_argument("--levers", action="store_true",
                         help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch")
     args = parser.parse_args()
@@ -322,6 +358,11 @@ def main() -> None:
         print(f"\n{describe_cpu()}")
         print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
         step_levers(cfg, args)
+        return
+    if args.overhead_only:
+        print(f"\n{describe_cpu()}")
+        print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+        update_overhead(cfg, args, dtype)
         return
     if args.lora_only:
         rows = full_vs_lora(cfg, args)

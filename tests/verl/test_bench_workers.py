@@ -41,3 +41,13 @@ def test_lever_step_times_the_reference_pass_and_one_update(records, tiny_model_
     ref_s, update_s, peak_rss_gb, tokens = lever_step(cfg, records, steps=1, threads=1)
     assert ref_s > 0 and update_s > 0 and peak_rss_gb > 0
     assert tokens == int(recorded_batch(records, AutoTokenizer.from_pretrained(tiny_model_path), 0).batch["attention_mask"].sum())
+
+
+def test_overhead_row_times_update_actor_and_the_bare_loop_on_the_same_batch(tiny_model_path):
+    from bench_workers import overhead_row
+
+    cfg = {"model": {"path": tiny_model_path, "enable_gradient_checkpointing": False},
+           "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "mixed_precision": "float32", "shuffle": False,
+                     "optim": {"lr": 1e-6}}, "num_threads": 1}
+    update_tps, bare_tps = overhead_row(cfg, rows=4, length=32, micro_rows=2, steps=1, threads=1)
+    assert update_tps > 0 and bare_tps > 0
