@@ -32,6 +32,9 @@ VLLM_NOISE: dict[str, tuple[str, ...]] = {  # logger -> the starts of its messag
     "vllm.v1.worker.cpu_worker": (
         "CPU backend doesn't allow to use `torch.set_num_threads`",  # the count is set through `set_torch_threads`
     ),
+    "vllm.utils.torch_utils": (
+        "Reducing Torch threads from",  # at the engine's warm-up only: the rollout sets the count back before each call
+    ),
 }
 
 
