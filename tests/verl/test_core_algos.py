@@ -376,7 +376,7 @@ def test_value_loss():
     close(clipfrac, 1.0 / 3.0)
 
 
-def test_entropy_from_logits():
-    logits = torch.tensor([[0.0, 0.0], [0.0, math.log(3.0)]], **f64)
+def test_entropy_from_log_probs():
+    log_p = torch.log_softmax(torch.tensor([[0.0, 0.0], [0.0, math.log(3.0)]], **f64), dim=-1)
     # uniform over 2 -> ln 2; p = (1/4, 3/4) -> -(0.25 ln 0.25 + 0.75 ln 0.75)
-    close(ca.compute_entropy_from_logits(logits), [math.log(2.0), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
+    close(ca.entropy_from_log_probs(log_p), [math.log(2.0), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])

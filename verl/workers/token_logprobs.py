@@ -36,6 +36,7 @@ from functools import partial
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from verl.trainer.ppo.core_algos import entropy_from_log_probs
 from verl.utils.torch_functional import filter_logits, response_window
 
 
@@ -53,7 +54,7 @@ def _chunk_stats(
         entropy = torch.zeros_like(log_prob)
     else:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = -(log_p.exp() * log_p).sum(dim=-1)
+            entropy = entropy_from_log_probs(log_p)
     return torch.stack([log_prob, entropy], dim=-1)
 
 

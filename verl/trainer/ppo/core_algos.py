@@ -518,7 +518,6 @@ def compute_value_loss(
     return vf_loss, vf_clipfrac
 
 
-def compute_entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the softmax over the last dim: ``logsumexp(z) - sum(softmax(z) * z)``."""
-    pd = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (pd * logits).sum(dim=-1)
+def entropy_from_log_probs(log_p: torch.Tensor) -> torch.Tensor:
+    """Entropy of a distribution given by its log-probabilities over the last dim: ``H = -sum_v p_v log p_v``."""
+    return -(log_p.exp() * log_p).sum(dim=-1)
