@@ -179,19 +179,26 @@ def own_peak_rss_gb() -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024**2
 
 
-def actor_ref_update(cfg: dict, rows: int, length: int, steps: int, threads: int) -> tuple[float, float, int]:
-    """In a fresh process: ``update_actor`` tokens/s of an actor + reference worker on the equal-rows batch, the
-    process's peak RSS (GiB) and the trained parameter count."""
+def worker_update_rate(cfg: dict, role: str, rows: int, length: int, steps: int, threads: int):
+    """``update_actor`` tokens/s of a new ``role`` worker (world size 1, ``threads`` torch threads) on the equal-rows
+    batch, that batch, and the trained parameter count; the worker is shut down before it returns."""
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(threads)
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
+    worker = ActorRolloutRefWorker(cfg, role=role)
     worker.init_model()
     data = training_batch(rows, length, worker.actor.module.config.vocab_size)
     tps, _ = update_rate(worker, data, steps)
     trained = sum(p.numel() for p in worker.actor.module.parameters() if p.requires_grad)
     worker.shutdown()
+    return tps, data, trained
+
+
+def actor_ref_update(cfg: dict, rows: int, length: int, steps: int, threads: int) -> tuple[float, float, int]:
+    """In a fresh process: ``update_actor`` tokens/s of an actor + reference worker on the equal-rows batch, the
+    process's peak RSS (GiB) and the trained parameter count."""
+    tps, _, trained = worker_update_rate(cfg, "actor_ref", rows, length, steps, threads)
     return tps, own_peak_rss_gb(), trained
 
 
@@ -274,17 +281,9 @@ def step_levers(cfg: dict, args: argparse.Namespace) -> None:
 def overhead_row(cfg: dict, rows: int, length: int, micro_rows: int, steps: int, threads: int) -> tuple[float, float]:
     """In a fresh process: ``update_actor`` tokens/s of an actor worker (no engine) and the bare loop's, on the same
     equal-rows batch, in ``cfg``'s precision (``actor.mixed_precision``)."""
-    os.environ.setdefault("WORLD_SIZE", "1")
-    torch.set_num_threads(threads)
     from verl.utils.memory import release_free_heap
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker(cfg, role="actor")
-    worker.init_model()
-    data = training_batch(rows, length, worker.actor.module.config.vocab_size)
-    update_tps, _ = update_rate(worker, data, steps)
-    worker.shutdown()
-    del worker
+    update_tps, data, _ = worker_update_rate(cfg, "actor", rows, length, steps, threads)
     gc.collect()
     release_free_heap()
     return update_tps, bare_rate(cfg["model"]["path"], data, steps, micro_rows, cfg["actor"]["mixed_precision"])
@@ -354,20 +353,22 @@ def main() -> None:
         "rollout": rollout_cfg,
         "num_threads": args.threads,
     }
-    if args.levers:
+
+    def header() -> None:
         print(f"\n{describe_cpu()}")
         print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+
+    if args.levers:
+        header()
         step_levers(cfg, args)
         return
     if args.overhead_only:
-        print(f"\n{describe_cpu()}")
-        print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+        header()
         update_overhead(cfg, args, dtype)
         return
     if args.lora_only:
         rows = full_vs_lora(cfg, args)
-        print(f"\n{describe_cpu()}")
-        print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+        header()
         print_full_vs_lora(rows, args)
         return
     worker = ActorRolloutRefWorker(cfg, role="actor_rollout")
@@ -407,8 +408,7 @@ def main() -> None:
         by_dtype[other] = (other_rollout, other_bare)
     lora_rows = full_vs_lora(cfg, args)
 
-    print(f"\n{describe_cpu()}")
-    print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
+    header()
     print(f"{'measure':<46}{'value':>12}")
     print(f"{'rollout vLLM tokens/s':<46}{vllm_tps:>12.1f}")
     print(f"{'rollout HF generate tokens/s':<46}{hf_tps:>12.1f}")
