@@ -6,7 +6,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--n 1] [--temperature T] [--server_url URL[,URL...] | --num_servers 1] [--out results/NAME.json] [--seed 0]
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
-        [--device cpu|cuda] [--batch_size 64] [--kv_cache_gb 4] [--request_timeout_s S] [--rollout_mode async|sync]
+        [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--request_timeout_s S] [--rollout_mode async|sync]
         [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
@@ -25,8 +25,11 @@ the first ``--limit`` of them if given.  Without ``--server_url``, ``--num_serve
 the env are started on free ports and stopped at the end.
 
 A result does not depend on how it was run: each trajectory's sampling seed comes from (``--seed``,
-task id, copy), never from its place in a batch, so ``--batch_size``, the number of servers and
-``--rollout_mode`` leave every task's result as it is (greedy, and sampled for the same seed).
+task id, copy), never from its place in a batch, so ``--batch_size``, ``--schedule``, the number of servers
+and ``--rollout_mode`` leave every task's result as it is (greedy, and sampled for the same seed).
+``--batch_size`` tasks are in flight at once: by default as a sliding window over the split (a task starts as
+soon as one ends; ``agent.max_in_flight``), or with ``--schedule batches`` in separate rollouts of that many
+tasks, each waiting for its slowest episode.
 
 ``--program package.module:function`` evaluates an agent program (``data.rollout=gateway``'s
 ``+agent.program``, see `openmanus_rl.gateway`) instead of the built-in agent: every episode of a batch
@@ -126,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_yaml_argument(parser, "--threads", "actor_rollout_ref.num_threads", "engine / torch threads", type=int)
     add_yaml_argument(parser, "--device", "actor_rollout_ref.device", "where the engine runs", choices=("cpu", "cuda"))
     parser.add_argument("--batch_size", type=int, default=64,
-                        help="tasks per rollout call (all their trajectories generate together); <= 0: all at once")
+                        help="tasks in flight at once; <= 0: all at once")
+    parser.add_argument("--schedule", default="window", choices=("window", "batches"),
+                        help="window: one rollout of every task, the next task starting as soon as one ends (async "
+                             "rollout or --program); batches: one rollout per --batch_size tasks, each waiting for its "
+                             "slowest episode")
     parser.add_argument("--kv_cache_gb", type=float, default=4.0,
                         help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
     add_yaml_argument(parser, "--rollout_mode", "agent.rollout_mode", "async: each trajectory moves on as soon as its "

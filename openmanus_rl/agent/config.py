@@ -24,7 +24,10 @@ next turn as soon as its own reply and observation are back; needs a
 generator with ``submit_generation`` / ``poll_generation``, like the rollout
 worker) or ``sync`` (every turn is one batched generation call for all
 running trajectories).  Both give the same per-trajectory token layout,
-records and seeds.
+records and seeds.  ``max_in_flight`` = k > 0 (async only) runs at most k
+trajectories at once, starting the next as soon as one finishes: a large
+batch without waiting at each chunk's slowest episode, and with no more
+sequences in the engine (and its KV cache) than k.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class AgentConfig:
     write_viewer: bool  # with an output_dir: an HTML viewer page beside each step's JSONL
     history_window: int  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
     rollout_mode: str  # "async": no turn barrier between trajectories; "sync": one batched call per turn
+    max_in_flight: int  # async: trajectories running at once, the next starting as one finishes; 0: all at once
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)
@@ -203,6 +207,11 @@ class AgentConfig:
             raise ValueError(f"history_window must be an int >= 0 (0: trajectory mode), got {self.history_window!r}")
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
+        if not isinstance(self.max_in_flight, int) or isinstance(self.max_in_flight, bool) or self.max_in_flight < 0:
+            raise ValueError(f"max_in_flight must be an int >= 0 (0: every trajectory at once), got {self.max_in_flight!r}")
+        if self.max_in_flight and self.rollout_mode != "async":
+            raise ValueError(f"max_in_flight={self.max_in_flight} applies to the async rollout (each trajectory on its "
+                             f"own), not rollout_mode={self.rollout_mode!r}: set it to 0 or use rollout_mode=async")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:

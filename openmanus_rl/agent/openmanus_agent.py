@@ -297,15 +297,22 @@ class OpenManusAgent:
     def _run_async(self, trajectories: list[Trajectory], do_sample: bool, progress: RolloutProgress) -> PhaseTimer:
         """The asynchronous loop: trajectories (by index) move between three places, ``env`` (an env
         call out on the thread pool), ``ready`` (next prompt to build and submit on this thread) and
-        ``in_flight`` (a request in the engine), until every one has finished."""
+        ``in_flight`` (a request in the engine), until every one has finished.  With ``max_in_flight``
+        = k > 0 at most k are in those places at once: a sliding window, where the next trajectory starts
+        as soon as one finishes (and its env client goes back to the pool)."""
         timer = PhaseTimer()
         self._rollouts += 1
-        env: dict[Future, int] = {self._executor.submit(self._start, t): i for i, t in enumerate(trajectories)}
+        window = self.config.max_in_flight or len(trajectories)
+        waiting = list(range(len(trajectories)))[::-1]  # popped from the end: trajectories start in order
+        env: dict[Future, int] = {}
         ready: list[int] = []
         in_flight: dict[str, int] = {}
         try:
-            while env or ready or in_flight:
-                self._submit(trajectories, sorted(ready), in_flight, do_sample)
+            while waiting or env or ready or in_flight:
+                while waiting and len(env) + len(ready) + len(in_flight) < window:
+                    i = waiting.pop()
+                    env[self._executor.submit(self._start, trajectories[i])] = i
+                ended = self._submit(trajectories, sorted(ready), in_flight, do_sample)
                 ready.clear()
                 if in_flight:
                     with timer("generation"):
@@ -325,6 +332,9 @@ class OpenManusAgent:
                     future.result()  # an env call's own failures are handled in it; anything else is a bug
                     if trajectories[i].running:
                         ready.append(i)
+                    else:
+                        ended.append(i)
+                self._release_clients([trajectories[i] for i in ended])
                 progress.update()
         finally:
             if in_flight:
@@ -333,11 +343,15 @@ class OpenManusAgent:
             self._release_clients(trajectories)
         return timer
 
-    def _submit(self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int], do_sample: bool) -> None:
-        """Start the next turn of each ready trajectory that still takes one (see `_next_turn`)."""
-        batch = [i for i in ready if self._next_turn(trajectories[i])]
+    def _submit(self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int],
+                do_sample: bool) -> list[int]:
+        """Start the next turn of each ready trajectory that still takes one (see `_next_turn`); returns
+        the others, which end here."""
+        batch, ended = [], []
+        for i in ready:
+            (batch if self._next_turn(trajectories[i]) else ended).append(i)
         if not batch:
-            return
+            return ended
         active = [trajectories[i] for i in batch]
         ids = [f"{self._rollouts}:{i}:{trajectories[i].num_turns}" for i in batch]
         request = self._request(active, do_sample)
@@ -345,6 +359,7 @@ class OpenManusAgent:
         request.non_tensor_batch["route"] = objects(batch)  # one trajectory, one rank: its prefix cache is there
         self.generator.submit_generation(request)
         in_flight.update(zip(ids, batch))
+        return ended
 
     def _next_turn(self, t: Trajectory) -> bool:
         """Main thread: the trajectory's next prompt (first prompt, or its pending observation appended);

@@ -38,8 +38,10 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     return worker
 
 
-def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_urls: list[str]) -> Any:
-    """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``."""
+def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_urls: list[str],
+                  max_in_flight: int = 0) -> Any:
+    """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``, with at
+    most ``max_in_flight`` trajectories running at once (0: all; async rollout only)."""
     from openmanus_rl.agent import OpenManusAgent
 
     return OpenManusAgent(tokenizer, worker, {
@@ -48,7 +50,8 @@ def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_
         "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
         "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
         "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
-        "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode})
+        "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode,
+        "max_in_flight": max_in_flight})
 
 
 def fit_servers(batch_size: int, n: int, server_urls: list[str]) -> int:
@@ -89,6 +92,15 @@ def with_env_urls(batch: Any, server_urls: list[str]) -> Any:
         extra["env_url"] = server_urls[int(extra.get("index", row)) % len(server_urls)]
         rows.append(extra)
     return dataclasses.replace(batch, non_tensor_batch={**batch.non_tensor_batch, "extra_info": objects(rows)})
+
+
+def prefix_cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:
+    """The engine's prefix-cache counts between two readings (`prefix_cache_stats`): ``queries`` and ``hits`` in
+    prompt tokens, and ``hit_rate`` = hits / queries; None where the engine does not count them."""
+    if before is None or after is None:
+        return None
+    queries, hits = after["queries"] - before["queries"], after["hits"] - before["hits"]
+    return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries else 0.0}
 
 
 def default_out(hf: Path, env: str, split: str) -> Path:
@@ -134,7 +146,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                                  "start one and pass --server_url")
             server_urls = [stack.enter_context(env_server(args.env_name)) for _ in range(args.num_servers)]
         batch_size = fit_servers(batch_size, args.n, server_urls)
-        batches = TaskDataLoader(frame, batch_size, shuffle=False).all_batches()
+        window = args.schedule == "window" and (args.program or args.rollout_mode == "async")
         tokenizer = AutoTokenizer.from_pretrained(str(hf))
         worker = rollout_worker(str(hf), args)
         stack.callback(worker.shutdown)
@@ -142,11 +154,17 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             agent = stack.enter_context(program_rollout(tokenizer, worker, args, batch_size, hf))
             how = f"the agent program {args.program} through the gateway"
         else:
-            agent = stack.enter_context(builtin_agent(tokenizer, worker, args, server_urls))
+            agent = stack.enter_context(builtin_agent(tokenizer, worker, args, server_urls,
+                                                      batch_size * args.n if window else 0))
             how = f"{args.rollout_mode} rollout"
+        # a window: one call, at most batch_size tasks' episodes running at once, the next starting as one ends
+        batches = TaskDataLoader(frame, len(frame) if window else batch_size, shuffle=False).all_batches()
+        layout = (f"a window of {batch_size} tasks in flight" if window
+                  else f"{len(batches)} batch(es) of up to {batch_size} tasks")
         print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
-              f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}) in {len(batches)} batch(es); "
+              f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}), {layout}; "
               f"server(s) {', '.join(server_urls)}; engine {args.engine}; {how}", flush=True)
+        cache_before = worker.prefix_cache_stats()
         for index, batch in enumerate(batches):
             # seeds come from (seed, task, copy), never from a place in a batch: the same samples whatever the
             # batch size or order
@@ -160,6 +178,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
                   f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "
                   f"failed {len(results) - len(done)}, {time.perf_counter() - start:.0f}s", flush=True)
+        cache = prefix_cache_delta(cache_before, worker.prefix_cache_stats())
 
     summary = {"model": str(hf), "env": args.env_name, "split": args.split, "n": args.n, "greedy": greedy}
     summary.update(summarize(results, args.n, args.seed))
@@ -170,6 +189,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary["ci_method"] = ci_methods(args.n, args.seed)
     summary["wall_s"] = time.perf_counter() - start
     summary["tasks_per_s"] = len({r.task_id for r in results}) / summary["wall_s"]
+    summary["prefix_cache"] = cache
     summary["tasks_file"] = tasks_path_for(out_path).name
     summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_urls": server_urls,
                          "out": str(out_path)}

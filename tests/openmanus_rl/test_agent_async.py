@@ -26,6 +26,14 @@ def test_rollout_mode_is_checked():
     assert AgentConfig().rollout_mode == "async"
 
 
+def test_max_in_flight_is_checked():
+    assert AgentConfig().max_in_flight == 0
+    with pytest.raises(ValueError, match=r"max_in_flight must be an int >= 0 \(0: every trajectory at once\), got -1"):
+        AgentConfig(max_in_flight=-1).validate()
+    with pytest.raises(ValueError, match=r"max_in_flight=4 applies to the async rollout .* not rollout_mode='sync'"):
+        AgentConfig(max_in_flight=4, rollout_mode="sync").validate()
+
+
 def searcher(tokenizer):
     return StreamingScriptedGenerator(text_policy(tokenizer, lambda prompt: "Thought: look\nAction: search[cotton shirt]"))
 
@@ -139,6 +147,26 @@ def hf_rollout_worker(model_path):
 
 
 @pytest.mark.slow
+def test_a_window_runs_at_most_max_in_flight_trajectories_and_plays_the_same_episodes(tokenizer, webshop_server):
+    config = {**CONFIG, "n": 1, "env_ports": [webshop_server.port]}
+    tasks = [0, 1, 2, 3, 4, 5]
+    everyone, _ = rollout(tokenizer, searcher(tokenizer), config, tasks)
+    generator = searcher(tokenizer)
+    with OpenManusAgent(tokenizer, generator, {**config, "max_in_flight": 2}) as agent:
+        windowed = agent.run_llm_loop(task_batch(tasks), global_step=3)
+        stats = dict(agent.envs["webshop"].pool.stats)
+    assert_same_trajectories(windowed, everyone)
+    # two envs made, then each finished trajectory's env reset for the next task
+    assert stats == {"created": 2, "reused": 4}
+    # trajectory i's first turn waits for an earlier one to finish: its request follows that one's last turn
+    order = [rid for rid, _, _ in generator.submitted]
+    assert order[:2] == ["1:0:0", "1:1:0"]
+    for i in range(2, 6):
+        finished_before = [j for j in range(i) if order.index(f"1:{j}:2") < order.index(f"1:{i}:0")]
+        assert len(finished_before) >= i - 1, (i, order)
+
+
+@pytest.mark.slow
 def test_vllm_async_and_sync_give_the_same_trajectories(tokenizer, vllm_engine, webshop_server):
     config = {**CONFIG, "env_ports": [webshop_server.port]}
     before = vllm_engine.prefix_cache_stats()
@@ -193,15 +221,17 @@ def played(outs):
 
 @pytest.mark.slow
 def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(tokenizer, vllm_engine, webshop_server, spawn_server):
-    """20 tasks, greedy and sampled (2 copies each), run three ways: in one batch on one server (async), in batches of
-    7 on two servers (sync), in batches of 3 on three servers (async).  Every trajectory is the same: its seed comes
+    """20 tasks, greedy and sampled (2 copies each), run four ways: in one batch on one server (async), in batches of
+    7 on two servers (sync), in batches of 3 on three servers (async), in one batch on two servers with at most 5
+    trajectories in flight (async).  Every trajectory is the same: its seed comes
     from (seed, step, task, copy), never from its place in a batch, and each server gives a task the same episode."""
     servers = [webshop_server, spawn_server("webshop"), spawn_server("webshop")]
     tasks = list(range(20))
     for n, do_sample in ((1, False), (2, True)):
         runs = []
-        for batch, n_servers, mode in ((20, 1, "async"), (7, 2, "sync"), (3, 3, "async")):
-            config = {**CONFIG, "n": n, "max_turns": 2, "rollout_mode": mode,
+        for batch, n_servers, mode, window in ((20, 1, "async", 0), (7, 2, "sync", 0), (3, 3, "async", 0),
+                                               (20, 2, "async", 5)):
+            config = {**CONFIG, "n": n, "max_turns": 2, "rollout_mode": mode, "max_in_flight": window,
                       "env_ports": [server.port for server in servers[:n_servers]]}
             with OpenManusAgent(tokenizer, vllm_engine, config) as agent:
                 outs = [agent.run_llm_loop(task_batch(tasks[i:i + batch]), do_sample=do_sample, global_step=0)
@@ -209,4 +239,4 @@ def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(token
             runs.append(played(outs))
         assert [row[0] for row in runs[0]] == [task for task in tasks for _ in range(n)]
         assert not any(row[2] == "failed" for row in runs[0])
-        assert runs[1] == runs[0] and runs[2] == runs[0], (n, do_sample)
+        assert runs[1] == runs[0] and runs[2] == runs[0] and runs[3] == runs[0], (n, do_sample)

@@ -360,6 +360,8 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert summary["config"]["engine"] == "hf" and summary["config"]["server_urls"] == [server]
     assert (summary["config"]["kv_cache_gb"], summary["config"]["request_timeout_s"]) == (4.0, 45.0)
     assert summary["tasks_per_s"] == pytest.approx(3 / summary["wall_s"])
+    assert summary["config"]["schedule"] == "window" and summary["config"]["batch_size"] == 64
+    assert summary["prefix_cache"] is None  # the HF engine keeps no prefix cache
     task_path = data_dir / "webshop" / "test.parquet"
     assert summary["provenance"] == {
         "model_sha256": model_sha256(tiny_model_path), "model_files": [p.name for p in model_files(tiny_model_path)],
@@ -380,6 +382,17 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     c = compare(out, out)
     assert c["shared_tasks"] == 3 and c["success"]["gain"] == 0.0 and c["success"]["mcnemar_p"] == 1.0
     assert math.isclose(c["reward"]["gain"], 0.0)
+
+    # a window of one task in flight, and batches of two tasks: every task plays the same episode
+    for schedule, batch_size in (("window", "1"), ("batches", "2")):
+        other = tmp_path / "results" / f"{schedule}.json"
+        assert main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
+                     "--max_turns", "2", "--server_url", server, "--data_dir", str(data_dir), "--out", str(other),
+                     "--threads", "2", "--schedule", schedule, "--batch_size", batch_size]) == 0
+        assert f"{'a window of 1 task' if schedule == 'window' else '2 batch(es) of up to 2 tasks'}" in \
+            capsys.readouterr().out
+        assert (tmp_path / "results" / f"{schedule}.tasks.jsonl").read_text() == \
+            (tmp_path / "results" / "tiny.tasks.jsonl").read_text()
 
 
 @pytest.mark.slow
