@@ -6,7 +6,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--n 1] [--temperature T] [--server_url URL[,URL...] | --num_servers 1] [--out results/NAME.json] [--seed 0]
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
-        [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--request_timeout_s S] [--rollout_mode async|sync]
+        [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--block_size N] [--request_timeout_s S] [--rollout_mode async|sync]
         [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "slowest episode")
     parser.add_argument("--kv_cache_gb", type=float, default=4.0,
                         help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
+    add_yaml_argument(parser, "--block_size", "actor_rollout_ref.rollout.block_size", "the vLLM engine's KV cache "
+                      "block in tokens: a prefix-cache hit covers whole blocks", type=int)
     add_yaml_argument(parser, "--rollout_mode", "agent.rollout_mode", "async: each trajectory moves on as soon as its "
                       "reply is back; sync: one batched generation per turn (the results are the same)",
                       choices=("async", "sync"))

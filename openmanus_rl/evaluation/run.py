@@ -32,6 +32,7 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
         "device": args.device,
         "seed": args.seed,
         "rollout": {"name": args.engine, "dtype": args.dtype, "kv_cache_gb": args.kv_cache_gb, "seed": args.seed,
+                    "block_size": args.block_size,
                     "max_model_len": args.max_trajectory_length + 64},
     }, role="rollout")
     worker.init_model()

@@ -287,6 +287,7 @@ class RolloutConfig:
     max_model_len: int
     enforce_eager: bool
     enable_prefix_caching: bool
+    block_size: int | None  # KV cache block in tokens; None: the engine's default
     kv_cache_gb: float  # the CPU engine's KV cache, exactly (fractions allowed)
     gpu_memory_utilization: float
     cpu_threads_bind: str
@@ -298,6 +299,10 @@ class RolloutConfig:
         _choice(self.dtype, DTYPES, f"{where}.dtype")
         if not self.kv_cache_gb > 0:
             raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")
+        if self.block_size is not None and (not isinstance(self.block_size, int) or isinstance(self.block_size, bool)
+                                            or self.block_size < 16 or self.block_size % 16):
+            raise ConfigError(f"{where}.block_size must be a multiple of 16 tokens (or null: the engine's default), "
+                              f"got {self.block_size!r}")
 
 
 @dataclass

