@@ -156,11 +156,11 @@ def test_a_window_runs_at_most_max_in_flight_trajectories_and_plays_the_same_epi
         windowed = agent.run_llm_loop(task_batch(tasks), global_step=3)
         stats = dict(agent.envs["webshop"].pool.stats)
     assert_same_trajectories(windowed, everyone)
-    # two envs made, then each finished trajectory's env reset for the next task
-    assert stats == {"created": 2, "reused": 4}
-    # trajectory i's first turn waits for an earlier one to finish: its request follows that one's last turn
+    # at most two envs made (all six at once would make six); a finished trajectory's env is reset for the next task
+    assert stats["created"] <= 2 and stats["created"] + stats["reused"] == 6, stats
+    # trajectories start in order, each once another has finished: when trajectory i submits its first turn, at
+    # least i - 1 of the i before it have submitted their last (3 turns each: every action is a valid search)
     order = [rid for rid, _, _ in generator.submitted]
-    assert order[:2] == ["1:0:0", "1:1:0"]
     for i in range(2, 6):
         finished_before = [j for j in range(i) if order.index(f"1:{j}:2") < order.index(f"1:{i}:0")]
         assert len(finished_before) >= i - 1, (i, order)
