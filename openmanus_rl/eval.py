@@ -6,7 +6,8 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--n 1] [--temperature T] [--server_url URL[,URL...] | --num_servers 1] [--out results/NAME.json] [--seed 0]
         [--max_turns N] [--max_prompt_length N] [--max_response_length N] [--max_obs_length N]
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
-        [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--block_size N] [--request_timeout_s S] [--rollout_mode async|sync]
+        [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--block_size N]
+        [--request_timeout_s S] [--rollout_mode async|sync]
         [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
