@@ -88,20 +88,15 @@ def block_size(worker: Any) -> int | str:
     return getattr(getattr(getattr(engine, "vllm_config", None), "cache_config", None), "block_size", "?")
 
 
-def cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int]:
-    """Prefix-cache lookups between two readings of the engine's counters (empty where it does not count)."""
-    if before is None or after is None:
-        return {}
-    return {k: after[k] - before[k] for k in after}
-
-
 def timed(worker: Any, run: Any) -> tuple[Any, float, tuple[float, float], dict[str, int]]:
     """``run()``'s result, wall seconds, load average at start and end, and prefix-cache lookups during it."""
+    from verl.workers.rollout.base import prefix_cache_delta
+
     before, load = worker.prefix_cache_stats(), os.getloadavg()[0]
     start = time.perf_counter()
     out = run()
     wall = time.perf_counter() - start
-    return out, wall, (load, os.getloadavg()[0]), cache_delta(before, worker.prefix_cache_stats())
+    return out, wall, (load, os.getloadavg()[0]), prefix_cache_delta(before, worker.prefix_cache_stats()) or {}
 
 
 def median_row(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:

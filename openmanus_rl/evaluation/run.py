@@ -95,12 +95,15 @@ def with_env_urls(batch: Any, server_urls: list[str]) -> Any:
     return dataclasses.replace(batch, non_tensor_batch={**batch.non_tensor_batch, "extra_info": objects(rows)})
 
 
-def prefix_cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:
-    """The engine's prefix-cache counts between two readings (`prefix_cache_stats`): ``queries`` and ``hits`` in
-    prompt tokens, and ``hit_rate`` = hits / queries; None where the engine does not count them."""
-    if before is None or after is None:
+def prefix_cache_use(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:
+    """Prompt tokens looked up in the engine's prefix cache between two readings (`prefix_cache_stats`):
+    ``queries``, ``hits`` and ``hit_rate`` = hits / queries; None where the engine does not count them."""
+    from verl.workers.rollout.base import prefix_cache_delta
+
+    delta = prefix_cache_delta(before, after)
+    if delta is None:
         return None
-    queries, hits = after["queries"] - before["queries"], after["hits"] - before["hits"]
+    queries, hits = delta["queries"], delta["hits"]
     return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries else 0.0}
 
 
@@ -179,7 +182,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
                   f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "
                   f"failed {len(results) - len(done)}, {time.perf_counter() - start:.0f}s", flush=True)
-        cache = prefix_cache_delta(cache_before, worker.prefix_cache_stats())
+        cache = prefix_cache_use(cache_before, worker.prefix_cache_stats())
 
     summary = {"model": str(hf), "env": args.env_name, "split": args.split, "n": args.n, "greedy": greedy}
     summary.update(summarize(results, args.n, args.seed))

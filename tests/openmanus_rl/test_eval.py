@@ -247,6 +247,16 @@ def test_summarize_samples_mean_and_pass_at_k():
     assert s["success_ci95"] == list(bootstrap_ci([0.5, 0.0, 1.0, 1.0], resamples=2000, seed=4))
 
 
+def test_prefix_cache_use_between_two_readings():
+    from openmanus_rl.evaluation.run import prefix_cache_use
+
+    before = {"requests": 3, "queries": 400, "hits": 100}
+    after = {"requests": 7, "queries": 1200, "hits": 700}
+    assert prefix_cache_use(before, after) == {"queries": 800, "hits": 600, "hit_rate": 0.75}
+    assert prefix_cache_use(before, before) == {"queries": 0, "hits": 0, "hit_rate": 0.0}
+    assert prefix_cache_use(None, None) is None  # an engine that does not count
+
+
 def test_tasks_path_for():
     assert tasks_path_for("results/run.json") == Path("results/run.tasks.jsonl")
     assert tasks_path_for("results/run") == Path("results/run.tasks.jsonl")

@@ -22,6 +22,14 @@ from typing import Iterable
 import torch
 
 
+def prefix_cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
+    """The prefix-cache counts between two readings of `RolloutEngine.prefix_cache_stats` (``after - before``
+    per counter); None where the engine does not count them."""
+    if before is None or after is None:
+        return None
+    return {key: after[key] - before[key] for key in after}
+
+
 @dataclass
 class SamplingParams:
     """Per-request sampling settings; ``temperature == 0`` means greedy."""
