@@ -6,7 +6,10 @@
   ``mug 1``, ``countertop 2``).  Loading a game translates its PDDL (about a
   second).  Engine calls run one at a time in a process: the translator keeps
   global state, and the engines' library copies share some, so concurrent
-  steps on two engines fail inside the library.  `Engine.close` puts the
+  steps on two engines fail inside the library.  A step (milliseconds) waiting
+  for the engines goes before every waiting reset (a load: about a second), so
+  32 episodes started together do not hold the first ones' steps behind the
+  others' loads (`StepsFirstLock`).  `Engine.close` puts the
   engine back in a pool of idle engines that the next `Engine()` in the
   process reuses: a library copy, once loaded,
   is never unloaded, because the copies share Fast Downward's plugin registry,
@@ -36,7 +39,8 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from ..game import StepResult
 from ..server import EpisodeStateError, InvalidRequestError
@@ -46,10 +50,44 @@ DEFAULT_MAX_STEPS = 50
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 ACTIONS_PREFIX = "AVAILABLE ACTIONS: "
 _PUT = re.compile(r"^put (.+?) (?:in/on|in|on) (.+)$")
+
+
+class StepsFirstLock:
+    """A mutex whose waiting steps go before waiting resets.
+
+    ``hold(step=True)`` waits while the lock is held; ``hold(step=False)`` also waits while any step waits.  Steps take milliseconds and come one per episode per model turn, so resets
+    still run in the gaps; without the order, a step queued behind 30 resets waits 30 loads (past the agent's
+    request timeout on a busy 2-core box).
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._held = False
+        self._waiting = {"step": 0, "reset": 0}
+
+    @contextmanager
+    def hold(self, step: bool) -> Iterator[None]:
+        kind = "step" if step else "reset"
+        with self._changed:
+            self._waiting[kind] += 1
+            try:
+                while self._held or (not step and self._waiting["step"]):
+                    self._changed.wait()
+            finally:
+                self._waiting[kind] -= 1
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held = False
+                self._changed.notify_all()
+
+
 # Fast Downward's translator keeps global options (and rewrites sys.argv), and the engines' library copies share
 # global state: a step on one engine while another engine steps or loads fails (IndexError, TypeError) in the
 # library, so every engine call in a process holds this lock (steps take milliseconds; a load about a second)
-_ENGINE_LOCK = threading.Lock()
+_ENGINE_LOCK = StepsFirstLock()
 _POOL_LOCK = threading.Lock()
 _IDLE_ENGINES: list[tuple[Any, Any, "Game | None"]] = []  # (PddlEnv, AlfredDemangler, loaded game) of closed engines
 
@@ -77,7 +115,7 @@ class Engine:
         ``plan``: the state also holds Fast Downward's plan from the start (``state["policy_commands"]``).
         """
         argv = list(sys.argv)
-        with _ENGINE_LOCK:
+        with _ENGINE_LOCK.hold(step=False):
             self.pddl.request_infos.policy_commands = plan
             try:
                 if self.loaded != game:
@@ -90,7 +128,7 @@ class Engine:
                 sys.argv[:] = argv
 
     def step(self, command: str) -> tuple[Any, float, bool]:
-        with _ENGINE_LOCK:
+        with _ENGINE_LOCK.hold(step=True):
             return self.game.step(command)
 
     def close(self) -> None:

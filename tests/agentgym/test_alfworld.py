@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
-from agentgym.alfworld.env import AlfWorldEnv, normalize
+from agentgym.alfworld.env import AlfWorldEnv, StepsFirstLock, normalize
 from agentgym.alfworld.generate import generate
 from agentgym.alfworld.plan import oracle
 from agentgym.registry import get_env_spec
@@ -141,6 +141,39 @@ def test_invalid_actions_change_nothing_and_say_so() -> None:
 
 
 # ---------------------------------------------------------------------- the expert, in process
+def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
+    """Three resets and two steps queue behind a reset that holds the engines: on release both steps run, then the
+    resets, whatever order they arrived in."""
+    import threading
+    import time
+
+    lock, order = StepsFirstLock(), []
+
+    def call(name: str, step: bool) -> None:
+        with lock.hold(step=step):
+            order.append(name)
+
+    def waiting(steps: int, resets: int) -> None:
+        deadline = time.monotonic() + 10.0
+        while lock._waiting != {"step": steps, "reset": resets}:
+            assert time.monotonic() < deadline, lock._waiting
+            time.sleep(0.001)
+
+    threads = []
+    with lock.hold(step=False):
+        for number, (name, step) in enumerate([("reset a", False), ("step a", True), ("reset b", False),
+                                               ("step b", True), ("reset c", False)]):
+            threads.append(threading.Thread(target=call, args=(name, step)))
+            threads[-1].start()
+            waiting(steps=(number + 1) // 2, resets=number // 2 + 1)
+    for thread in threads:
+        thread.join(10.0)
+    assert sorted(order[:2]) == ["step a", "step b"] and sorted(order[2:]) == ["reset a", "reset b", "reset c"]
+    assert lock._waiting == {"step": 0, "reset": 0}
+    with lock.hold(step=True):  # free again
+        pass
+
+
 def test_expert_reads_the_observations() -> None:
     from openmanus_rl.experts.alfworld import available_actions, read_task, split_list
 
