@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kv_cache_gb", type=float, default=4.0,
                         help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
     add_yaml_argument(parser, "--block_size", "actor_rollout_ref.rollout.block_size", "the vLLM engine's KV cache "
-                      "block in tokens: a prefix-cache hit covers whole blocks", type=int)
+                      "block in tokens: a prefix-cache hit covers whole blocks (default 32 on CPU)", type=int)
     add_yaml_argument(parser, "--rollout_mode", "agent.rollout_mode", "async: each trajectory moves on as soon as its "
                       "reply is back; sync: one batched generation per turn (the results are the same)",
                       choices=("async", "sync"))

@@ -89,7 +89,7 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         (["actor_rollout_ref.actor.kl_loss_type=lowvar"], r"actor.kl_loss_type must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'lowvar'"),
         (["critic.loss_agg_mode=auto"], r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'\], got 'auto'"),
         (["actor_rollout_ref.rollout.kv_cache_gb=0"], r"actor_rollout_ref.rollout.kv_cache_gb must be > 0 GiB \(got 0.0\)"),
-        (["actor_rollout_ref.rollout.block_size=24"], r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: the engine's default\), got 24"),
+        (["actor_rollout_ref.rollout.block_size=24"], r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: the device's default\), got 24"),
         (["agent.max_turns=two"], r"agent.max_turns: expected int \| None, got 'two'"),
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
         (["trainer.staleness=2"], r"trainer.staleness must be 0 \(synchronous\) or 1 \(one-step-off\), got 2"),

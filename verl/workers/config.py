@@ -287,7 +287,7 @@ class RolloutConfig:
     max_model_len: int
     enforce_eager: bool
     enable_prefix_caching: bool
-    block_size: int | None  # KV cache block in tokens; None: the engine's default
+    block_size: int | None  # KV cache block in tokens; None: 32 on CPU, the engine's default (16) on GPU
     kv_cache_gb: float  # the CPU engine's KV cache, exactly (fractions allowed)
     gpu_memory_utilization: float
     cpu_threads_bind: str
@@ -301,7 +301,7 @@ class RolloutConfig:
             raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")
         if self.block_size is not None and (not isinstance(self.block_size, int) or isinstance(self.block_size, bool)
                                             or self.block_size < 16 or self.block_size % 16):
-            raise ConfigError(f"{where}.block_size must be a multiple of 16 tokens (or null: the engine's default), "
+            raise ConfigError(f"{where}.block_size must be a multiple of 16 tokens (or null: the device's default), "
                               f"got {self.block_size!r}")
 
 

