@@ -55,9 +55,9 @@ _PUT = re.compile(r"^put (.+?) (?:in/on|in|on) (.+)$")
 class StepsFirstLock:
     """A mutex whose waiting steps go before waiting resets.
 
-    ``hold(step=True)`` waits while the lock is held; ``hold(step=False)`` also waits while any step waits.  Steps take milliseconds and come one per episode per model turn, so resets
-    still run in the gaps; without the order, a step queued behind 30 resets waits 30 loads (past the agent's
-    request timeout on a busy 2-core box).
+    ``hold(step=True)`` waits while the lock is held; ``hold(step=False)`` also waits while any step waits.
+    Steps take milliseconds and come one per episode per model turn, so resets still run in the gaps; without the
+    order, a step queued behind 30 resets waits 30 loads (past the agent's request timeout on a busy 2-core box).
     """
 
     def __init__(self) -> None:

@@ -140,7 +140,6 @@ def test_invalid_actions_change_nothing_and_say_so() -> None:
     assert normalize("put mug 1 in shelf 2", ["put mug 1 in shelf 2"]) == "put mug 1 in shelf 2"
 
 
-# ---------------------------------------------------------------------- the expert, in process
 def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
     """Three resets and two steps queue behind a reset that holds the engines: on release both steps run, then the
     resets, whatever order they arrived in."""
@@ -174,6 +173,7 @@ def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
         pass
 
 
+# ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_observations() -> None:
     from openmanus_rl.experts.alfworld import available_actions, read_task, split_list
 
