@@ -40,8 +40,11 @@ def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destr
     from verl.workers.rollout.base import SamplingParams
     from verl.workers.rollout.vllm_rollout import VLLMRollout
 
+    if dist.is_initialized():  # left by an engine an earlier test in this process built without a worker's group
+        dist.destroy_process_group()
     owner = Worker()
     owner.init_distributed()
+    assert owner._owns_process_group
     cfg = RolloutConfig(dtype="float32", kv_cache_gb=0.25, max_model_len=256)
     prompts, greedy = [[5, 6, 7, 8]], [SamplingParams(temperature=0.0, max_tokens=4)]
     first = VLLMRollout(tiny_model_path, cfg, num_threads=1)  # stays up, as a session-wide engine does
