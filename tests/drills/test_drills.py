@@ -145,6 +145,11 @@ def complete_checkpoint(path: Path) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------- env servers
+# The env-server drills roll out with the plain HF engine: what they drill is the supervisor and the agent, and a run
+# starts 15 s sooner without vLLM (the worker drills below keep vLLM: a killed worker takes its engine with it).
+HF_ENGINE = "actor_rollout_ref.rollout.name=hf"
+
+
 @slow
 def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_path, webshop_tasks, tmp_path):
     """One run, two hangs.  First every env call of the server hangs (the test-only fault injection) while GET / and
@@ -155,7 +160,7 @@ def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     out = tmp_path / "run"
-    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=8", "trainer.save_freq=0",
+    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=8", "trainer.save_freq=0", HF_ENGINE,
                            "agent.server_hang_s=4", "agent.request_timeout_s=2", "agent.env_retries=0"),
               tmp_path / "run.log", environ={FAULT_INJECTION_ENV: "1"})
     first = server_pid(run, port)
@@ -203,7 +208,8 @@ def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_th
     free port and the agent follows it there; the other server serves meanwhile. (A restart on the same port: the
     hang drill.)"""
     ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
-    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0"),
+    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0",
+                           HF_ENGINE),
               tmp_path / "run.log")
     victim = server_pid(run, ports[0])
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
@@ -240,7 +246,7 @@ def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_th
 def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, webshop_tasks, tmp_path, shop):
     data = shutil.copytree(shop.data_dir, tmp_path / "webshop_data")  # the server's catalogue, which the test takes away
     port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, "agent.server_max_restarts=2",
+    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, HF_ENGINE, "agent.server_max_restarts=2",
                                       "agent.request_timeout_s=2", "agent.env_retries=0",
                                       environ={"WEBSHOP_DATA_DIR": str(data)})
     shutil.rmtree(data)  # every restart fails to load the catalogue
