@@ -1,10 +1,11 @@
 """Every env that has a server, through the same three checks: the agent's own client plays the env's expert on
-a test task, memory, open files and threads stay flat over repeated create/reset/close cycles (1,000; 12 where each
+a test task, memory and open files stay flat over repeated create/reset/close cycles (1,000; 12 where each
 env is a JVM, 20 where each reset loads a planned game), and 10,000 random and malformed requests get no 5xx but
 the 503 of the env cap."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Iterator
 
@@ -25,7 +26,8 @@ SERVER_ARGS = {"sciworld": ["--max-envs", "2"]}
 FUZZ_REQUESTS = 10_000
 VALID_TASK_SHARE = {"alfworld": 0.03, "sciworld": 0.1}  # a real reset loads a game into ALFWorld's engine (0.5-2 s) or a task into a JVM
 # A JVM per env (3 s to start) and a planned game per reset (1-2 s) make cycles dear there: fewer cycles, and a leaked
-# env shows anyway in the server's open files and threads (a py4j gateway holds sockets and threads; a game its files)
+# env shows anyway in the server's open files (a py4j gateway holds sockets, a game its files). Threads are not
+# counted: the server's worker-thread pool grows and shrinks with request timing
 MEMORY_CYCLES = {"sciworld": 12, "alfworld": 20}
 MEMORY_SLACK_MB = {"sciworld": 40.0}  # py4j keeps some per-gateway state; a leak of one JVM would be ~100 MB
 DEFAULT_CYCLES, DEFAULT_SLACK_MB, WARMUP = 1000, 15.0, 20
@@ -81,11 +83,14 @@ def test_memory_stays_flat_over_create_reset_close_cycles(server: tuple[str, str
             client.close()
 
     cycles(WARMUP_CYCLES.get(name, WARMUP))
-    before = process.memory_info().rss, process.num_fds(), process.num_threads()
+    rss, fds = process.memory_info().rss, process.num_fds()
     cycles(MEMORY_CYCLES.get(name, DEFAULT_CYCLES))
-    grown_mb = (process.memory_info().rss - before[0]) / 2**20
+    grown_mb = (process.memory_info().rss - rss) / 2**20
     assert grown_mb < MEMORY_SLACK_MB.get(name, DEFAULT_SLACK_MB), (name, grown_mb)
-    assert (process.num_fds(), process.num_threads()) == before[1:], (name, "open files and threads, before:", before[1:])
+    settled = time.monotonic() + 10  # the server closes a finished client's socket when it sees the client hang up
+    while process.num_fds() > fds and time.monotonic() < settled:
+        time.sleep(0.2)
+    assert process.num_fds() <= fds, (name, "open files before and after the cycles", fds, process.num_fds())
     assert [p.name() for p in process.children(recursive=True)] == []  # no env (JVM) left behind
 
 
