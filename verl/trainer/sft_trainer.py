@@ -39,7 +39,9 @@ from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
-from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, defaults_from
+from verl.utils.prefix_tree import pack_rows, use_tree_attention
+from verl.workers.config import (ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing, defaults_from,
+                                 tree_mode)
 from verl.workers.token_logprobs import head_stats_at
 from verl.workers.trainable import TrainableModule
 
@@ -61,6 +63,7 @@ class SFTTrainConfig:
     micro_batch_size: int
     use_dynamic_bsz: bool
     max_token_len: int
+    tree_packing: str  # on | off | auto: samples that share a prefix (system text, instructions) run it once
     epochs: int
     mixed_precision: str
     grad_clip: float
@@ -100,6 +103,7 @@ class SFTConfig:
             raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
         if self.model.lora_rank:
             check_target_modules(self.model.path, self.model.target_modules, f"{where}.model")
+        check_tree_packing(self.train.tree_packing, self.model.attn_implementation, f"{where}.train")
 
     def check_files(self, where: str) -> None:
         """The data files exist (`validate` leaves them out: the warm start checks its SFT config before it writes them)."""
@@ -150,8 +154,12 @@ def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, c
     """Per row ``(B,)``: the summed NLL of the learned next tokens, and how many there are.
 
     Only learned positions go through the LM head, in chunks (`head_stats_at`): in agent
-    episodes the model's turns are a small part of each sequence.
+    episodes the model's turns are a small part of each sequence. A micro-batch marked
+    ``tree_packed`` runs as one prefix tree (`verl.utils.prefix_tree`): a token that several
+    samples share is scored once and counted in each of them.
     """
+    if mb.meta_info.get("tree_packed"):
+        return _tree_token_nll(module, mb, device, dtype, chunk_tokens)
     width = int(mb.batch["attention_mask"].sum(dim=-1).max())
     b = {k: v[:, :width].to(device) for k, v in mb.batch.items()}
     target = b[MASK_KEY].bool()
@@ -169,6 +177,26 @@ def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, c
     rows = picked.nonzero(as_tuple=True)[0]
     zeros = torch.zeros(target.shape[0], device=stats.device)
     return zeros.index_add(0, rows, -stats[:, 0] * weight), zeros.index_add(0, rows, weight)
+
+
+def _tree_token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once, added to every row through it."""
+    batch = {k: v.to(device) for k, v in mb.batch.items()}
+    target = batch[MASK_KEY].bool()
+    tree = pack_rows(batch["input_ids"], batch["attention_mask"])
+    rows, cols = target.nonzero(as_tuple=True)
+    weight = torch.ones(len(rows), device=target.device)
+    if len(rows):
+        nodes, inverse = torch.unique(tree.index[rows, cols + 1], return_inverse=True)
+        positions, labels = tree.parent[nodes], tree.input_ids[0, nodes]
+    else:  # nothing to learn here: one position keeps the graph, with weight 0
+        rows = inverse = positions = torch.zeros(1, dtype=torch.long, device=target.device)
+        labels, weight = tree.input_ids[0, :1], torch.zeros(1, device=target.device)
+    picked = torch.ones(1, len(positions), dtype=torch.bool, device=target.device)
+    with autocast(device, dtype):
+        stats = head_stats_at(module, tree.model_inputs(), positions, picked, labels, PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
+    zeros = torch.zeros(target.shape[0], device=stats.device)
+    return zeros.index_add(0, rows, -stats[inverse, 0] * weight), zeros.index_add(0, rows, weight)
 
 
 class SFTTrainer(Worker):
@@ -189,13 +217,17 @@ class SFTTrainer(Worker):
         announce(f"sft rank {self.rank}", precision)
         self.dtype = precision.dtype
         module = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation)
+        tree = tree_mode(cfg.train.tree_packing, cfg.model.attn_implementation)
+        if tree != "off":
+            use_tree_attention(module)
         if cfg.model.lora_rank:
             apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
         if cfg.model.enable_gradient_checkpointing:
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
-        return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype, cfg.train.grad_clip)
+        return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype,
+                               cfg.train.grad_clip, tree)
 
     def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
         nll, tokens = token_nll(self.model.module, mb, self.model.device, self.dtype)
@@ -236,7 +268,8 @@ class SFTTrainer(Worker):
         tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir))
         batching = UpdateBatchingConfig(ppo_mini_batch_size=t.batch_size, ppo_micro_batch_size_per_gpu=t.micro_batch_size,
                                         use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, ppo_epochs=1,
-                                        shuffle=False, loss_agg_mode="token-mean", loss_scale_factor=None)
+                                        shuffle=False, loss_agg_mode="token-mean", loss_scale_factor=None,
+                                        tree_packing=model.tree_packing)
         best, best_step, bad_evals, step = math.inf, 0, 0, 0
         progress = progress_bar(cfg.optim.total_training_steps, desc="sft steps")
         start = time.perf_counter()

@@ -10,7 +10,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.utils.torch_functional import autocast
 from verl.workers.config import ActorConfig
-from verl.workers.token_logprobs import learned_token_logprobs
+from verl.workers.token_logprobs import learned_token_logprobs, tree_token_logprobs
 from verl.workers.trainable import TrainableModule
 
 
@@ -23,18 +23,20 @@ class PPOActor(TrainableModule):
         """``mixed_precision`` is the resolved autocast dtype (``float32`` for none), never ``auto``."""
         if config.loss_agg_mode == "auto":
             config = dataclasses.replace(config, loss_agg_mode="token-mean")
-        super().__init__(module, optimizer, scheduler, device, mixed_precision, config.grad_clip)
+        super().__init__(module, optimizer, scheduler, device, mixed_precision, config.grad_clip, config.tree_packing)
         self.config = config
 
     def _token_stats(
         self, mb: DataProto, sampling: dict, with_entropy: bool, entropy_grad: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs (and entropy) ``(B, T)`` under the distribution the engine sampled from
-        (``sampling``: temperature, top-k, top-p); 0 wherever ``response_mask`` is 0."""
+        (``sampling``: temperature, top-k, top-p); 0 wherever ``response_mask`` is 0. A micro-batch
+        marked ``tree_packed`` runs as one prefix tree, with the same result."""
         batch = dict(mb.batch)
         batch.setdefault("response_mask", torch.ones_like(batch["responses"]))
+        stats = tree_token_logprobs if mb.meta_info.get("tree_packed") else learned_token_logprobs
         with autocast(self.device, self.mixed_precision):
-            return learned_token_logprobs(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens)
+            return stats(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens)
 
     def compute_log_prob(
         self, data: DataProto, sampling: dict, with_entropy: bool, micro_batch_rows: int, max_tokens: int | None

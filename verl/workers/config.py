@@ -220,6 +220,23 @@ class UpdateBatchingConfig:
     shuffle: bool
     loss_agg_mode: str
     loss_scale_factor: float | None  # seq-mean-token-sum-norm's constant C; None: the response width T
+    tree_packing: str  # on | off | auto: rows that share a prefix run it once (`verl.utils.prefix_tree`)
+
+
+TREE_PACKING = ("auto", "on", "off")
+
+
+def check_tree_packing(tree_packing: str, attn_implementation: str, where: str) -> None:
+    """``tree_packing`` is a known mode, and ``on`` only over SDPA attention (the tree's kernel)."""
+    _choice(tree_packing, TREE_PACKING, f"{where}.tree_packing")
+    if tree_packing == "on" and attn_implementation != "sdpa":
+        raise ConfigError(f"{where}.tree_packing=on needs attn_implementation=sdpa (the tree runs on SDPA), got "
+                          f"{attn_implementation!r}; set tree_packing to auto or off")
+
+
+def tree_mode(tree_packing: str, attn_implementation: str) -> str:
+    """The mode a model runs: ``auto`` falls back to ``off`` on an attention other than SDPA."""
+    return "off" if attn_implementation != "sdpa" else tree_packing
 
 
 @dataclass
@@ -321,6 +338,7 @@ class ActorRolloutRefConfig:
     def validate(self, where: str) -> None:
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
+        check_tree_packing(self.actor.tree_packing, self.model.attn_implementation, f"{where}.actor")
 
 
 @dataclass
@@ -343,6 +361,7 @@ class CriticConfig(UpdateBatchingConfig):
         _choice(self.loss_agg_mode, LOSS_AGG_MODES, f"{where}.loss_agg_mode")
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
+        check_tree_packing(self.tree_packing, self.model.attn_implementation, where)
         if self.model.lora_rank:
             raise ConfigError(f"{where}.model.lora_rank={self.model.lora_rank}: LoRA trains the policy only, the critic "
                               "stays a full model (its value head and backbone train in full); set it to 0")

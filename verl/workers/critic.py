@@ -7,6 +7,7 @@ from torch import nn
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
+from verl.utils.prefix_tree import pack_rows
 from verl.utils.torch_functional import autocast, forward_response, pad_right
 from verl.workers.config import CriticConfig
 from verl.workers.trainable import TrainableModule
@@ -29,8 +30,11 @@ class ValueModel(nn.Module):
         backbone = AutoModel.from_pretrained(path, dtype=torch.float32, attn_implementation=attn_implementation)
         return cls(backbone, backbone.config.hidden_size)
 
-    def forward(self, input_ids, attention_mask, position_ids, use_cache: bool = False) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=use_cache).last_hidden_state
+    def forward(self, input_ids, attention_mask, position_ids, use_cache: bool = False, **kwargs) -> torch.Tensor:
+        """``kwargs`` reach the backbone's attention (``packed_tree``, `verl.utils.prefix_tree`)."""
+        hidden = self.backbone(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=use_cache, **kwargs
+        ).last_hidden_state
         return self.value_head(hidden).squeeze(-1)
 
 
@@ -38,13 +42,22 @@ class PPOCritic(TrainableModule):
     """Values of the states before each response token, and the clipped value-loss update."""
 
     def __init__(self, module, optimizer, scheduler, config: CriticConfig, mixed_precision: str):
-        super().__init__(module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip)
+        super().__init__(module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip, config.tree_packing)
         self.config = config
 
     def _values(self, mb: DataProto) -> torch.Tensor:
-        T = mb.batch["responses"].shape[1]
+        """``V`` of the state before each response token, ``(B, T)``; a ``tree_packed`` micro-batch runs
+        each shared state once and gathers its value to every row through it."""
+        input_ids, attention_mask = mb.batch["input_ids"], mb.batch["attention_mask"]
+        L, T = input_ids.shape[1], mb.batch["responses"].shape[1]
+        if mb.meta_info.get("tree_packed"):
+            tree = pack_rows(input_ids, attention_mask)
+            with autocast(self.device, self.mixed_precision):
+                packed = self.module(**tree.model_inputs())[0]
+            before = tree.index[:, L - T - 1 : L - 1].clamp_min(0)  # response token t is predicted from column L - T - 1 + t
+            return packed.float()[before] * mb.batch["response_mask"]
         with autocast(self.device, self.mixed_precision):
-            values, _ = forward_response(self.module, mb.batch["input_ids"], mb.batch["attention_mask"], mb.batch["position_ids"], T)
+            values, _ = forward_response(self.module, input_ids, attention_mask, mb.batch["position_ids"], T)
         return pad_right(values.float(), T) * mb.batch["response_mask"]
 
     def compute_values(self, data: DataProto) -> torch.Tensor:

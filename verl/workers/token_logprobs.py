@@ -37,6 +37,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from verl.trainer.ppo.core_algos import entropy_from_log_probs
+from verl.utils.prefix_tree import pack_rows
 from verl.utils.torch_functional import filter_logits, response_window
 
 
@@ -145,5 +146,41 @@ def learned_token_logprobs(
     def to_grid(values: torch.Tensor) -> torch.Tensor:
         grid = values.new_zeros(B, T).index_put((rows, cols[col_idx]), values)
         return grid * keep  # 0 wherever the row does not learn (the stand-in pair of an all-failed batch included)
+
+    return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)
+
+
+def tree_token_logprobs(
+    module: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    sampling: dict,
+    with_entropy: bool,
+    entropy_grad: bool = False,
+    chunk_tokens: int = 512,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`learned_token_logprobs` with the rows packed as one prefix tree (`verl.utils.prefix_tree`).
+
+    Each learned token of the tree is scored once, from its parent's hidden state, and
+    gathered back to every ``(row, column)`` through it; the gather's backward sums the rows'
+    gradients. Same inputs and outputs as `learned_token_logprobs`; ``module`` must run
+    ``tree_sdpa`` attention (`verl.utils.prefix_tree.use_tree_attention`).
+    """
+    mask = batch["response_mask"].bool()
+    B, T = mask.shape
+    L = batch["input_ids"].shape[1]
+    tree = pack_rows(batch["input_ids"], batch["attention_mask"])
+    rows, cols = mask.nonzero(as_tuple=True)
+    if len(rows):
+        nodes, inverse = torch.unique(tree.index[:, L - T :][rows, cols], return_inverse=True)
+        positions, labels = tree.parent[nodes], tree.input_ids[0, nodes]
+    else:  # every row failed: one stand-in pair keeps the graph (and the FSDP collectives) alive
+        rows = cols = inverse = positions = torch.zeros(1, dtype=torch.long, device=mask.device)
+        labels = tree.input_ids[0, :1]
+    picked = torch.ones(1, len(positions), dtype=torch.bool, device=mask.device)
+    stats = head_stats_at(module, tree.model_inputs(), positions, picked, labels, sampling, with_entropy, entropy_grad, chunk_tokens)
+    keep = mask.to(stats.dtype)
+
+    def to_grid(values: torch.Tensor) -> torch.Tensor:
+        return values.new_zeros(B, T).index_put((rows, cols), values[inverse]) * keep
 
     return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)

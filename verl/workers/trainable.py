@@ -17,6 +17,12 @@ micro-batch's share of the mini-batch's response tokens (summed over all
 ranks), for the ``seq-mean-*`` modes its share of the rows that have a model
 token (failed rows count nowhere). FSDP averages gradients over ranks, hence
 the ``world_size`` factor.
+
+With tree packing (``tree_packing``: ``on``, or ``auto`` when it pays) the
+micro-batches are subtrees of the rows' prefix tree under the token budget
+(`verl.utils.prefix_tree.plan_tree_micro_batches`), marked
+``meta_info["tree_packed"]`` for the loss function; the rows, and so the
+weights above, are the same as the flat path's.
 """
 
 from __future__ import annotations
@@ -32,10 +38,24 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
+from verl.utils.prefix_tree import plan_tree_micro_batches
 from verl.utils.torch_functional import plan_micro_batches
 from verl.workers.config import UpdateBatchingConfig
 
 LossFn = Callable[[DataProto], tuple[torch.Tensor, dict[str, float]]]
+
+# `tree_packing: auto` packs when the flat plan would run at least this many times the tree's tokens
+# (padding included): below it the per-segment attention calls cost about what the shared tokens save.
+TREE_AUTO_MIN_GAIN = 1.1
+
+
+def padded_tokens(attention_mask: torch.Tensor, plan: list[np.ndarray]) -> int:
+    """Tokens the flat path runs for ``plan``: each micro-batch's rows times the columns any of them uses."""
+    total = 0
+    for rows in plan:
+        used = attention_mask[torch.as_tensor(rows)].bool().any(dim=0).nonzero().flatten()
+        total += len(rows) * (int(used[-1]) - int(used[0]) + 1)
+    return total
 
 
 def _global_sum(value: float, device: str) -> float:
@@ -78,11 +98,43 @@ class TrainableModule:
         device: str,
         mixed_precision: str,
         grad_clip: float = 1.0,
+        tree_packing: str = "off",
     ):
+        """``tree_packing``: ``off``, ``on`` or ``auto``; with ``on``/``auto`` the module must run
+        ``tree_sdpa`` attention (`verl.utils.prefix_tree.use_tree_attention`)."""
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.device, self.mixed_precision, self.grad_clip = device, mixed_precision, grad_clip
+        self.tree_packing = tree_packing
+        self.token_counts = {"flat": 0, "run": 0}  # tokens the flat path would run / that ran, since the last reset
         self.world_size = dist.get_world_size() if dist.is_initialized() else 1
         self.rank = dist.get_rank() if dist.is_initialized() else 0
+
+    def take_token_counts(self, name: str) -> dict[str, float]:
+        """``perf/<name>_tokens_flat`` and ``_tokens_run`` since the last call (what the flat path would have
+        run, padding included, and what ran), then starts counting again."""
+        counts = {f"perf/{name}_tokens_{k}": float(v) for k, v in self.token_counts.items()}
+        self.token_counts = {"flat": 0, "run": 0}
+        return counts
+
+    def plan(self, data: DataProto, max_rows: int, max_tokens: int | None) -> list[tuple[np.ndarray, DataProto]]:
+        """``data``'s micro-batches (their row positions and rows), flat or tree-packed by ``tree_packing``,
+        each marked ``meta_info["tree_packed"]``; adds to `token_counts`."""
+        mask = data.batch["attention_mask"]
+        flat = plan_micro_batches(mask, max_rows, max_tokens)
+        flat_tokens = padded_tokens(mask, flat)
+        plan, packed, run = flat, False, flat_tokens
+        if self.tree_packing != "off":
+            tree, sizes = plan_tree_micro_batches(data.batch["input_ids"], mask, max_rows, max_tokens)
+            if self.tree_packing == "on" or flat_tokens >= TREE_AUTO_MIN_GAIN * sum(sizes):
+                plan, packed, run = tree, True, sum(sizes)
+        self.token_counts["flat"] += flat_tokens
+        self.token_counts["run"] += run
+        micro = []
+        for rows in plan:
+            mb = data[rows]
+            mb.meta_info["tree_packed"] = packed
+            micro.append((rows, mb))
+        return micro
 
     # ----------------------------------------------------------------- no-grad passes
     @torch.no_grad()
@@ -95,11 +147,11 @@ class TrainableModule:
         each): a rank with fewer micro-batches repeats its first row and drops the result.
         """
         outputs: dict[str, torch.Tensor] = {}
-        plan = plan_micro_batches(data.batch["attention_mask"], max_rows, max_tokens)
-        for _ in range(_global_max(len(plan), self.device) - len(plan)):
+        micro = self.plan(data, max_rows, max_tokens)
+        for _ in range(_global_max(len(micro), self.device) - len(micro)):
             fn(data[[0]])
-        for rows in plan:
-            result = fn(data[rows])
+        for rows, mb in micro:
+            result = fn(mb)
             for key, value in result.items():
                 if key not in outputs:
                     outputs[key] = torch.zeros((len(data), *value.shape[1:]), dtype=value.dtype)
@@ -143,7 +195,7 @@ class TrainableModule:
         steps = 0
         for epoch in range(epochs):
             for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
-                micro = [mini[rows] for rows in plan_micro_batches(mini.batch["attention_mask"], micro_batch_rows, max_tokens)]
+                micro = [mb for _, mb in self.plan(mini, micro_batch_rows, max_tokens)]
                 # dynamic batching can give ranks different counts; FSDP needs the same number of forward/backward passes
                 micro += [_masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))]
                 tokens = [float(m.batch[mask_key].sum()) for m in micro]
