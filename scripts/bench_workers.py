@@ -5,6 +5,7 @@
     python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
     python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
     python scripts/bench_workers.py --overhead_only              # only update_actor vs the bare loop, per precision
+    python scripts/bench_workers.py --tree                       # only tree packing against the flat path, recorded step
 
 Prints:
   * rollout tokens/s of the vLLM engine and of the HF ``generate`` engine on
@@ -33,6 +34,11 @@ Prints:
     reference pass for the KL loss, then one update whose old log-probs are its own), full or LoRA,
     gradient checkpointing on or off, each in a fresh process: seconds of each part, tokens/s and
     peak RSS, against today's setting (full, checkpointing on);
+  * ``--tree``: the training half of a learning-run step on the recorded WebShop step (the trainer's own
+    defaults: gradient checkpointing, token budgets) with ``tree_packing`` off and on, each in a fresh
+    process: tokens through the model (the flat path's padding included), seconds of the reference pass
+    and the update, peak RSS, and how far the tree's reference log-probs, loss and gradient norm are from
+    the flat path's; ``--update_budget`` adds rows at another ``ppo_max_token_len_per_gpu``;
   * ``--overhead_only``: ``update_actor`` (an actor worker without an engine) against the bare loop
     on the equal-rows batch, in ``--dtype``'s precision and (unless ``--no_precision_compare``) the
     other one, each precision in a fresh process.
@@ -260,6 +266,66 @@ def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float
     return best[0], best[1], own_peak_rss_gb(), int(real_tokens(data))
 
 
+def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
+    """In a fresh process: `lever_step`'s training half with ``cfg`` as given (the trainer's defaults but for the
+    keys set); returns the best step's seconds, peak RSS, the tokens each pass ran and what the flat path would
+    have, and the first step's reference log-probs, loss and gradient norm (for the exactness columns)."""
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.set_num_threads(threads)
+    from transformers import AutoTokenizer
+
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    data = recorded_batch(records, AutoTokenizer.from_pretrained(cfg["model"]["path"]), pad_id=0)
+    cfg = {**cfg, "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02}}
+    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
+    worker.init_model()
+    times, first = [], None
+    for _ in range(steps + 1):
+        worker.ref.take_token_counts("ref")
+        start = time.perf_counter()
+        ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
+        ref_s = time.perf_counter() - start
+        ref_tokens = worker.ref.take_token_counts("ref")
+        batch = data[list(range(len(data)))]
+        batch.batch["ref_log_prob"] = ref
+        metrics = worker.update_actor(batch).meta_info["metrics"]
+        times.append((ref_s, time.perf_counter() - start - ref_s))
+        if first is None:
+            first = {"ref_log_prob": ref, "pg_loss": metrics["actor/pg_loss"], "grad_norm": metrics["actor/grad_norm"],
+                     "tokens": {"ref_flat": ref_tokens["perf/ref_tokens_flat"], "ref_run": ref_tokens["perf/ref_tokens_run"],
+                                "update_flat": metrics["perf/update_actor_tokens_flat"],
+                                "update_run": metrics["perf/update_actor_tokens_run"]}}
+    worker.shutdown()
+    ref_s, upd_s = min(times[1:], key=sum)
+    return {**first, "ref_s": ref_s, "update_s": upd_s, "rss": own_peak_rss_gb(), "real": int(real_tokens(data)), "rows": len(data)}
+
+
+def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
+    """`tree_step` with tree packing off and on (and at ``--update_budget``), each `in_fresh_process`; prints the table."""
+    base = {"model": {"path": cfg["model"]["path"]}, "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
+            "rollout": cfg["rollout"], "num_threads": args.threads}
+    budgets = [None] + ([args.update_budget] if args.update_budget else [])
+    rows = {}
+    for budget in budgets:
+        for tree in ("off", "on"):
+            actor = {**base["actor"], "tree_packing": tree, **({"ppo_max_token_len_per_gpu": budget} if budget else {})}
+            rows[budget, tree] = in_fresh_process(tree_step, {**base, "actor": actor}, args.records, args.steps, args.threads)
+    flat = rows[None, "off"]
+    print(f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training half of a "
+          f"learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; best of {args.steps} after a warm-up")
+    print(f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
+          f"{'vs flat':>9}{'peak RSS GiB':>14}{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}")
+    for (budget, tree), r in rows.items():
+        ref = rows[budget, "off"]
+        t = r["tokens"]
+        d_lp = float((r["ref_log_prob"] - ref["ref_log_prob"]).abs().max())
+        total = r["ref_s"] + r["update_s"]
+        print(f"{budget or 'default':<15}{tree:>8}{int(t['ref_run']):>12,}{int(t['update_run']):>15,}{r['ref_s']:>13.1f}{r['update_s']:>10.1f}"
+              f"{total:>8.1f}{(ref['ref_s'] + ref['update_s']) / total:>8.2f}x{r['rss']:>14.2f}{d_lp:>16.2e}"
+              f"{abs(r['pg_loss'] - ref['pg_loss']):>10.1e}{abs(r['grad_norm'] - ref['grad_norm']):>13.1e}")
+
+
 def step_levers(cfg: dict, args: argparse.Namespace) -> None:
     """`lever_step` for each of `LEVERS`, each `in_fresh_process`; prints the table."""
     rows = {}
@@ -330,6 +396,10 @@ def main() -> None:
     parser.add_argument("--lora_only", action="store_true", help="run only the full-vs-LoRA training row")
     parser.add_argument("--overhead_only", action="store_true",
                         help="run only update_actor vs the bare loop on the equal-rows batch, per precision")
+    parser.add_argument("--tree", action="store_true",
+                        help="run only tree packing against the flat path on the recorded batch")
+    parser.add_argument("--update_budget", type=int, default=None,
+                        help="with --tree: also rows at this ppo_max_token_len_per_gpu (the default: the YAML's)")
     parser.add_argument("--levers", action="store_true",
                         help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch")
     args = parser.parse_args()
@@ -361,6 +431,10 @@ def main() -> None:
     if args.levers:
         header()
         step_levers(cfg, args)
+        return
+    if args.tree:
+        header()
+        tree_vs_flat(cfg, args)
         return
     if args.overhead_only:
         header()

@@ -51,3 +51,26 @@ def test_overhead_row_times_update_actor_and_the_bare_loop_on_the_same_batch(tin
                      "optim": {"lr": 1e-6}}, "num_threads": 1}
     update_tps, bare_tps = overhead_row(cfg, rows=4, length=32, micro_rows=2, steps=1, threads=1)
     assert update_tps > 0 and bare_tps > 0
+
+
+def test_tree_step_counts_the_tokens_each_packing_runs_and_agrees_with_the_flat_step(records, tiny_model_path):
+    from transformers import AutoTokenizer
+
+    from bench_workers import tree_step
+    from verl.utils.prefix_tree import row_tokens, tree_size
+
+    data = recorded_batch(records, AutoTokenizer.from_pretrained(tiny_model_path), 0)
+    rows = row_tokens(data.batch["input_ids"], data.batch["attention_mask"])
+    width = int(data.batch["attention_mask"].any(dim=0).sum())  # the columns some row uses: the flat micro-batch's
+    results = {}
+    for tree in ("off", "on"):
+        cfg = {"model": {"path": tiny_model_path}, "actor": {"mixed_precision": "float32", "tree_packing": tree, "optim": {"lr": 1e-6}},
+               "num_threads": 1}
+        results[tree] = tree_step(cfg, records, steps=1, threads=1)
+    off, on = results["off"]["tokens"], results["on"]["tokens"]
+    assert off == {"ref_flat": 2 * width, "ref_run": 2 * width, "update_flat": 2 * width, "update_run": 2 * width}
+    assert on == {"ref_flat": 2 * width, "ref_run": tree_size(rows), "update_flat": 2 * width, "update_run": tree_size(rows)}
+    assert tree_size(rows) < sum(len(r) for r in rows)  # both prompts open with "Find a"
+    diff = (results["on"]["ref_log_prob"] - results["off"]["ref_log_prob"]).abs().max()
+    assert float(diff) < 1e-5
+    assert results["on"]["pg_loss"] == pytest.approx(results["off"]["pg_loss"], abs=1e-6)

@@ -75,12 +75,21 @@ def test_micro_batches_are_subtrees_under_the_token_budget():
 
 
 def test_auto_packs_only_when_the_flat_path_runs_enough_more_tokens(tiny_model_path):
-    model = TrainableModule(torch.nn.Linear(1, 1), None, None, "cpu", "float32", tree_packing="auto")
+    model = TrainableModule(AutoModelForCausalLM.from_pretrained(tiny_model_path), None, None, "cpu", "float32", tree_packing="auto")
     shared = rows_proto([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7]])  # flat 12 tokens, tree 7
     assert [mb.meta_info["tree_packed"] for _, mb in model.plan(shared, 4, None)] == [True]
     distinct = rows_proto([[1, 2, 3], [4, 5, 6]])  # flat 6, tree 6
     assert [mb.meta_info["tree_packed"] for _, mb in model.plan(distinct, 4, None)] == [False]
     assert model.take_token_counts("x") == {"perf/x_tokens_flat": 18.0, "perf/x_tokens_run": 13.0}
+
+
+def test_auto_is_off_on_another_attention_and_on_refuses_it(tiny_model_path):
+    eager = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager")
+    assert TrainableModule(eager, None, None, "cpu", "float32", tree_packing="auto").tree_packing == "off"
+    with pytest.raises(ValueError, match="tree packing runs on SDPA attention; this model uses 'eager'"):
+        TrainableModule(eager, None, None, "cpu", "float32", tree_packing="on")
+    with pytest.raises(ValueError, match="needs a transformers model"):
+        TrainableModule(torch.nn.Linear(1, 1), None, None, "cpu", "float32", tree_packing="on")
 
 
 def test_tree_packing_on_needs_sdpa_and_a_known_mode(tiny_model_path):

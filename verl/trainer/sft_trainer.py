@@ -39,9 +39,8 @@ from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
-from verl.utils.prefix_tree import pack_rows, use_tree_attention
-from verl.workers.config import (ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing, defaults_from,
-                                 tree_mode)
+from verl.utils.prefix_tree import pack_rows
+from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing, defaults_from
 from verl.workers.token_logprobs import head_stats_at
 from verl.workers.trainable import TrainableModule
 
@@ -217,9 +216,6 @@ class SFTTrainer(Worker):
         announce(f"sft rank {self.rank}", precision)
         self.dtype = precision.dtype
         module = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation)
-        tree = tree_mode(cfg.train.tree_packing, cfg.model.attn_implementation)
-        if tree != "off":
-            use_tree_attention(module)
         if cfg.model.lora_rank:
             apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
         if cfg.model.enable_gradient_checkpointing:
@@ -227,7 +223,7 @@ class SFTTrainer(Worker):
         module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
         return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype,
-                               cfg.train.grad_clip, tree)
+                               cfg.train.grad_clip, cfg.train.tree_packing)
 
     def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
         nll, tokens = token_nll(self.model.module, mb, self.model.device, self.dtype)

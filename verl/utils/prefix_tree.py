@@ -218,16 +218,22 @@ def tree_attention(
 
 
 def use_tree_attention(module: torch.nn.Module) -> None:
-    """Register `tree_attention` with transformers and switch ``module`` (an SDPA model) to it.
+    """Register `tree_attention` with transformers and switch every transformers model inside ``module``
+    (the module itself, a value model's backbone) from SDPA to it.
 
-    Padded batches keep transformers' SDPA path and mask; packed ones pass ``packed_tree``.
+    Padded batches keep transformers' SDPA path and mask; packed ones pass ``packed_tree``. Raises
+    ``ValueError`` when a model runs another attention, or when ``module`` holds no transformers model.
     """
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface, PreTrainedModel
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
     AttentionInterface.register(TREE_ATTENTION, tree_attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(TREE_ATTENTION, sdpa_mask)
-    config = module.config
-    if config._attn_implementation not in ("sdpa", TREE_ATTENTION):
-        raise ValueError(f"tree packing runs on SDPA attention; this model uses {config._attn_implementation!r}")
-    config._attn_implementation = TREE_ATTENTION
+    configs = {id(m.config): m.config for m in module.modules() if isinstance(m, PreTrainedModel)}
+    if not configs:
+        raise ValueError(f"tree packing needs a transformers model; {type(module).__name__} holds none")
+    for config in configs.values():
+        if config._attn_implementation not in ("sdpa", TREE_ATTENTION):
+            raise ValueError(f"tree packing runs on SDPA attention; this model uses {config._attn_implementation!r}")
+    for config in configs.values():
+        config._attn_implementation = TREE_ATTENTION

@@ -234,11 +234,6 @@ def check_tree_packing(tree_packing: str, attn_implementation: str, where: str) 
                           f"{attn_implementation!r}; set tree_packing to auto or off")
 
 
-def tree_mode(tree_packing: str, attn_implementation: str) -> str:
-    """The mode a model runs: ``auto`` falls back to ``off`` on an attention other than SDPA."""
-    return "off" if attn_implementation != "sdpa" else tree_packing
-
-
 @dataclass
 @defaults_from("ppo_trainer", "actor_rollout_ref.actor")
 class ActorConfig(UpdateBatchingConfig):

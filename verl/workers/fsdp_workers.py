@@ -19,7 +19,6 @@ with a KL loss, ``ref_log_prob``; the critic update reads ``values`` and ``retur
 
 from __future__ import annotations
 
-import dataclasses
 import resource
 import time
 from pathlib import Path
@@ -36,9 +35,8 @@ from verl.utils.lora import apply_lora, lora_disabled
 from verl.workers.actor import PPOActor
 from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
-from verl.utils.prefix_tree import use_tree_attention
 from verl.utils.quiet_logs import set_torch_threads
-from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision, tree_mode
+from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
@@ -54,14 +52,10 @@ def _describe_lora(spec: dict | None) -> str:
     return f"LoRA rank {spec['rank']}, alpha {spec['alpha']} on {spec['target_modules']}" if spec else "full fine-tuning"
 
 
-def _load_causal_lm(path: str, dtype: torch.dtype, attn_implementation: str, tree_packing: str) -> torch.nn.Module:
-    """The policy's module; with ``tree_packing`` other than ``off`` it runs ``tree_sdpa`` attention."""
+def _load_causal_lm(path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    module = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
-    if tree_packing != "off":
-        use_tree_attention(module)
-    return module
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
 
 
 class ActorRolloutRefWorker(Worker):
@@ -91,9 +85,8 @@ class ActorRolloutRefWorker(Worker):
         self.precision = resolve_policy_precision(cfg)
         for role in sorted(self.roles):
             announce(f"{role} rank {self.rank}", self.precision[role])
-        actor_cfg = dataclasses.replace(cfg.actor, tree_packing=tree_mode(cfg.actor.tree_packing, cfg.model.attn_implementation))
         if "actor" in self.roles:
-            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation, actor_cfg.tree_packing)
+            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             if cfg.model.lora_rank:  # before sharding: FSDP2 shards the frozen base and the adapters alike
                 apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.seed)
             if cfg.model.enable_gradient_checkpointing:
@@ -101,16 +94,16 @@ class ActorRolloutRefWorker(Worker):
             module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
             optimizer = fsdp_utils.build_optimizer(module, cfg.actor.optim)
             scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
-            self.actor = PPOActor(module, optimizer, scheduler, actor_cfg, cfg.device, self.precision["actor"].dtype)
+            self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
         if "ref" in self.roles and self.actor is not None and cfg.model.lora_rank:
             # the policy's own module: `compute_ref_log_prob` turns its adapters off, leaving the base weights (B = 0 at the start)
-            self.ref = PPOActor(self.actor.module, None, None, actor_cfg, cfg.device, self.precision["ref"].dtype)
+            self.ref = PPOActor(self.actor.module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         elif "ref" in self.roles:
             # fp32 weights under the same autocast as the actor: one log-prob path, so KL(identical weights) = 0
-            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation, actor_cfg.tree_packing)
+            module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             module.requires_grad_(False)
             module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
-            self.ref = PPOActor(module, None, None, actor_cfg, cfg.device, self.precision["ref"].dtype)
+            self.ref = PPOActor(module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         if "rollout" in self.roles:
             self.rollout = self._build_rollout()
         set_torch_threads(cfg.num_threads)
@@ -359,15 +352,12 @@ class CriticWorker(Worker):
         precision = resolve_dtype(cfg.mixed_precision, cfg.device, "train")
         announce(f"critic rank {self.rank}", precision)
         module = ValueModel.from_pretrained(cfg.model.path, cfg.model.attn_implementation)
-        tree = tree_mode(cfg.tree_packing, cfg.model.attn_implementation)
-        if tree != "off":
-            use_tree_attention(module.backbone)
         if cfg.model.enable_gradient_checkpointing:
             module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
         scheduler = fsdp_utils.build_scheduler(optimizer, cfg.optim)
-        self.critic = PPOCritic(module, optimizer, scheduler, dataclasses.replace(cfg, tree_packing=tree), precision.dtype)
+        self.critic = PPOCritic(module, optimizer, scheduler, cfg, precision.dtype)
 
     def _need_critic(self) -> PPOCritic:
         if self.critic is None:

@@ -38,7 +38,7 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
-from verl.utils.prefix_tree import plan_tree_micro_batches
+from verl.utils.prefix_tree import plan_tree_micro_batches, use_tree_attention
 from verl.utils.torch_functional import plan_micro_batches
 from verl.workers.config import UpdateBatchingConfig
 
@@ -100,10 +100,18 @@ class TrainableModule:
         grad_clip: float = 1.0,
         tree_packing: str = "off",
     ):
-        """``tree_packing``: ``off``, ``on`` or ``auto``; with ``on``/``auto`` the module must run
-        ``tree_sdpa`` attention (`verl.utils.prefix_tree.use_tree_attention`)."""
+        """``tree_packing``: ``off``, ``on`` or ``auto``. With ``on`` or ``auto`` the module's attention becomes
+        ``tree_sdpa`` (`verl.utils.prefix_tree.use_tree_attention`); on a model that runs another attention
+        than SDPA ``auto`` is ``off`` and ``on`` raises ``ValueError``."""
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.device, self.mixed_precision, self.grad_clip = device, mixed_precision, grad_clip
+        if tree_packing != "off":
+            try:
+                use_tree_attention(module)
+            except ValueError:
+                if tree_packing == "on":
+                    raise
+                tree_packing = "off"
         self.tree_packing = tree_packing
         self.token_counts = {"flat": 0, "run": 0}  # tokens the flat path would run / that ran, since the last reset
         self.world_size = dist.get_world_size() if dist.is_initialized() else 1
