@@ -72,6 +72,8 @@ def test_micro_batches_are_subtrees_under_the_token_budget():
     assert [g.tolist() for g in groups] == [[0, 2], [3, 1], [4]] and sizes == [5, 7, 2]
     groups, sizes = plan_tree_micro_batches(d.batch["input_ids"], d.batch["attention_mask"], max_rows=2, max_tokens=3)
     assert [g.tolist() for g in groups] == [[0], [2], [3], [1, 4]] and sizes == [4, 4, 5, 3]  # a row over the budget goes alone
+    empty = d[[]]
+    assert plan_tree_micro_batches(empty.batch["input_ids"], empty.batch["attention_mask"], 2, 8) == ([], [])
 
 
 def test_auto_packs_only_when_the_flat_path_runs_enough_more_tokens(tiny_model_path):

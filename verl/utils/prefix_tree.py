@@ -167,6 +167,8 @@ def plan_tree_micro_batches(
     consecutive groups of ``max_rows`` sorted rows.
     """
     rows = row_tokens(input_ids, attention_mask)
+    if not rows:
+        return [], []
     order, shared = sorted_rows(rows)
     groups, sizes, current, size = [], [], [], 0
     for b, p in zip(order, shared):
