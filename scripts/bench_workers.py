@@ -238,10 +238,9 @@ def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse
 LEVERS = ((0, True), (0, False), (8, True), (8, False))  # (lora_rank, gradient checkpointing); the first is today's setting
 
 
-def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float, float, float, int]:
-    """In a fresh process: the best of ``steps`` (after a warm-up) learning-run training halves on the recorded
-    batch: reference pass seconds, update seconds (KL loss, one optimiser step, the update's own old log-probs),
-    then the process's peak RSS (GiB) and the batch's real tokens."""
+def learning_step_worker(cfg: dict, records: str, threads: int):
+    """An actor + reference worker (world size 1, ``threads`` torch threads) set for a learning run's training half
+    on the recorded batch (one optimiser step over all its rows, a KL loss), and that batch."""
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(threads)
     from transformers import AutoTokenizer
@@ -252,6 +251,14 @@ def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float
     cfg = {**cfg, "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02}}
     worker = ActorRolloutRefWorker(cfg, role="actor_ref")
     worker.init_model()
+    return worker, data
+
+
+def lever_step(cfg: dict, records: str, steps: int, threads: int) -> tuple[float, float, float, int]:
+    """In a fresh process: the best of ``steps`` (after a warm-up) learning-run training halves on the recorded
+    batch: reference pass seconds, update seconds (KL loss, one optimiser step, the update's own old log-probs),
+    then the process's peak RSS (GiB) and the batch's real tokens."""
+    worker, data = learning_step_worker(cfg, records, threads)
     times = []
     for _ in range(steps + 1):
         start = time.perf_counter()
@@ -270,16 +277,7 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
     """In a fresh process: `lever_step`'s training half with ``cfg`` as given (the trainer's defaults but for the
     keys set); returns the best step's seconds, peak RSS, the tokens each pass ran and what the flat path would
     have, and the first step's reference log-probs, loss and gradient norm (for the exactness columns)."""
-    os.environ.setdefault("WORLD_SIZE", "1")
-    torch.set_num_threads(threads)
-    from transformers import AutoTokenizer
-
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
-
-    data = recorded_batch(records, AutoTokenizer.from_pretrained(cfg["model"]["path"]), pad_id=0)
-    cfg = {**cfg, "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02}}
-    worker = ActorRolloutRefWorker(cfg, role="actor_ref")
-    worker.init_model()
+    worker, data = learning_step_worker(cfg, records, threads)
     times, first = [], None
     for _ in range(steps + 1):
         worker.ref.take_token_counts("ref")
