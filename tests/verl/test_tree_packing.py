@@ -319,3 +319,15 @@ def test_sft_nll_packed_equals_flat_per_sample(tiny_model_path):
     for k, p in model.named_parameters():
         torch.testing.assert_close(p.grad, flat_grads[k], atol=2e-5, rtol=1e-4)
     assert MASK_KEY in data.batch.keys()
+
+
+def test_a_packed_micro_batch_with_nothing_to_learn_still_backpropagates_through_the_model(tiny_model_path):
+    # what a rank with fewer micro-batches runs (`_masked_copy`): FSDP needs every parameter's backward to run
+    actor = make_actor(tiny_model_path, "on")
+    data = proto("failed_rows")[[2, 3]]
+    data.meta_info["tree_packed"] = True
+    log_prob, _ = actor._token_stats(data, PLAIN, with_entropy=False)
+    assert log_prob.abs().sum() == 0
+    log_prob.sum().backward()
+    grads = [p.grad for p in actor.module.parameters()]
+    assert all(g is not None and g.abs().sum() == 0 for g in grads)

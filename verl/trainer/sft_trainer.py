@@ -41,7 +41,7 @@ from verl.utils.precision import announce, resolve_dtype
 from verl.utils.torch_functional import autocast, position_ids_from_mask
 from verl.utils.prefix_tree import pack_rows
 from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing, defaults_from
-from verl.workers.token_logprobs import head_stats_at
+from verl.workers.token_logprobs import head_stats_at, tree_token_stats
 from verl.workers.trainable import TrainableModule
 
 MASK_KEY = "target_mask"  # target_mask[:, t] = loss_mask[:, t + 1]: the token predicted at position t is learned
@@ -181,21 +181,12 @@ def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, c
 def _tree_token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once, added to every row through it."""
     batch = {k: v.to(device) for k, v in mb.batch.items()}
-    target = batch[MASK_KEY].bool()
     tree = pack_rows(batch["input_ids"], batch["attention_mask"])
-    rows, cols = target.nonzero(as_tuple=True)
-    weight = torch.ones(len(rows), device=target.device)
-    if len(rows):
-        nodes, inverse = torch.unique(tree.index[rows, cols + 1], return_inverse=True)
-        positions, labels = tree.parent[nodes], tree.input_ids[0, nodes]
-    else:  # nothing to learn here: one position keeps the graph, with weight 0
-        rows = inverse = positions = torch.zeros(1, dtype=torch.long, device=target.device)
-        labels, weight = tree.input_ids[0, :1], torch.zeros(1, device=target.device)
-    picked = torch.ones(1, len(positions), dtype=torch.bool, device=target.device)
+    rows, cols = batch[MASK_KEY].bool().nonzero(as_tuple=True)  # position t predicts token t + 1
     with autocast(device, dtype):
-        stats = head_stats_at(module, tree.model_inputs(), positions, picked, labels, PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
-    zeros = torch.zeros(target.shape[0], device=stats.device)
-    return zeros.index_add(0, rows, -stats[inverse, 0] * weight), zeros.index_add(0, rows, weight)
+        stats = tree_token_stats(module, tree, tree.index[rows, cols + 1], PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
+    zeros = torch.zeros(len(tree.index), device=stats.device)
+    return zeros.index_add(0, rows, -stats[:, 0]), zeros.index_add(0, rows, torch.ones_like(stats[:, 0]))
 
 
 class SFTTrainer(Worker):

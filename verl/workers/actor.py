@@ -10,7 +10,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.utils.torch_functional import autocast
 from verl.workers.config import ActorConfig
-from verl.workers.token_logprobs import learned_token_logprobs, tree_token_logprobs
+from verl.workers.token_logprobs import learned_token_logprobs
 from verl.workers.trainable import TrainableModule
 
 
@@ -34,9 +34,9 @@ class PPOActor(TrainableModule):
         marked ``tree_packed`` runs as one prefix tree, with the same result."""
         batch = dict(mb.batch)
         batch.setdefault("response_mask", torch.ones_like(batch["responses"]))
-        stats = tree_token_logprobs if mb.meta_info.get("tree_packed") else learned_token_logprobs
         with autocast(self.device, self.mixed_precision):
-            return stats(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens)
+            return learned_token_logprobs(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens,
+                                          tree_packed=mb.meta_info.get("tree_packed", False))
 
     def compute_log_prob(
         self, data: DataProto, sampling: dict, with_entropy: bool, micro_batch_rows: int, max_tokens: int | None

@@ -37,7 +37,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from verl.trainer.ppo.core_algos import entropy_from_log_probs
-from verl.utils.prefix_tree import pack_rows
+from verl.utils.prefix_tree import PackedRows, pack_rows
 from verl.utils.torch_functional import filter_logits, response_window
 
 
@@ -116,6 +116,7 @@ def learned_token_logprobs(
     with_entropy: bool,
     entropy_grad: bool = False,
     chunk_tokens: int = 512,
+    tree_packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs and (with ``with_entropy``) entropies of ``batch["responses"]``, both ``(B, T)``.
 
@@ -123,11 +124,20 @@ def learned_token_logprobs(
     ``responses`` and ``response_mask`` (layout in `verl.utils.torch_functional`).
     Both outputs are 0 wherever ``response_mask`` is 0. The entropy carries a
     gradient only with ``entropy_grad``. ``sampling`` holds ``temperature``,
-    ``top_k``, ``top_p``. Run it under the caller's autocast.
+    ``top_k``, ``top_p``. Run it under the caller's autocast. With ``tree_packed``
+    the rows run as one prefix tree (`tree_token_stats`): each learned token is
+    scored once and gathered back to every ``(row, column)`` through it, whose
+    backward sums the rows' gradients.
     """
     responses, mask = batch["responses"], batch["response_mask"].bool()
     B, T = responses.shape
     L = batch["input_ids"].shape[1]
+    if tree_packed:
+        tree = pack_rows(batch["input_ids"], batch["attention_mask"])
+        rows, cols = mask.nonzero(as_tuple=True)
+        stats = tree_token_stats(module, tree, tree.index[:, L - T :][rows, cols], sampling, with_entropy, entropy_grad, chunk_tokens)
+        log_prob = stats.new_zeros(B, T).index_put((rows, cols), stats[:, 0])
+        return log_prob, (stats.new_zeros(B, T).index_put((rows, cols), stats[:, 1]) if with_entropy else None)
     lead, trail = response_window(batch["attention_mask"], T)
     cols = mask[:, : T - trail].any(dim=0).nonzero().flatten()
     picked = mask[:, cols]  # (B, K): the pairs that learn
@@ -150,37 +160,29 @@ def learned_token_logprobs(
     return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)
 
 
-def tree_token_logprobs(
+
+def tree_token_stats(
     module: torch.nn.Module,
-    batch: dict[str, torch.Tensor],
+    tree: PackedRows,
+    nodes: torch.Tensor,
     sampling: dict,
     with_entropy: bool,
     entropy_grad: bool = False,
     chunk_tokens: int = 512,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`learned_token_logprobs` with the rows packed as one prefix tree (`verl.utils.prefix_tree`).
+) -> torch.Tensor:
+    """``(len(nodes), 2)`` fp32: log p and entropy (0 without ``with_entropy``) of each packed token in
+    ``nodes``, predicted from its parent's hidden state; each distinct token goes through the LM head once.
 
-    Each learned token of the tree is scored once, from its parent's hidden state, and
-    gathered back to every ``(row, column)`` through it; the gather's backward sums the rows'
-    gradients. Same inputs and outputs as `learned_token_logprobs`; ``module`` must run
-    ``tree_sdpa`` attention (`verl.utils.prefix_tree.use_tree_attention`).
+    ``module`` runs ``tree_sdpa`` attention (`verl.utils.prefix_tree.use_tree_attention`). With no node a
+    stand-in pair still runs, so the graph (and the FSDP collectives) stay alive; the empty result is
+    part of that graph.
     """
-    mask = batch["response_mask"].bool()
-    B, T = mask.shape
-    L = batch["input_ids"].shape[1]
-    tree = pack_rows(batch["input_ids"], batch["attention_mask"])
-    rows, cols = mask.nonzero(as_tuple=True)
-    if len(rows):
-        nodes, inverse = torch.unique(tree.index[:, L - T :][rows, cols], return_inverse=True)
-        positions, labels = tree.parent[nodes], tree.input_ids[0, nodes]
-    else:  # every row failed: one stand-in pair keeps the graph (and the FSDP collectives) alive
-        rows = cols = inverse = positions = torch.zeros(1, dtype=torch.long, device=mask.device)
-        labels = tree.input_ids[0, :1]
-    picked = torch.ones(1, len(positions), dtype=torch.bool, device=mask.device)
+    if len(nodes):
+        unique, inverse = torch.unique(nodes, return_inverse=True)
+        positions, labels = tree.parent[unique], tree.input_ids[0, unique]
+    else:
+        inverse = nodes
+        positions, labels = torch.zeros(1, dtype=torch.long, device=nodes.device), tree.input_ids[0, :1]
+    picked = torch.ones(1, len(positions), dtype=torch.bool, device=nodes.device)
     stats = head_stats_at(module, tree.model_inputs(), positions, picked, labels, sampling, with_entropy, entropy_grad, chunk_tokens)
-    keep = mask.to(stats.dtype)
-
-    def to_grid(values: torch.Tensor) -> torch.Tensor:
-        return values.new_zeros(B, T).index_put((rows, cols), values[inverse]) * keep
-
-    return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)
+    return stats[inverse]
