@@ -6,6 +6,7 @@
     python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
     python scripts/bench_workers.py --overhead_only              # only update_actor vs the bare loop, per precision
     python scripts/bench_workers.py --tree                       # only tree packing against the flat path, recorded step
+    python scripts/bench_workers.py --tree --device cuda --model DIR   # the same on a GPU (peak GPU memory for RSS)
 
 Prints:
   * rollout tokens/s of the vLLM engine and of the HF ``generate`` engine on
@@ -38,7 +39,8 @@ Prints:
     defaults: gradient checkpointing, token budgets) with ``tree_packing`` off and on, each in a fresh
     process: tokens through the model (the flat path's padding included), seconds of the reference pass
     and the update, peak RSS, and how far the tree's reference log-probs, loss and gradient norm are from
-    the flat path's; ``--update_budget`` adds rows at another ``ppo_max_token_len_per_gpu``;
+    the flat path's; ``--update_budget`` adds rows at another ``ppo_max_token_len_per_gpu``; ``--device cuda``
+    runs it on a GPU (the peak column is then the process's peak GPU memory);
   * ``--overhead_only``: ``update_actor`` (an actor worker without an engine) against the bare loop
     on the equal-rows batch, in ``--dtype``'s precision and (unless ``--no_precision_compare``) the
     other one, each precision in a fresh process.
@@ -185,6 +187,11 @@ def own_peak_rss_gb() -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024**2
 
 
+def own_peak_gb(device: str) -> float:
+    """`own_peak_rss_gb` on the CPU; on a GPU, the peak memory torch allocated there."""
+    return torch.cuda.max_memory_allocated() / 1024**3 if device.startswith("cuda") else own_peak_rss_gb()
+
+
 def worker_update_rate(cfg: dict, role: str, rows: int, length: int, steps: int, threads: int):
     """``update_actor`` tokens/s of a new ``role`` worker (world size 1, ``threads`` torch threads) on the equal-rows
     batch, that batch, and the trained parameter count; the worker is shut down before it returns."""
@@ -294,15 +301,16 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
                      "tokens": {"ref_flat": ref_tokens["perf/ref_tokens_flat"], "ref_run": ref_tokens["perf/ref_tokens_run"],
                                 "update_flat": metrics["perf/update_actor_tokens_flat"],
                                 "update_run": metrics["perf/update_actor_tokens_run"]}}
+    peak = own_peak_gb(cfg.get("device", "cpu"))
     worker.shutdown()
     ref_s, upd_s = min(times[1:], key=sum)
-    return {**first, "ref_s": ref_s, "update_s": upd_s, "rss": own_peak_rss_gb(), "real": int(real_tokens(data)), "rows": len(data)}
+    return {**first, "ref_s": ref_s, "update_s": upd_s, "rss": peak, "real": int(real_tokens(data)), "rows": len(data)}
 
 
 def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
     """`tree_step` with tree packing off and on (and at ``--update_budget``), each `in_fresh_process`; prints the table."""
     base = {"model": {"path": cfg["model"]["path"]}, "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
-            "rollout": cfg["rollout"], "num_threads": args.threads}
+            "rollout": cfg["rollout"], "num_threads": args.threads, "device": args.device}
     budgets = [None] + ([args.update_budget] if args.update_budget else [])
     rows = {}
     for budget in budgets:
@@ -313,7 +321,7 @@ def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
     print(f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training half of a "
           f"learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; best of {args.steps} after a warm-up")
     print(f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
-          f"{'vs flat':>9}{'peak RSS GiB':>14}{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}")
+          f"{'vs flat':>9}{'peak GPU GiB' if args.device == 'cuda' else 'peak RSS GiB':>14}{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}")
     for (budget, tree), r in rows.items():
         ref = rows[budget, "off"]
         t = r["tokens"]
@@ -400,7 +408,10 @@ def main() -> None:
                         help="with --tree: also rows at this ppo_max_token_len_per_gpu (the default: the YAML's)")
     parser.add_argument("--levers", action="store_true",
                         help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="with --tree: where the workers run")
     args = parser.parse_args()
+    if args.device == "cuda" and not args.tree:
+        parser.error("--device cuda runs only with --tree")
 
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
@@ -410,7 +421,7 @@ def main() -> None:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
     from verl.workers.rollout.hf_rollout import HFRollout
 
-    chosen = resolve_dtype(args.dtype, "cpu")
+    chosen = resolve_dtype(args.dtype, args.device)
     dtype = chosen.dtype
     model = args.model or str(prepare_default_model())
     rollout_cfg = {"name": "vllm", "dtype": dtype, "kv_cache_gb": 2, "max_model_len": 2048}
@@ -423,7 +434,7 @@ def main() -> None:
     }
 
     def header() -> None:
-        print(f"\n{describe_cpu()}")
+        print(f"\n{torch.cuda.get_device_name() if args.device == 'cuda' else describe_cpu()}")
         print(f"model {model}, dtype {dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason})")
 
     if args.levers:

@@ -16,6 +16,12 @@ It runs the worker the trainer starts (`ActorRolloutRefWorker`, world size 1, no
 7. FSDP2 applied on a one-rank CUDA mesh gives the plain module's update;
 8. the merged export of a LoRA checkpoint holds ``W + (alpha / r) B A`` and loads as a plain model.
 
+``--tree_only`` runs one other check instead: tree attention (`verl.utils.prefix_tree`) on the GPU.
+The recorded WebShop step's rows (``--records``), packed as prefix trees, give every real token the
+padded forward's log-prob (fp32 and bf16), with SDPA limited to its fused kernels (flash and
+memory-efficient attention, no math fallback); it prints which kernel each kind of segment reaches
+and the packed and padded forwards' times.
+
 It prints each check with its numbers, then generation and update tokens/s, and exits 1 if a check failed.
 """
 
@@ -32,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_workers, for the recorded batch
 
 from verl.protocol import DataProto  # noqa: E402
 from verl.utils import fsdp_utils  # noqa: E402
@@ -121,6 +128,72 @@ def update(worker: ActorRolloutRefWorker, data: DataProto, steps: int) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits)[i, targets[i]]`` for each of the ``(M, V)`` rows, in fp32."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def timed(fn, repeats: int = 5) -> tuple[object, float]:
+    """``fn()``'s result and its median seconds over ``repeats`` runs after one warm-up."""
+    out, times = fn(), []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return out, sorted(times)[len(times) // 2]
+
+
+def tree_check(model: str, device: str, records: str) -> None:
+    """Tree attention on ``device``: packed log-probs equal the padded forward's, SDPA's fused kernels only."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from bench_workers import recorded_batch
+    from verl.utils.prefix_tree import pack_rows, use_tree_attention
+
+    data = recorded_batch(records, AutoTokenizer.from_pretrained(model), pad_id=0)
+    ids, mask, pos = (data.batch[k].to(device) for k in ("input_ids", "attention_mask", "position_ids"))
+    tree = pack_rows(ids, mask)
+    # every real token but a row's last predicts the row's next real token: (row, column, next column)
+    pairs = [(b, c[:-1], c[1:]) for b, c in enumerate(mask.bool().nonzero()[:, 1].split(mask.sum(1).tolist()))]
+    rows = torch.cat([torch.full_like(c, b) for b, c, _ in pairs])
+    cols, nexts = torch.cat([c for _, c, _ in pairs]), torch.cat([n for _, _, n in pairs])
+    targets = ids[rows, nexts]
+    with_prefix = sum(seg.keys is not None for seg in tree.segments)
+    print(f"[info] {records}: {len(data)} rows, {tree.flat_tokens:,} real tokens, tree {tree.tokens:,} "
+          f"({len(tree.segments)} segments, {with_prefix} after a shared prefix)", flush=True)
+    fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+    for dtype, limit in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)):
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, attn_implementation="sdpa").to(device).eval()
+        use_tree_attention(lm)
+        with torch.no_grad():
+            flat, flat_s = timed(lambda: lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits)
+            flat = picked_log_probs(flat[rows, cols], targets)
+            with sdpa_kernel(fused):
+                packed, tree_s = timed(lambda: lm(**tree.model_inputs()).logits[0])
+            packed = picked_log_probs(packed[tree.index[rows, cols]], targets)
+            kernels = {}
+            for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                try:
+                    with sdpa_kernel([backend]):
+                        lm(**tree.model_inputs())
+                    kernels[name] = "runs every segment"
+                except RuntimeError:
+                    kernels[name] = "refuses some segment"
+        gap = (packed - flat).abs()
+        name = str(dtype).removeprefix("torch.")
+        check(f"tree attention = padded forward ({name}, SDPA fused kernels only)",
+              float(gap.mean() if dtype == torch.bfloat16 else gap.max()) < limit,
+              f"log-probs of {len(targets):,} tokens: mean |diff| {gap.mean():.2e}, max {gap.max():.2e}; "
+              f"forward {flat_s * 1e3:.1f} ms padded, {tree_s * 1e3:.1f} ms packed ({flat_s / tree_s:.2f}x); "
+              + ", ".join(f"{k} alone {v}" for k, v in kernels.items()))
+        del lm
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
@@ -131,6 +204,9 @@ def main() -> None:
     parser.add_argument("--new_tokens", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cuda", help="cpu runs the same checks over gloo (a dry run of this script)")
+    parser.add_argument("--tree_only", action="store_true", help="check only tree attention on the device (see above)")
+    parser.add_argument("--records", default="data/bench/webshop_grpo_warmstart_step1.jsonl",
+                        help="with --tree_only: a rollout JSONL whose trajectories are packed")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: this script checks the GPU path (--device cpu for a dry run)")
@@ -138,6 +214,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpu_check_"))
     model = args.model or random_model(args.shape_of, work / "model")
     print(f"{torch.cuda.get_device_name() if args.device == 'cuda' else 'CPU'}, torch {torch.__version__}, model {model}", flush=True)
+    if args.tree_only:
+        tree_check(model, args.device, args.records)
+        print(f"\n{'all checks passed' if not FAILED else 'FAILED: ' + ', '.join(FAILED)}")
+        sys.exit(1 if FAILED else 0)
 
     worker = ActorRolloutRefWorker(worker_config(model, args.device, args.prompts), role="actor_rollout_ref")
     worker.init_model()
