@@ -8,6 +8,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 ALGO="$1"; shift
+ORIGINAL_ARGS="$*"
 usage() {
     cat <<USAGE
 usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT] [--data_dir DIR]
@@ -117,6 +118,20 @@ RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet"
 "$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
 
 DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
+OUT_DIR="outputs/$EXP"
+for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
+    case "$item" in
+        trainer.output_dir=*) OUT_DIR="${item#*=}" ;;
+        trainer.experiment_name=*) [[ "$OUT_DIR" == outputs/* ]] && OUT_DIR="outputs/${item#*=}" ;;
+    esac
+done
+# the terminal shows this project's own lines (phases, steps with the time left, errors); every line of the
+# warm start and the trainer goes to the run's log (OPENMANUS_VERBOSE=1: every line on the terminal too)
+RUN_LOG="$OUT_DIR/run.log"
+QUIET=("$PY" scripts/quiet.py --log "$RUN_LOG")
+[[ "${OPENMANUS_VERBOSE:-0}" == 1 ]] && QUIET+=(--all)
+mkdir -p "$OUT_DIR" && echo "=== $(date -u '+%Y-%m-%d %H:%M:%S') UTC: ./train_${ALGO}.sh $ORIGINAL_ARGS" >>"$RUN_LOG"
+echo "[train] every line of this run goes to $RUN_LOG; the terminal shows the run's own lines"
 RL_MODEL="$MODEL"
 if [[ "$WARM_START" == 1 ]]; then
     # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...), and SFT runs on RL's device
@@ -128,23 +143,20 @@ if [[ "$WARM_START" == 1 ]]; then
     done
     # demonstrations + SFT (with the sft.* overrides) once per (model, env, format or agent program, demos, agent
     # limits, SFT config); progress on stderr, the folder on stdout
-    RL_MODEL="$("$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
-        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"})"
+    WARM_OUT="$(mktemp)"
+    "$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
+        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"} 2>&1 >"$WARM_OUT" | "${QUIET[@]}" \
+        || { echo "[train] the warm start failed; its whole output is in $RUN_LOG" >&2; exit 1; }
+    RL_MODEL="$(tail -n 1 "$WARM_OUT")"; rm -f "$WARM_OUT"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
 else
     echo "[train] RL starts from the base model $MODEL (--no_warm_start)"
 fi
 WARM_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
-OUT_DIR="outputs/$EXP"
-for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
-    case "$item" in
-        trainer.output_dir=*) OUT_DIR="${item#*=}" ;;
-        trainer.experiment_name=*) [[ "$OUT_DIR" == outputs/* ]] && OUT_DIR="outputs/${item#*=}" ;;
-    esac
-done
 echo "[train] the trainer starts $NUM_SERVERS server(s) of each of $ENV_NAME on port(s) ${PORTS[*]} (logs in $OUT_DIR/env_logs)"
 STATUS=0
-"$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}" || STATUS=$?
+"$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}" 2>&1 | "${QUIET[@]}" || STATUS=$?
+[[ "$STATUS" == 0 ]] || echo "[train] the trainer exited with status $STATUS; its whole output is in $RUN_LOG" >&2
 WARM_ARGS=()
 [[ "$WARM_START" == 1 ]] && WARM_ARGS=(--warm_start "$(dirname "$(dirname "$RL_MODEL")")")
 "$PY" scripts/run_summary.py --phase "set-up and model=$SETUP_S" --phase "data and config check=$DATA_S" \

@@ -138,7 +138,7 @@ install() {  # install "$@" into the venv (the venv first on PATH: source builds
     else PATH="$VENV/bin:$PATH" "${PIP[@]}" install -q "$@"
     fi
 }
-say "installing with ${UV:+uv $("$UV" --version | cut -d' ' -f2)}${UV:-pip}"
+if [[ -n "$UV" ]]; then say "installing with $("$UV" --version)"; else say "installing with pip"; fi
 
 install --upgrade pip "setuptools>=69,<81" wheel
 
@@ -155,7 +155,7 @@ EXTRAS="$EXTRAS${OPTIONAL:+,$OPTIONAL}"
 
 say "installing $TORCH_SPEC first"
 install "$TORCH_SPEC"
-TORCH_VERSION="$("$PYBIN" -c 'import torch; print(torch.__version__)')"
+TORCH_VERSION="$("$PYBIN" -W ignore -c 'import torch; print(torch.__version__)')"  # numpy comes later
 echo "torch==$TORCH_VERSION" >"$CONSTRAINTS"
 say "torch $TORCH_VERSION installed; pinned for the rest of the install"
 

@@ -210,6 +210,22 @@ def test_tracking_jsonl_and_plot(tmp_path, capsys):
         Tracking("p", "e", ["fax"], str(tmp_path))
 
 
+def test_tracking_console_line_counts_steps_and_estimates_the_time_left(tmp_path, capsys, monkeypatch):
+    from verl.utils import tracking
+
+    clock = iter([100.0, 130.0, 160.0, 190.0])  # construction, then one reading per step: 30 s a step
+    monkeypatch.setattr(tracking.time, "monotonic", lambda: next(clock))
+    t = tracking.Tracking("p", "e", ["console"], str(tmp_path), total_steps=4)
+    for step in (2, 3, 4):  # resumed after step 1: the estimate counts the steps this run made
+        t.log({"sft/train_loss": 1.0}, step=step)
+    assert capsys.readouterr().out.splitlines() == [
+        "[step 2/4] loss=1 (~60 s left)",  # 30 s for 1 step, 2 to go
+        "[step 3/4] loss=1 (~30 s left)",  # 60 s for 2 steps, 1 to go
+        "[step 4/4] loss=1",
+    ]
+    assert [tracking.time_left(s) for s in (89, 90, 5399, 5400)] == ["~89 s left", "~1.5 min left", "~90.0 min left", "~1.5 h left"]
+
+
 # ----------------------------------------------------------------------------- loss aggregation and metrics
 
 

@@ -252,7 +252,8 @@ class SFTTrainer(Worker):
         cfg.optim.total_training_steps = steps_per_epoch * t.epochs
         model = self.model = self._build()
         out_dir = Path(cfg.trainer.output_dir)
-        tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir))
+        tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir),
+                           total_steps=cfg.optim.total_training_steps)
         batching = UpdateBatchingConfig(ppo_mini_batch_size=t.batch_size, ppo_micro_batch_size_per_gpu=t.micro_batch_size,
                                         use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, ppo_epochs=1,
                                         shuffle=False, loss_agg_mode="token-mean", loss_scale_factor=None,

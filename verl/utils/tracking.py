@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 BACKENDS = ("console", "jsonl", "tensorboard", "wandb")
@@ -39,14 +40,29 @@ def _clean(metrics: dict) -> dict[str, float]:
     return out
 
 
-class Tracking:
-    """Send a dict of scalar metrics per step to every configured backend."""
+def time_left(seconds: float) -> str:
+    """``seconds`` as the console line's estimate: ``~40 s left``, ``~3.5 min left``, ``~1.2 h left``."""
+    if seconds < 90:
+        return f"~{seconds:.0f} s left"
+    return f"~{seconds / 60:.1f} min left" if seconds < 5400 else f"~{seconds / 3600:.1f} h left"
 
-    def __init__(self, project: str, experiment: str, backends: list[str], log_dir: str, config: dict | None = None):
+
+class Tracking:
+    """Send a dict of scalar metrics per step to every configured backend.
+
+    With ``total_steps`` the console line reads ``[step k/total] ... ~T left``, where T is the mean wall
+    time per step since this tracker started, times the steps still to go.
+    """
+
+    def __init__(self, project: str, experiment: str, backends: list[str], log_dir: str, config: dict | None = None,
+                 total_steps: int | None = None):
         unknown = [b for b in backends if b not in BACKENDS]
         if unknown:
             raise ValueError(f"unknown logger(s) {unknown}; known: {list(BACKENDS)}")
         self.backends = list(backends)
+        self.total_steps = total_steps
+        self._started = time.monotonic()
+        self._first_step: int | None = None
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = self.log_dir / "metrics.jsonl"
@@ -68,7 +84,8 @@ class Tracking:
         if "console" in self.backends:
             parts = [f"{short}={data[key]:.4g}" for key, short in CONSOLE_KEYS if key in data]
             val = [f"{k}={v:.4g}" for k, v in data.items() if k.startswith("val/") and k.endswith(("success_rate", "reward/mean"))]
-            print(f"[step {step}] " + " ".join(parts + val), file=sys.stdout, flush=True)
+            tag, estimate = self._progress(step)
+            print(f"[{tag}] " + " ".join(parts + val + estimate), file=sys.stdout, flush=True)
         if self._jsonl:
             self._jsonl.write(json.dumps({"step": step, **data}) + "\n")
             self._jsonl.flush()
@@ -78,6 +95,16 @@ class Tracking:
             self._tb.flush()
         if self._wandb:
             self._wandb.log(data, step=step)
+
+    def _progress(self, step: int) -> tuple[str, list[str]]:
+        """The console line's tag (``step k``, or ``step k/total``) and, with a total, the estimate of the time left."""
+        if not self.total_steps:
+            return f"step {step}", []
+        if self._first_step is None:
+            self._first_step = max(step - 1, 0)  # a resumed run counts its steps from where it began
+        done, left = step - self._first_step, self.total_steps - step
+        estimate = [f"({time_left((time.monotonic() - self._started) / done * left)})"] if done > 0 and left > 0 else []
+        return f"step {step}/{self.total_steps}", estimate
 
     def close(self) -> None:
         if self._jsonl:

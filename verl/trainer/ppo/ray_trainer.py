@@ -563,7 +563,8 @@ class RayPPOTrainer:
     def fit(self) -> dict[str, float]:
         """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics (`RunStopped` on a fault)."""
         t = self.config.trainer
-        tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None)
+        tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None,
+                           total_steps=t.total_training_steps)
         self._load_checkpoint()
         last: dict[str, float] = {}
         started = time.monotonic()  # trainer.max_minutes counts from here: validations included
