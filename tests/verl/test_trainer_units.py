@@ -127,7 +127,7 @@ def test_main_reports_config_errors_with_exit_code_2(tiny_model_path, task_files
 
 
 def short_answer(data_source, solution_str, ground_truth, extra_info=None):
-    """The README's worked example: 1 for a successful episode, minus 0.01 per turn."""
+    """docs/configuration.md's worked example: 1 for a successful episode, minus 0.01 per turn."""
     return float(extra_info["success"]) - 0.01 * extra_info["num_turns"]
 
 
