@@ -103,12 +103,11 @@ for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
     esac
 done
 # the terminal shows this project's own lines (phases, steps with the time left, errors); every line of the
-# warm start and the trainer goes to the run's log (OPENMANUS_VERBOSE=1: every line on the terminal too)
+# model conversion, the warm start and the trainer goes to the run's log (OPENMANUS_VERBOSE=1: on the terminal too)
 RUN_LOG="$OUT_DIR/run.log"
-QUIET=("$PY" scripts/quiet.py --log "$RUN_LOG")
-[[ "${OPENMANUS_VERBOSE:-0}" == 1 ]] && QUIET+=(--all)
-mkdir -p "$OUT_DIR" && echo "=== $(date -u '+%Y-%m-%d %H:%M:%S') UTC: ./train_${ALGO}.sh $ORIGINAL_ARGS" >>"$RUN_LOG"
-echo "[train] every line of this run goes to $RUN_LOG; the terminal shows the run's own lines"
+quiet() { "$PY" scripts/quiet.py --log "$1" $([[ "${OPENMANUS_VERBOSE:-0}" == 1 ]] && echo --all); }
+PREP_LOG="$(mktemp)"  # the model conversion's lines, moved into the run's log once the config check has passed
+trap 'rm -f "$PREP_LOG"' EXIT
 PHASE_START=0  # phases for the summary at the end (scripts/run_summary.py), from the start of this script
 EXTRA="$("$PY" -c 'import sys; from agentgym.registry import get_env_spec
 print(",".join(sorted({get_env_spec(n).extra for n in sys.argv[1:]} - {None})))' "${ENVS[@]}")"
@@ -117,7 +116,7 @@ if [[ -n "$EXTRA" ]]; then
 fi
 if [[ -z "$MODEL" ]]; then
     MODEL_OUT="$(mktemp)"  # the folder on stdout; the conversion's progress to the run's log
-    "$PY" scripts/prepare_model.py 2>&1 >"$MODEL_OUT" | "${QUIET[@]}"
+    "$PY" scripts/prepare_model.py 2>&1 >"$MODEL_OUT" | quiet "$PREP_LOG"
     MODEL="$(tail -n 1 "$MODEL_OUT")"; rm -f "$MODEL_OUT"
 fi
 SETUP_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
@@ -132,6 +131,9 @@ RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet"
          ${OVERRIDES[@]+"${OVERRIDES[@]}"})
 # every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
 "$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
+mkdir -p "$OUT_DIR"
+{ echo "=== $(date -u '+%Y-%m-%d %H:%M:%S') UTC: ./train_${ALGO}.sh $ORIGINAL_ARGS"; cat "$PREP_LOG"; } >>"$RUN_LOG"
+echo "[train] every line of this run goes to $RUN_LOG; the terminal shows the run's own lines"
 
 DATA_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 RL_MODEL="$MODEL"
@@ -147,7 +149,7 @@ if [[ "$WARM_START" == 1 ]]; then
     # limits, SFT config); progress on stderr, the folder on stdout
     WARM_OUT="$(mktemp)"
     "$PY" scripts/warm_start.py --env_name "$ENV_NAME" --model "$MODEL" --n_demos "$N_DEMOS" \
-        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"} 2>&1 >"$WARM_OUT" | "${QUIET[@]}" \
+        ${WARM_OVERRIDES[@]+"${WARM_OVERRIDES[@]}"} ${SFT_OVERRIDES[@]+"${SFT_OVERRIDES[@]}"} 2>&1 >"$WARM_OUT" | quiet "$RUN_LOG" \
         || { echo "[train] the warm start failed; its whole output is in $RUN_LOG" >&2; exit 1; }
     RL_MODEL="$(tail -n 1 "$WARM_OUT")"; rm -f "$WARM_OUT"
     echo "[train] RL starts from the warm start $RL_MODEL (base model $MODEL)"
@@ -157,7 +159,7 @@ fi
 WARM_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 echo "[train] the trainer starts $NUM_SERVERS server(s) of each of $ENV_NAME on port(s) ${PORTS[*]} (logs in $OUT_DIR/env_logs)"
 STATUS=0
-"$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}" 2>&1 | "${QUIET[@]}" || STATUS=$?
+"$PY" -m verl.trainer.main_ppo actor_rollout_ref.model.path="$RL_MODEL" "${RL_ARGS[@]}" 2>&1 | quiet "$RUN_LOG" || STATUS=$?
 [[ "$STATUS" == 0 ]] || echo "[train] the trainer exited with status $STATUS; its whole output is in $RUN_LOG" >&2
 WARM_ARGS=()
 [[ "$WARM_START" == 1 ]] && WARM_ARGS=(--warm_start "$(dirname "$(dirname "$RL_MODEL")")")

@@ -110,7 +110,7 @@ if [[ ",$OPTIONAL," == *,sciworld,* ]] && ! command -v java >/dev/null 2>&1; the
     command -v java >/dev/null || die "Java was installed but 'java' is not on PATH"
 fi
 
-# uv where it can be had (10-20x faster than pip on a cold cache: docs/performance.md), else pip
+# uv where it can be had (2.6x faster than pip on a cold cache here: docs/performance.md), else pip
 UV=""
 if [[ "$INSTALLER" != pip ]]; then
     if command -v uv >/dev/null 2>&1; then UV="$(command -v uv)"

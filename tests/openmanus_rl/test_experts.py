@@ -306,6 +306,17 @@ def test_a_bad_sft_override_fails_before_any_demonstration(tiny_model_path: str,
     assert proc.stderr == "sft.* overrides configure the warm start, which --no_warm_start skips: sft.train.epochs=1\n"
 
 
+def test_a_bad_rl_override_fails_before_anything_is_written_under_the_runs_folder(tiny_model_path: str, tmp_path: Path) -> None:
+    """The job checks the whole config before the warm start, the servers or its output folder (where the run's
+    log goes): a bad value stops it with exit code 2 and the run's folder is not created."""
+    out = tmp_path / "run"
+    proc = subprocess.run(["bash", "train_ppo.sh", "--env_name", "maze", "--model", tiny_model_path, "--data_dir", str(tmp_path / "data"),
+                           "agent.max_turns=0", f"trainer.output_dir={out}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "config error: agent: max_turns must be an int >= 1 (or null: each env's own cap), got 0" in proc.stderr
+    assert not out.exists() and "every line of this run goes to" not in proc.stdout
+
+
 def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     """``run_training.sh`` passes ``+agent.program=`` on: the warm start takes the program out of the SFT overrides,
     and the program and its source are part of the cache key."""
