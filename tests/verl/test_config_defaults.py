@@ -19,13 +19,14 @@ from omegaconf import OmegaConf
 
 from openmanus_rl.agent import AgentConfig
 from verl.trainer.ppo.config import PPOConfig, load_config
+from verl.trainer.rm_trainer import RMConfig
 from verl.trainer.sft_trainer import SFTConfig
 from verl.utils import yaml_defaults
 from verl.utils.yaml_defaults import CONFIG_DIR, compose, yaml_value
 from verl.workers.config import ConfigError, defaults_from, from_dict
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = {"ppo_trainer": PPOConfig, "sft_trainer": SFTConfig}
+ROOTS = {"ppo_trainer": PPOConfig, "sft_trainer": SFTConfig, "rm_trainer": RMConfig}
 TYPED_SECTIONS = {("ppo_trainer", "agent"): AgentConfig}  # sections a root types as a plain dict
 
 
@@ -92,8 +93,9 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
         config_classes(cls, classes)
     assert sorted(classes) == [
         "ActorConfig", "ActorRolloutRefConfig", "AgentConfig", "AlgorithmConfig", "CriticConfig", "DataConfig",
-        "FilterGroupsConfig", "GiGPOConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig", "PPOConfig", "RayInitConfig",
-        "RefConfig", "RolloutConfig", "SFTConfig", "SFTDataConfig", "SFTRunConfig", "SFTTrainConfig", "TrainerConfig"]
+        "FilterGroupsConfig", "GiGPOConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig", "PPOConfig", "RMConfig",
+        "RMDataConfig", "RMModelConfig", "RMRunConfig", "RMTrainConfig", "RayInitConfig", "RefConfig", "RewardModelConfig",
+        "RolloutConfig", "SFTConfig", "SFTDataConfig", "SFTRunConfig", "SFTTrainConfig", "ScoreModelConfig", "TrainerConfig"]
     for name, cls in classes.items():
         assert cls() == from_dict(cls, yaml_value(*cls._yaml_source), name, validate=False), name
     assert AgentConfig._yaml_source == ("ppo_trainer", "agent")

@@ -25,6 +25,11 @@ CONSOLE_KEYS = (
     ("timing_s/step", "step_s"),
     ("sft/train_loss", "loss"),
     ("sft/dev_loss", "dev_loss"),
+    ("reward_model/agreement", "rm_agree"),
+    ("rm/train_loss", "loss"),
+    ("rm/dev_auc", "dev_auc"),
+    ("rm/dev_pair_accuracy", "dev_pair_acc"),
+    ("rm/test_auc", "test_auc"),
 )
 
 

@@ -362,6 +362,48 @@ class CriticConfig(UpdateBatchingConfig):
                               "stays a full model (its value head and backbone train in full); set it to 0")
 
 
+@dataclass
+@defaults_from("ppo_trainer", "reward_model.model")
+class ScoreModelConfig:
+    """Where a reward model's weights come from (`verl.workers.reward_model`)."""
+
+    path: str
+    attn_implementation: str
+
+
+REWARD_COMBINE = ("replace", "add")
+REWARD_TRANSFORMS = ("sigmoid", "raw")
+
+
+@dataclass
+@defaults_from("ppo_trainer", "reward_model")
+class RewardModelConfig:
+    """A learned reward model's place in the run: what it scores, how the score becomes the reward, and its passes."""
+
+    enable: bool
+    model: ScoreModelConfig
+    combine: str
+    weight: float
+    transform: str
+    per_turn: bool
+    dtype: str
+    micro_batch_size_per_gpu: int
+    use_dynamic_bsz: bool
+    max_token_len_per_gpu: int
+    tree_packing: str
+    device: str
+    num_threads: int
+
+    def validate(self, where: str) -> None:
+        _choice(self.combine, REWARD_COMBINE, f"{where}.combine")
+        _choice(self.transform, REWARD_TRANSFORMS, f"{where}.transform")
+        _choice(self.dtype, DTYPES, f"{where}.dtype")
+        check_tree_packing(self.tree_packing, self.model.attn_implementation, where)
+        for name in ("micro_batch_size_per_gpu", "max_token_len_per_gpu"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+
+
 def resolve_policy_precision(cfg: ActorRolloutRefConfig) -> dict[str, Precision]:
     """The compute dtypes of the actor (autocast), the reference and the rollout engine, ``auto`` resolved."""
     actor = resolve_dtype(cfg.actor.mixed_precision, cfg.device, "train")

@@ -17,8 +17,8 @@ from typing import Any
 from verl.trainer.ppo import core_algos
 from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
-from verl.workers.config import (ActorRolloutRefConfig, ConfigError, CriticConfig, defaults_from, load_yaml_config,
-                                 resolve_policy_precision)
+from verl.workers.config import (ActorRolloutRefConfig, ConfigError, CriticConfig, RewardModelConfig, defaults_from,
+                                 load_yaml_config, resolve_policy_precision)
 
 
 @dataclass
@@ -130,6 +130,7 @@ class PPOConfig:
     data: DataConfig
     actor_rollout_ref: ActorRolloutRefConfig
     critic: CriticConfig
+    reward_model: RewardModelConfig
     algorithm: AlgorithmConfig
     agent: dict[str, Any]  # typed by the rollout plugin (`data.rollout`)
     trainer: TrainerConfig
@@ -239,6 +240,11 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         if alg.reward_score_fn not in SUPPORTED_REWARD_SCORE_FNS:
             raise ConfigError(f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
 
+    rm = cfg.reward_model
+    if rm.enable and int(cfg.agent.get("history_window", 0) or 0) > 0:
+        raise ConfigError("reward_model.enable scores whole trajectories; step-wise rows (agent.history_window > 0) are not "
+                          "supported with it: set agent.history_window=0")
+
     try:
         plugin.validate(cfg)
     except ConfigError:
@@ -274,6 +280,11 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
             from verl.utils.lora import check_target_modules
 
             check_target_modules(model, cfg.actor_rollout_ref.model.target_modules, "actor_rollout_ref.model")
+        if rm.enable:
+            from verl.workers.reward_model import reward_model_problem
+
+            if problem := reward_model_problem(rm.model.path):
+                raise ConfigError(f"reward_model.model.path: {problem}")
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
                 raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")
@@ -304,13 +315,17 @@ def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dic
 
         cuda_available = torch.cuda.is_available()
     if cfg.trainer.device == "cuda" and not cuda_available:
-        return {role: {"dtype": "auto", "reason": "resolved by each worker on its GPU"} for role in ("actor", "ref", "rollout", "critic")}
+        return {role: {"dtype": "auto", "reason": "resolved by each worker on its GPU"}
+                for role in ("actor", "ref", "rollout", "critic", "reward_model")}
     arr = cfg.actor_rollout_ref
     chosen = resolve_policy_precision(arr)
     arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype = chosen["actor"].dtype, chosen["ref"].dtype, chosen["rollout"].dtype
     if cfg.use_critic:
         chosen["critic"] = resolve_dtype(cfg.critic.mixed_precision, cfg.critic.device, "train")
         cfg.critic.mixed_precision = chosen["critic"].dtype
+    if cfg.reward_model.enable:
+        chosen["reward_model"] = resolve_dtype(cfg.reward_model.dtype, cfg.reward_model.device, "infer")
+        cfg.reward_model.dtype = chosen["reward_model"].dtype
     if not cfg.use_ref:
         del chosen["ref"]
     for role, precision in chosen.items():

@@ -5,6 +5,7 @@ One step (``fit``)::
     tasks      = dataloader.next_batch()
     batch      = rollout.run_llm_loop(tasks)               # e.g. multi-turn agent episodes: what happened, per row
     scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
+    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's score in R
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -54,6 +55,7 @@ from verl.trainer.checkpoint import LATEST_MARKER
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
+from verl.trainer.ppo.model_reward import apply_model_reward
 from verl.trainer.ppo.reward import RewardManager, mark_failed
 from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
 from verl.utils.batch import concat_padded
@@ -62,6 +64,7 @@ from verl.utils.memory import current_rss_gb
 from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
 from verl.workers.fsdp_workers import ROLLOUT_GROUP, ActorRolloutRefWorker, CriticWorker
+from verl.workers.reward_model import RewardModelWorker
 
 AHEAD_FILE = "rollout_ahead.pt"  # in a checkpoint: the next step's batch, rolled out ahead (trainer.staleness=1)
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")  # what every model pass reads
@@ -105,6 +108,7 @@ class RayPPOTrainer:
         alg = config.algorithm
         self.reward_manager = RewardManager(tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s)
         self.global_step = 0
+        self.rm_wg = None  # the reward-model group, with reward_model.enable (init_workers)
         kl = config.algorithm.kl_ctrl
         self.kl_ctrl = (
             core_algos.AdaptiveKLController(kl.kl_coef, kl.target_kl, kl.horizon)
@@ -125,9 +129,10 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ workers
     def init_workers(self) -> None:
-        """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term."""
+        """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term,
+        the reward model only with ``reward_model.enable``."""
         cfg, t = self.config, self.config.trainer
-        groups = 2 if cfg.use_critic else 1
+        groups = 1 + int(cfg.use_critic) + int(cfg.reward_model.enable)
         self.pool = RayResourcePool(
             [t.n_workers_per_node] * t.nnodes,
             use_gpu=t.device == "cuda",
@@ -144,7 +149,11 @@ class RayPPOTrainer:
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
-        groups = [g for g in (self.actor_rollout_wg, self.critic_wg) if g is not None]
+        self.rm_wg = None
+        if cfg.reward_model.enable:
+            self.rm_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(RewardModelWorker, config=cfg.reward_model))
+            self.rm_wg.init_model()
+        groups = [g for g in (self.actor_rollout_wg, self.critic_wg, self.rm_wg) if g is not None]
         print("[trainer] workers: " + "; ".join(f"{g.cls_name} pids {g.pids()}" for g in groups), flush=True)
         print("[trainer] placement: " + "; ".join(f"{g.cls_name} ranks on nodes {[node[:8] for node in g.node_ids()]}" for g in groups), flush=True)
         self.rollout, self.val_rollout = self._build_rollouts()
@@ -161,7 +170,7 @@ class RayPPOTrainer:
     def shutdown(self) -> None:
         if self._ahead_pool is not None:
             self._ahead_pool.shutdown(wait=False, cancel_futures=True)
-        for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None)):
+        for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None), getattr(self, "rm_wg", None)):
             if wg is not None:
                 wg.shutdown()
         for rollout in (getattr(self, "rollout", None), getattr(self, "val_rollout", None)):
@@ -212,7 +221,7 @@ class RayPPOTrainer:
         are marked failed (`mark_failed`), out of every group, loss and metric, and counted in
         ``remax/failed_baseline_rows``."""
         greedy = self.val_rollout.run_llm_loop(tasks, do_sample=False, global_step=self.global_step)
-        self.reward_manager(greedy)
+        self._score(greedy)
         g = greedy.non_tensor_batch
         by_task = {task: score for task, score, failed in zip(g["task_id"], greedy.batch["outcome_scores"].tolist(), g["failed"])
                    if not failed}
@@ -253,12 +262,24 @@ class RayPPOTrainer:
         rollout_metrics = batch.meta_info.pop("metrics", {})
         if round_ == 0:
             metrics.update(rollout_metrics)
-            metrics.update(self.reward_manager(batch))
+            metrics.update(self._score(batch))
         else:
-            self.reward_manager(batch)
+            self._score(batch)
             uids = batch.non_tensor_batch["uid"]
             uids[:] = [f"refill{round_}-{u}" for u in uids]
         return batch
+
+    def _score(self, batch: DataProto) -> dict[str, float]:
+        """The training reward of ``batch``: the reward path's, then, with ``reward_model.enable``, the learned
+        model's score in it (`verl.trainer.ppo.model_reward`). Validation keeps the reward path's alone: dev
+        success is the env's verdict."""
+        metrics = self.reward_manager(batch)
+        if self.rm_wg is not None:
+            start = time.perf_counter()
+            out = self.rm_wg.compute_rm_score(self._for_worker(batch))
+            metrics.update(apply_model_reward(batch, out.batch["rm_scores"], self.config.reward_model, self.reward_manager))
+            metrics["timing_s/reward_model"] = time.perf_counter() - start
+        return metrics
 
     def _informative(self, group: DataProto) -> bool:
         """Whether the estimator can give a row of ``group`` (one task's rows) a non-zero advantage: its own

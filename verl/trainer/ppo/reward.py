@@ -206,9 +206,20 @@ class RewardManager:
             for key, value in extra.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     details.setdefault(f"reward/{name}/{key}/mean", []).append(float(value))
+        self.place(batch, rewards)
+        metrics = {f"reward/{name}/mean": float(np.mean(v)) for name, v in per_fn.items()}
+        metrics.update({key: float(np.mean(v)) for key, v in details.items()})
+        metrics["reward/errors"] = float(errors)
+        return metrics
+
+    def place(self, batch: DataProto, rewards: list[float]) -> None:
+        """Write ``outcome_scores`` = ``rewards`` and ``token_level_scores``: each reward on its row's model tokens
+        by the allocation (step-wise rows: row k of K carries ``gamma^(K-1-k) R`` under discounted)."""
+        nt = batch.non_tensor_batch
+        n = len(batch)
         masks = batch.batch["response_mask"].tolist()
         width = batch.batch["responses"].shape[1]
-        if "step" in nt:  # step-wise rows: row k of K carries gamma^(K-1-k) R under discounted, R otherwise
+        if "step" in nt:
             placed = [r * (self.gamma ** (int(nt["num_turns"][i]) - 1 - int(nt["step"][i])) if self.allocation == "discounted" else 1.0)
                       for i, r in enumerate(rewards)]
             within_row = "last_token" if self.allocation == "discounted" else self.allocation
@@ -218,7 +229,3 @@ class RewardManager:
             scores = allocate(self.allocation, rewards, masks, ends, width, self.gamma)
         batch.batch["token_level_scores"] = scores
         batch.batch["outcome_scores"] = torch.tensor(rewards, dtype=torch.float32)
-        metrics = {f"reward/{name}/mean": float(np.mean(v)) for name, v in per_fn.items()}
-        metrics.update({key: float(np.mean(v)) for key, v in details.items()})
-        metrics["reward/errors"] = float(errors)
-        return metrics
