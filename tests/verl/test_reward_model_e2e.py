@@ -1,0 +1,90 @@
+"""A reward model end to end with the tiny model: `main_rm` trains and saves a folder whose scores reproduce its
+reported dev AUC, and `main_ppo` trains a GRPO step on that model's scores (real Ray, a real reward-model worker)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def synthetic_trajectories(path: Path, tasks: range, seed: int) -> None:
+    """Two trajectories a task: a shared prompt, then an action ending in token 200 (success) or 300 (failure)."""
+    rng = np.random.RandomState(seed)
+    rows = []
+    for task in tasks:
+        prompt = rng.randint(10, 100, size=12).tolist()
+        for ok in (True, False):
+            ids = prompt + rng.randint(10, 100, size=5).tolist() + [200 if ok else 300]
+            rows.append({"task_id": task, "input_ids": ids, "turn_ends": [len(ids) - 1], "success": ok,
+                         "env_reward": float(ok), "prompt_length": 12})
+    pd.DataFrame(rows).to_parquet(path)
+
+
+@pytest.fixture(scope="module")
+def trained_rm(tiny_model_path, tmp_path_factory):
+    data = tmp_path_factory.mktemp("rm_data")
+    synthetic_trajectories(data / "train.parquet", range(0, 16), 0)
+    synthetic_trajectories(data / "dev.parquet", range(16, 20), 1)
+    out = tmp_path_factory.mktemp("rm_run")
+    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_rm", f"model.path={tiny_model_path}",
+                           f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet",
+                           f"data.test_files={data}/dev.parquet", "train.objective=pairwise", "train.batch_size=4",
+                           "train.epochs=2", "optim.lr=1e-3", "train.mixed_precision=float32", "trainer.num_threads=1",
+                           f"trainer.output_dir={out}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert proc.returncode == 0, f"main_rm failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return out, data, proc.stdout
+
+
+def test_main_rm_saves_a_folder_that_reproduces_its_dev_auc(trained_rm):
+    from verl.trainer.rm_trainer import read_trajectories
+    from verl.utils.ranking import roc_auc
+    from verl.workers.reward_model import load_score_model, position_scores, reward_model_problem
+
+    out, data, stdout = trained_rm
+    summary = json.loads((out / "rm_summary.json").read_text())
+    assert stdout.strip().splitlines()[-1] == str(out / "huggingface") and reward_model_problem(str(out / "huggingface")) is None
+    assert summary["train_units"] == 16 and summary["steps"] == 8 and summary["dev_trajectories"] == 8
+    dev, _ = read_trajectories(str(data / "dev.parquet"), 3072)
+    module = load_score_model(str(out / "huggingface")).eval()
+    with torch.no_grad():
+        scores = [float(position_scores(module, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))[0, at])
+                  for ids, at in zip(dev.ids, dev.score_at)]
+    assert roc_auc(scores, dev.success) == summary["best_dev_auc"] == summary["test"]["auc"]
+    assert summary["best_dev_auc"] > 0.5  # one token tells success from failure: two epochs learn some of it
+
+
+def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, countdown_data, tmp_path):
+    rm_folder = trained_rm[0] / "huggingface"
+    out = tmp_path / "run"
+    args = [
+        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
+        f"data.train_files={countdown_data}/train.parquet", f"data.val_files={countdown_data}/dev.parquet",
+        "algorithm.reward_score_fn=exact_match", "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.name=hf",
+        "reward_model.enable=true", f"reward_model.model.path={rm_folder}", "reward_model.transform=raw",
+        "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0",
+        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+    ]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert "RewardModelWorker pids" in proc.stdout
+    (step,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert step["reward/exact_match/mean"] == 0.5  # the env's (here the rule's) reward, still logged
+    assert step["reward_model/env_reward/mean"] == 0.5 and step["reward_model/failures"] == 0.0
+    assert step["reward_model/agreement_pairs"] == 2.0  # each group: "4" (right) against "5" (wrong)
+    assert step["timing_s/reward_model"] > 0 and "reward_model/score/std" in step
+    # both replies differ in their last token only, so the model's scores differ and every group carries signal
+    assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0
