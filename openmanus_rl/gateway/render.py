@@ -26,8 +26,7 @@ from typing import Any
 
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.tool_calls import TOOL_CALL, ToolCallError, read_call, tool_block
-
-from .api import ApiError, Message, Tool
+from verl.utils.openai_api import ApiError, Message, Tool
 
 TOOLS_PROMPT = (
     "You can call these tools (one JSON schema per line):\n{tools}\n"

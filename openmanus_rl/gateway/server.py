@@ -23,28 +23,20 @@ always apply, whatever the request says; the body's ``gateway`` field lists what
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import socket
 import threading
-import time
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
 
-from .api import ApiError, parse_chat_request
+from verl.utils.http_server import BackgroundServer, add_error_handlers, read_json_body
+from verl.utils.openai_api import ApiError, parse_chat_request
+
 from .dispatch import Cancelled, Dispatcher
 from .session import Session
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
-START_TIMEOUT_S = 30.0
-
-
-def _error(exc: ApiError) -> JSONResponse:
-    return JSONResponse(exc.payload(), status_code=exc.status)
 
 
 class Gateway:
@@ -60,23 +52,12 @@ class Gateway:
         self._by_key: dict[str, Session] = {}
         self._dispatchers: dict[int, tuple[Any, Dispatcher]] = {}
         self._lock = threading.Lock()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self._app(), log_level="warning", access_log=False))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="gateway-http",
-                                        daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the gateway did not start on 127.0.0.1:{self.port}")
-            time.sleep(0.01)
+        self._http = BackgroundServer(self._app(), "gateway-http")
+        self.port = self._http.port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._http.url
 
     # ------------------------------------------------------------------ the shared instance
     @classmethod
@@ -99,8 +80,7 @@ class Gateway:
 
     def close(self) -> None:
         """Stop the server and every dispatcher."""
-        self._server.should_exit = True
-        self._thread.join()
+        self._http.close()
         for _, dispatcher in self._dispatchers.values():
             dispatcher.close()
 
@@ -145,38 +125,10 @@ class Gateway:
             raise ApiError(404, f"session {session.id} is closed: its episode ended", "session_closed")
         return session
 
-    async def _body(self, request: Request) -> Any:
-        declared = request.headers.get("content-length", "")
-        too_large = ApiError(413, f"the body is larger than {self.max_body_bytes} bytes", "body_too_large")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise too_large
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise too_large
-            chunks.append(chunk)
-        try:
-            return json.loads(b"".join(chunks))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
-
     # ------------------------------------------------------------------ the app
     def _app(self) -> FastAPI:
         app = FastAPI(title="openmanus-rl gateway", docs_url=None, redoc_url=None, openapi_url=None)
-
-        @app.exception_handler(ApiError)
-        async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-            return _error(exc)
-
-        @app.exception_handler(HTTPException)
-        async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-            code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-            return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code))
-
-        @app.exception_handler(Exception)
-        async def server_error(request: Request, exc: Exception) -> JSONResponse:
-            return _error(ApiError(500, f"{type(exc).__name__}: {exc}", "internal_error", type="server_error"))
+        add_error_handlers(app)
 
         async def models(request: Request) -> dict[str, Any]:
             session = self._session(request, request.path_params.get("session_id"))
@@ -185,7 +137,7 @@ class Gateway:
 
         async def chat(request: Request) -> JSONResponse:
             session = self._session(request, request.path_params.get("session_id"))
-            pending = session.begin(parse_chat_request(await self._body(request)))
+            pending = session.begin(parse_chat_request(await read_json_body(request, self.max_body_bytes)))
             try:
                 ids, log_probs, reason = await asyncio.wrap_future(pending.future)
             except Cancelled as exc:

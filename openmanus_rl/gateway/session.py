@@ -41,9 +41,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl.utils.openai_api import ApiError, ChatRequest
 from verl.utils.seeding import SEED_MOD
 
-from .api import ApiError, ChatRequest, Reply, ignored_sampling
+from .api import Reply, ignored_sampling
 from .config import GatewayConfig
 from .dispatch import Dispatcher
 from .render import ChatRenderer, ParsedReply, parse_reply

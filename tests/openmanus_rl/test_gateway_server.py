@@ -140,7 +140,7 @@ def test_every_error_is_an_openai_error_object(served):
         400, "streaming is not supported: send stream=false (each call is answered whole)", "unsupported_parameter",
         "stream")
     assert failing(lambda: create(n=2)) == error(
-        400, "n must be 1 (one episode, one reply per call), got 2", "unsupported_parameter", "n")
+        400, "n must be 1 (one reply per call), got 2", "unsupported_parameter", "n")
     assert failing(lambda: create(messages=[{"role": "robot", "content": "x"}])) == error(
         400, "messages.0.role: Input should be 'system', 'developer', 'user', 'assistant' or 'tool'", "invalid_value",
         "messages.0.role")
