@@ -93,7 +93,8 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
         config_classes(cls, classes)
     assert sorted(classes) == [
         "ActorConfig", "ActorRolloutRefConfig", "AgentConfig", "AlgorithmConfig", "CriticConfig", "DataConfig",
-        "FilterGroupsConfig", "GiGPOConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig", "PPOConfig", "RMConfig",
+        "FilterGroupsConfig", "GiGPOConfig", "JudgeConfig", "JudgeServeConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig",
+        "PPOConfig", "RMConfig",
         "RMDataConfig", "RMModelConfig", "RMRunConfig", "RMTrainConfig", "RayInitConfig", "RefConfig", "RewardModelConfig",
         "RolloutConfig", "SFTConfig", "SFTDataConfig", "SFTRunConfig", "SFTTrainConfig", "ScoreModelConfig", "TrainerConfig"]
     for name, cls in classes.items():

@@ -1,5 +1,6 @@
 """A reward model end to end with the tiny model: `main_rm` trains and saves a folder whose scores reproduce its
-reported dev AUC, and `main_ppo` trains a GRPO step on that model's scores (real Ray, a real reward-model worker)."""
+reported dev AUC, and `main_ppo` trains a GRPO step on that model's scores (real Ray, a real reward-model worker),
+and on a judge's (an OpenAI-style endpoint served by the test)."""
 
 import json
 import os
@@ -64,27 +65,69 @@ def test_main_rm_saves_a_folder_that_reproduces_its_dev_auc(trained_rm):
     assert summary["best_dev_auc"] > 0.5  # one token tells success from failure: two epochs learn some of it
 
 
-def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, countdown_data, tmp_path):
-    rm_folder = trained_rm[0] / "huggingface"
-    out = tmp_path / "run"
+def fixed_rollout_run(tiny_model_path, countdown_data, out, *extra) -> tuple[subprocess.CompletedProcess, dict]:
+    """One GRPO step of the fixed rollout (each group: "2+2=4", right, and "2+2=5", wrong) with ``extra`` overrides;
+    the process and the step's metrics."""
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
         f"data.train_files={countdown_data}/train.parquet", f"data.val_files={countdown_data}/dev.parquet",
         "algorithm.reward_score_fn=exact_match", "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.name=hf",
-        "reward_model.enable=true", f"reward_model.model.path={rm_folder}", "reward_model.transform=raw",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.name=hf", "reward_model.enable=true",
         "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0",
-        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
     ]
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=900, env=env)
     assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    assert "RewardModelWorker pids" in proc.stdout
     (step,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return proc, step
+
+
+def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, countdown_data, tmp_path):
+    rm_folder = trained_rm[0] / "huggingface"
+    proc, step = fixed_rollout_run(tiny_model_path, countdown_data, tmp_path / "run", f"reward_model.model.path={rm_folder}",
+                                   "reward_model.transform=raw")
+    assert "RewardModelWorker pids" in proc.stdout
     assert step["reward/exact_match/mean"] == 0.5  # the env's (here the rule's) reward, still logged
     assert step["reward_model/env_reward/mean"] == 0.5 and step["reward_model/failures"] == 0.0
     assert step["reward_model/agreement_pairs"] == 2.0  # each group: "4" (right) against "5" (wrong)
     assert step["timing_s/reward_model"] > 0 and "reward_model/score/std" in step
     # both replies differ in their last token only, so the model's scores differ and every group carries signal
+    assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0
+
+
+def test_grpo_trains_on_a_judges_score(tiny_model_path, countdown_data, tmp_path):
+    """The judge says yes to "2+2=4" with probability 0.9 and to "2+2=5" with 0.2: each group's scores are exactly those."""
+    import math
+
+    from fastapi import FastAPI, Request
+
+    from verl.utils.http_server import BackgroundServer
+
+    app = FastAPI()
+    asked: list[str] = []
+
+    @app.get("/v1/models")
+    async def models():
+        return {"data": [{"id": "arithmetic-judge"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        asked.append(content)
+        p = 0.9 if "2+2=4" in content else 0.2
+        top = [{"token": "Yes", "logprob": math.log(p)}, {"token": "No", "logprob": math.log(1 - p)}]
+        return {"choices": [{"message": {"content": "Yes"}, "logprobs": {"content": [{"top_logprobs": top}]}}]}
+
+    server = BackgroundServer(app, "arithmetic-judge")
+    try:
+        _, step = fixed_rollout_run(tiny_model_path, countdown_data, tmp_path / "run", "reward_model.kind=judge",
+                                    f"reward_model.judge.base_url={server.url}/v1", "reward_model.judge.max_concurrency=1")
+    finally:
+        server.close()
+    assert len(asked) == 2 and all(a.endswith("Answer with one word: Yes or No.\n") for a in asked)  # the default rubric
+    assert step["reward/exact_match/mean"] == 0.5 and step["reward_model/failures"] == 0.0
+    assert step["reward_model/score/mean"] == pytest.approx((0.9 + 0.2) / 2) and step["reward_model/agreement"] == 1.0
+    assert step["reward_model/judged"] == 4.0 and step["reward_model/judge_calls"] == 2.0 and step["reward_model/cache_hits"] == 2.0
     assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0

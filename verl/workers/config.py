@@ -371,6 +371,56 @@ class ScoreModelConfig:
     attn_implementation: str
 
 
+@dataclass
+@defaults_from("ppo_trainer", "reward_model.judge.serve")
+class JudgeServeConfig:
+    """The judge the run serves itself (`verl.workers.judge_server.JudgeServer`)."""
+
+    model_path: str
+    num_cpus: float
+    num_threads: int
+    dtype: str
+    kv_cache_gb: float
+    max_model_len: int
+    max_restarts: int
+    hang_s: float
+
+    def validate(self, where: str) -> None:
+        _choice(self.dtype, DTYPES, f"{where}.dtype")
+
+
+JUDGE_ANSWERS = ("yes_probability", "number")
+
+
+@dataclass
+@defaults_from("ppo_trainer", "reward_model.judge")
+class JudgeConfig:
+    """An LLM judge asked through the OpenAI chat API (`verl.trainer.ppo.judge`)."""
+
+    base_url: str | None
+    api_key_env: str | None
+    model: str | None
+    rubric: str | None
+    answer: str
+    max_tokens: int
+    max_concurrency: int
+    timeout_s: float
+    retries: int
+    max_failed_fraction: float
+    serve: JudgeServeConfig
+
+    def validate(self, where: str) -> None:
+        _choice(self.answer, JUDGE_ANSWERS, f"{where}.answer")
+        for name in ("max_tokens", "max_concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.timeout_s > 0 or self.retries < 0:
+            raise ConfigError(f"{where}.timeout_s must be > 0 and retries >= 0, got {self.timeout_s} and {self.retries}")
+        if not 0.0 <= self.max_failed_fraction <= 1.0:
+            raise ConfigError(f"{where}.max_failed_fraction must be in [0, 1], got {self.max_failed_fraction}")
+
+
+REWARD_KINDS = ("model", "judge")
 REWARD_COMBINE = ("replace", "add")
 REWARD_TRANSFORMS = ("sigmoid", "raw")
 
@@ -378,9 +428,10 @@ REWARD_TRANSFORMS = ("sigmoid", "raw")
 @dataclass
 @defaults_from("ppo_trainer", "reward_model")
 class RewardModelConfig:
-    """A learned reward model's place in the run: what it scores, how the score becomes the reward, and its passes."""
+    """A learned reward model or an LLM judge in the run: what scores, how the score becomes the reward, and its passes."""
 
     enable: bool
+    kind: str
     model: ScoreModelConfig
     combine: str
     weight: float
@@ -393,8 +444,12 @@ class RewardModelConfig:
     tree_packing: str
     device: str
     num_threads: int
+    judge: JudgeConfig
 
     def validate(self, where: str) -> None:
+        _choice(self.kind, REWARD_KINDS, f"{where}.kind")
+        if self.kind == "judge" and self.per_turn:
+            raise ConfigError(f"{where}.per_turn: the judge scores whole episodes; set per_turn=false with kind=judge")
         _choice(self.combine, REWARD_COMBINE, f"{where}.combine")
         _choice(self.transform, REWARD_TRANSFORMS, f"{where}.transform")
         _choice(self.dtype, DTYPES, f"{where}.dtype")

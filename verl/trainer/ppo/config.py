@@ -280,16 +280,39 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
             from verl.utils.lora import check_target_modules
 
             check_target_modules(model, cfg.actor_rollout_ref.model.target_modules, "actor_rollout_ref.model")
-        if rm.enable:
+        if rm.enable and rm.kind == "model":
             from verl.workers.reward_model import reward_model_problem
 
             if problem := reward_model_problem(rm.model.path):
                 raise ConfigError(f"reward_model.model.path: {problem}")
+        if rm.enable and rm.kind == "judge":
+            _check_judge(rm.judge)
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
                 raise ConfigError(f"{key}={path!r} does not exist; run scripts/prepare_data.py")
         for key, path in (("trainer.output_dir", t.output_dir), ("trainer.default_local_dir", t.default_local_dir)):
             _check_writable_dir(key, path)
+
+
+def _check_judge(judge) -> None:
+    """The rubric has its placeholder; a served judge's model is a folder; an external endpoint answers."""
+    from verl.trainer.ppo.judge import JudgeError, endpoint_model, load_rubric
+
+    try:
+        load_rubric(judge.rubric)
+    except ValueError as exc:
+        raise ConfigError(f"reward_model.judge.rubric: {exc}") from None
+    if judge.base_url is None:
+        if not (Path(judge.serve.model_path) / "config.json").is_file():
+            raise ConfigError(f"reward_model.judge.serve.model_path={judge.serve.model_path!r} is not a Hugging Face model "
+                              "folder (no config.json): name the judge model the run serves, or set reward_model.judge.base_url")
+        return
+    if judge.api_key_env and judge.api_key_env not in os.environ:
+        raise ConfigError(f"reward_model.judge.api_key_env={judge.api_key_env!r}: that environment variable is not set")
+    try:
+        endpoint_model(judge.base_url, os.environ.get(judge.api_key_env or "", None), min(judge.timeout_s, 10.0))
+    except JudgeError as exc:
+        raise ConfigError(f"reward_model.judge.base_url: {exc}") from None
 
 
 def _check_writable_dir(key: str, path: str) -> None:
@@ -323,7 +346,7 @@ def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dic
     if cfg.use_critic:
         chosen["critic"] = resolve_dtype(cfg.critic.mixed_precision, cfg.critic.device, "train")
         cfg.critic.mixed_precision = chosen["critic"].dtype
-    if cfg.reward_model.enable:
+    if cfg.reward_model.enable and cfg.reward_model.kind == "model":
         chosen["reward_model"] = resolve_dtype(cfg.reward_model.dtype, cfg.reward_model.device, "infer")
         cfg.reward_model.dtype = chosen["reward_model"].dtype
     if not cfg.use_ref:

@@ -1,9 +1,10 @@
-"""A learned reward model's score in the reward (``reward_model.*``), with the env's reward logged beside it.
+"""A learned reward model's or an LLM judge's score in the reward (``reward_model.*``), the env's reward logged beside it.
 
 After the reward path (`verl.trainer.ppo.reward.RewardManager`) has written each row's reward
 ``R_env``, the reward-model group returns ``rm_scores`` ``(B, T)``: ``r(x_{<=P+t})`` at every response
-token (`verl.workers.reward_model`). Per live row, with ``f`` = sigmoid or identity
-(``reward_model.transform``) and ``e_0 < ... < e_{K-1}`` the last model token of each turn:
+token (`verl.workers.reward_model`); a judge (`verl.trainer.ppo.judge`) puts its score on each row's last
+model token instead. Per live row, with ``f`` = sigmoid or identity (``reward_model.transform``; a judge's
+score is used as it is) and ``e_0 < ... < e_{K-1}`` the last model token of each turn:
 
     s_k = f(r at e_k),   s = s_{K-1}                       (the trajectory is scored at its final action)
     R   = s                                  combine=replace
@@ -14,9 +15,8 @@ token (`verl.workers.reward_model`). Per live row, with ``f`` = sigmoid or ident
 turn, ``d_k = s_k - s_{k-1}`` (``s_{-1} = 0``) at ``e_k`` (process rewards that sum to ``s``), plus, under
 add, ``R_env`` placed by the allocation.
 
-A row whose score is not finite is marked failed (out of groups, loss and denominators) and counted
-in ``reward_model/failures``; the trainer's ``max_failed_fraction`` check then stops a run where too
-many fail, as it does for env errors.
+A row whose score is not finite (a judge that timed out, answered nonsense or is down) is marked
+failed (out of groups, loss and denominators), with its reason, and counted in ``reward_model/failures``.
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ def turn_positions(response_mask: torch.Tensor, turn_ends: list[int] | None) -> 
     return [int(model[-1])] if len(model) else []
 
 
-def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardModelConfig,
-                       manager: RewardManager) -> dict[str, float]:
-    """Rewrite ``outcome_scores`` and ``token_level_scores`` of ``batch`` with the model's scores (module docstring);
-    returns ``reward_model/*`` metrics (the env's reward and success beside the score)."""
+def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardModelConfig, manager: RewardManager,
+                       errors: dict[int, str] | None = None) -> dict[str, float]:
+    """Rewrite ``outcome_scores`` and ``token_level_scores`` of ``batch`` with the scores (module docstring);
+    returns ``reward_model/*`` metrics (the env's reward and success beside the score). A judge's scores
+    (``cfg.kind`` judge) are used as they are (no ``transform``); ``errors``: why a row has no score."""
     nt, b = batch.non_tensor_batch, batch.batch
     n = len(batch)
     env = b["outcome_scores"].tolist()
@@ -66,10 +67,11 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
             positions = positions[-1:]
         raw = [float(rm_scores[i, p]) for p in positions]
         if not positions or not all(math.isfinite(r) for r in raw):
-            mark_failed(batch, [i], f"reward model: no finite score (got {raw[:4]})")
+            mark_failed(batch, [i], (errors or {}).get(i) or f"reward model: no finite score (got {raw[:4]})")
             failures += 1
             continue
-        turns[i] = [(p, transform(r, cfg.transform)) for p, r in zip(positions, raw)]
+        how = "raw" if cfg.kind == "judge" else cfg.transform
+        turns[i] = [(p, transform(r, how)) for p, r in zip(positions, raw)]
     live = [i for i in range(n) if turns[i]]
     scores = {i: turns[i][-1][1] for i in live}
     weight = cfg.weight if cfg.combine == "add" else 1.0

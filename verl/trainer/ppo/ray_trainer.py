@@ -5,7 +5,7 @@ One step (``fit``)::
     tasks      = dataloader.next_batch()
     batch      = rollout.run_llm_loop(tasks)               # e.g. multi-turn agent episodes: what happened, per row
     scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
-    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's score in R
+    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's or a judge's score in R
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -55,6 +55,7 @@ from verl.trainer.checkpoint import LATEST_MARKER
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
+from verl.trainer.ppo.judge import Judge, JudgeUnavailable, judge_failure_problem
 from verl.trainer.ppo.model_reward import apply_model_reward
 from verl.trainer.ppo.reward import RewardManager, mark_failed
 from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
@@ -109,6 +110,7 @@ class RayPPOTrainer:
         self.reward_manager = RewardManager(tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s)
         self.global_step = 0
         self.rm_wg = None  # the reward-model group, with reward_model.enable (init_workers)
+        self.judge = None  # the LLM judge, with reward_model.kind=judge (init_workers)
         kl = config.algorithm.kl_ctrl
         self.kl_ctrl = (
             core_algos.AdaptiveKLController(kl.kl_coef, kl.target_kl, kl.horizon)
@@ -132,7 +134,7 @@ class RayPPOTrainer:
         """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term,
         the reward model only with ``reward_model.enable``."""
         cfg, t = self.config, self.config.trainer
-        groups = 1 + int(cfg.use_critic) + int(cfg.reward_model.enable)
+        groups = 1 + int(cfg.use_critic) + int(cfg.reward_model.enable and cfg.reward_model.kind == "model")
         self.pool = RayResourcePool(
             [t.n_workers_per_node] * t.nnodes,
             use_gpu=t.device == "cuda",
@@ -150,7 +152,9 @@ class RayPPOTrainer:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
         self.rm_wg = None
-        if cfg.reward_model.enable:
+        if cfg.reward_model.enable and cfg.reward_model.kind == "judge":
+            self.judge = Judge(cfg.reward_model.judge, t.device, self.tokenizer)
+        elif cfg.reward_model.enable:
             self.rm_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(RewardModelWorker, config=cfg.reward_model))
             self.rm_wg.init_model()
         groups = [g for g in (self.actor_rollout_wg, self.critic_wg, self.rm_wg) if g is not None]
@@ -173,6 +177,8 @@ class RayPPOTrainer:
         for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None), getattr(self, "rm_wg", None)):
             if wg is not None:
                 wg.shutdown()
+        if self.judge is not None:
+            self.judge.close()
         for rollout in (getattr(self, "rollout", None), getattr(self, "val_rollout", None)):
             if rollout is not None and hasattr(rollout, "close"):
                 rollout.close()
@@ -271,14 +277,28 @@ class RayPPOTrainer:
 
     def _score(self, batch: DataProto) -> dict[str, float]:
         """The training reward of ``batch``: the reward path's, then, with ``reward_model.enable``, the learned
-        model's score in it (`verl.trainer.ppo.model_reward`). Validation keeps the reward path's alone: dev
-        success is the env's verdict."""
+        model's or the judge's score in it (`verl.trainer.ppo.model_reward`); a judge failing on more than
+        ``judge.max_failed_fraction`` of the episodes fails the step (`TooManyFailures`: rolled out once more,
+        then the run stops). Validation keeps the reward path's alone: dev success is the env's verdict."""
         metrics = self.reward_manager(batch)
+        start = time.perf_counter()
         if self.rm_wg is not None:
-            start = time.perf_counter()
             out = self.rm_wg.compute_rm_score(self._for_worker(batch))
             metrics.update(apply_model_reward(batch, out.batch["rm_scores"], self.config.reward_model, self.reward_manager))
-            metrics["timing_s/reward_model"] = time.perf_counter() - start
+        elif self.judge is not None:
+            try:
+                grid, errors, calls = self.judge.score(batch)
+            except JudgeUnavailable as exc:
+                raise TooManyFailures(str(exc)) from None
+            metrics.update(calls)
+            metrics.update(apply_model_reward(batch, grid, self.config.reward_model, self.reward_manager, errors))
+            problem = judge_failure_problem(errors, int(calls["reward_model/judged"]),
+                                            self.config.reward_model.judge.max_failed_fraction)
+            if problem:
+                raise TooManyFailures(problem)
+        else:
+            return metrics
+        metrics["timing_s/reward_model"] = time.perf_counter() - start
         return metrics
 
     def _informative(self, group: DataProto) -> bool:

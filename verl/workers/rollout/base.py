@@ -41,6 +41,7 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
+    top_logprobs: int = 0  # also report the k most likely tokens at each step (`GenerationOutput.top_log_probs`)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class GenerationOutput:
     token_ids: list[int]
     log_probs: list[float]
     finish_reason: str  # "stop" (eos, stop string or stop id) or "length"
+    top_log_probs: list[dict[int, float]] = field(default_factory=list)  # with top_logprobs=k: per step, token -> log-prob
 
 
 class RolloutEngine(ABC):

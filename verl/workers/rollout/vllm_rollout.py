@@ -179,14 +179,19 @@ class VLLMRollout(RolloutEngine):
             stop=list(p.stop) or None,
             stop_token_ids=list(p.stop_token_ids) or None,
             seed=p.seed,
-            logprobs=0,
+            logprobs=p.top_logprobs,
         )
 
     @staticmethod
-    def _output(completion) -> GenerationOutput:
+    def _output(completion, top_logprobs: int = 0) -> GenerationOutput:
+        """The sampled ids and their log-probs; with ``top_logprobs`` k, each step's k most likely tokens (vLLM
+        adds the sampled one when it is not among them: it is dropped here unless it ranks within k)."""
         ids = list(completion.token_ids)
-        lps = [float(step[tok].logprob) for step, tok in zip(completion.logprobs or [], ids)]
-        return GenerationOutput(ids, lps, "length" if completion.finish_reason == "length" else "stop")
+        steps = completion.logprobs or []
+        lps = [float(step[tok].logprob) for step, tok in zip(steps, ids)]
+        top = [{int(t): float(lp.logprob) for t, lp in step.items() if lp.rank is not None and lp.rank <= top_logprobs}
+               for step in steps] if top_logprobs else []
+        return GenerationOutput(ids, lps, "length" if completion.finish_reason == "length" else "stop", top)
 
     def submit(self, requests: list[tuple[str, list[int], SamplingParams]]) -> None:
         from vllm.inputs import TokensPrompt
@@ -236,7 +241,7 @@ class VLLMRollout(RolloutEngine):
         self._check_prompts(prompts)
         vparams = [self._vllm_params(ids, p) for ids, p in zip(prompts, params)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], vparams, use_tqdm=False)
-        return [self._output(out.outputs[0]) for out in outs]
+        return [self._output(out.outputs[0], p.top_logprobs) for out, p in zip(outs, params)]
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         dtype = getattr(torch, self.dtype)
