@@ -95,8 +95,8 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
         "ActorConfig", "ActorRolloutRefConfig", "AgentConfig", "AlgorithmConfig", "CriticConfig", "DataConfig",
         "FilterGroupsConfig", "GiGPOConfig", "JudgeConfig", "JudgeServeConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig",
         "PPOConfig", "RMConfig",
-        "RMDataConfig", "RMModelConfig", "RMRunConfig", "RMTrainConfig", "RayInitConfig", "RefConfig", "RewardModelConfig",
-        "RolloutConfig", "SFTConfig", "SFTDataConfig", "SFTRunConfig", "SFTTrainConfig", "ScoreModelConfig", "TrainerConfig"]
+        "RMDataConfig", "RMModelConfig", "RMTrainConfig", "RayInitConfig", "RefConfig", "RewardModelConfig",
+        "RolloutConfig", "RunConfig", "SFTConfig", "SFTDataConfig", "SFTTrainConfig", "ScoreModelConfig", "TrainerConfig"]
     for name, cls in classes.items():
         assert cls() == from_dict(cls, yaml_value(*cls._yaml_source), name, validate=False), name
     assert AgentConfig._yaml_source == ("ppo_trainer", "agent")

@@ -92,6 +92,17 @@ def test_per_turn_pays_score_differences_that_sum_to_the_score():
     assert batch.batch["outcome_scores"].tolist() == [2.0, -0.5, 0.0]
 
 
+def test_gigpo_step_rewards_follow_the_combination():
+    batch, rm = scored_batch()
+    batch.non_tensor_batch["step_reward"] = np.array([[0.3, 0.0], [0.0], []], dtype=object)
+    apply_model_reward(batch, rm, rm_config(transform="raw"), RewardManager(None))  # replace: the env's are dropped
+    assert list(batch.non_tensor_batch["step_reward"][:2]) == [[0.0, 0.0], [0.0]]
+    batch, rm = scored_batch()
+    batch.non_tensor_batch["step_reward"] = np.array([[0.3, 0.0], [0.0], []], dtype=object)
+    apply_model_reward(batch, rm, rm_config(transform="raw", combine="add", weight=0.5, per_turn=True), RewardManager(None))
+    assert list(batch.non_tensor_batch["step_reward"][:2]) == [[0.3 + 0.25, 0.75], [-0.5]]
+
+
 def test_a_non_finite_score_fails_its_row_and_is_counted():
     batch, rm = scored_batch()
     rm[1, 2] = float("nan")

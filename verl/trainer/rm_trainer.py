@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from verl.single_controller.base import Worker
+from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import tree_size, use_tree_attention
@@ -79,17 +80,6 @@ class RMTrainConfig:
 
 
 @dataclass
-@defaults_from("rm_trainer", "trainer")
-class RMRunConfig:
-    project_name: str
-    experiment_name: str
-    device: str
-    num_threads: int
-    output_dir: str
-    logger: list[str]
-
-
-@dataclass
 @defaults_from("rm_trainer")
 class RMConfig:
     """The whole of ``rm_trainer.yaml``, typed; its defaults are the YAML's values."""
@@ -98,7 +88,7 @@ class RMConfig:
     model: RMModelConfig
     optim: OptimConfig
     train: RMTrainConfig
-    trainer: RMRunConfig
+    trainer: RunConfig
 
     def validate(self, where: str) -> None:
         t = self.train

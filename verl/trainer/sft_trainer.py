@@ -73,7 +73,10 @@ class SFTTrainConfig:
 
 @dataclass
 @defaults_from("sft_trainer", "trainer")
-class SFTRunConfig:
+class RunConfig:
+    """Where an offline trainer (SFT, reward model) runs and logs; nested in a config, it takes that config's
+    ``trainer`` section."""
+
     project_name: str
     experiment_name: str
     device: str
@@ -91,7 +94,7 @@ class SFTConfig:
     model: ModelConfig
     optim: OptimConfig
     train: SFTTrainConfig
-    trainer: SFTRunConfig
+    trainer: RunConfig
 
     def validate(self, where: str) -> None:
         t = self.train

@@ -378,6 +378,7 @@ class JudgeServeConfig:
 
     model_path: str
     num_cpus: float
+    num_gpus: float
     num_threads: int
     dtype: str
     kv_cache_gb: float

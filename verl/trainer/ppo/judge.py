@@ -40,6 +40,7 @@ from verl.workers.config import JudgeConfig, JudgeServeConfig
 DEFAULT_RUBRIC = Path(__file__).resolve().parents[1] / "config" / "judge_rubric.txt"
 TOP_LOGPROBS = 20
 BACKOFF_S = 0.5
+START_TIMEOUT_S = 600.0  # a served judge's engine start (model load, KV cache) takes well under this
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
 
 
@@ -221,10 +222,14 @@ class ServedJudge:
 
         s = self.serve
         engine = {"kv_cache_gb": s.kv_cache_gb, "max_model_len": s.max_model_len, "dtype": s.dtype}
-        actor_cls = ray.remote(JudgeServer).options(num_cpus=s.num_cpus, num_gpus=1 if self.device == "cuda" else 0,
+        actor_cls = ray.remote(JudgeServer).options(num_cpus=s.num_cpus, num_gpus=s.num_gpus if self.device == "cuda" else 0,
                                                     max_concurrency=4)
         self.actor = actor_cls.remote(s.model_path, engine, self.device, s.num_threads)
-        self.url = ray.get(self.actor.url.remote())
+        try:
+            self.url = ray.get(self.actor.url.remote(), timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise JudgeUnavailable(f"the served judge did not start within {START_TIMEOUT_S:g} s (are its "
+                                   f"{s.num_cpus} CPU(s) free? reward_model.judge.serve.num_cpus)") from None
 
     def healthy(self) -> bool:
         try:

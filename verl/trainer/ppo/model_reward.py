@@ -13,7 +13,8 @@ score is used as it is) and ``e_0 < ... < e_{K-1}`` the last model token of each
 ``outcome_scores`` = R. ``token_level_scores``: without ``per_turn``, R placed by
 ``algorithm.reward_allocation`` as any reward is; with ``per_turn``, the score's part is paid turn by
 turn, ``d_k = s_k - s_{k-1}`` (``s_{-1} = 0``) at ``e_k`` (process rewards that sum to ``s``), plus, under
-add, ``R_env`` placed by the allocation.
+add, ``R_env`` placed by the allocation. GiGPO's per-turn rewards (``step_reward``) follow: the env's
+are kept under add and dropped under replace, and with ``per_turn`` each turn's ``weight * d_k`` is added.
 
 A row whose score is not finite (a judge that timed out, answered nonsense or is down) is marked
 failed (out of groups, loss and denominators), with its reason, and counted in ``reward_model/failures``.
@@ -88,6 +89,14 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
                                                      dtype=torch.float32)
     else:
         manager.place(batch, [base[i] + weight * scores.get(i, 0.0) for i in range(n)])
+    if "step_reward" in nt:  # GiGPO's per-turn rewards, in the same terms
+        for i in live:
+            env_steps = [float(r) for r in nt["step_reward"][i]]
+            steps = env_steps if cfg.combine == "add" else [0.0] * len(env_steps)
+            if cfg.per_turn and len(turns[i]) == len(steps):
+                shares = [s - (turns[i][k - 1][1] if k else 0.0) for k, (_, s) in enumerate(turns[i])]
+                steps = [r + weight * d for r, d in zip(steps, shares)]
+            nt["step_reward"][i] = steps
     metrics = {"reward_model/failures": float(failures)}
     if live:
         s = np.array([scores[i] for i in live])
