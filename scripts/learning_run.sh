@@ -4,7 +4,7 @@
 # comparisons.
 #
 #   scripts/learning_run.sh [--env_name webshop] [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100]
-#                           [--out results/learning] [--program PACKAGE.MODULE:FUNCTION]
+#                           [--out results/learning] [--program PACKAGE.MODULE:FUNCTION] [--arm NAME]
 #                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo trainer.max_minutes=70]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
@@ -25,14 +25,15 @@
 #
 # An evaluation whose result file already exists in <out> is reused (greedy decoding on the same tasks gives the
 # same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
-# The RL arm is named after its estimator (algorithm.adv_estimator=gigpo -> <out>/gigpo.json; grpo when not given).
+# The RL arm is named after its estimator (algorithm.adv_estimator=gigpo -> <out>/gigpo.json; grpo when not given), or
+# --arm NAME (e.g. --arm rm for a run on a reward model's score: reward_model.enable=true reward_model.model.path=DIR).
 # Writes <out>/{base,warm_start,<arm>,expert}.json (+ .tasks.jsonl), <out>/comparisons.txt,
 # <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ENV=webshop; N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""
-ENV_PORT=36001
+ENV_PORT=36001; ARM_NAME=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --env_name) ENV="$2"; shift 2 ;;
@@ -43,9 +44,10 @@ while [[ $# -gt 0 ]]; do
         --out) OUT="$2"; shift 2 ;;
         --program) PROGRAM="$2"; shift 2 ;;
         --env_port) ENV_PORT="$2"; shift 2 ;;
+        --arm) ARM_NAME="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
         *) echo "usage: scripts/learning_run.sh [--env_name ENV] [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
-                "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [overrides]" >&2; exit 2 ;;
+                "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [--arm NAME] [overrides]" >&2; exit 2 ;;
     esac
 done
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
@@ -56,6 +58,7 @@ mkdir -p "$OUT"
 EXP=${ENV}_grpo_learn
 ARM=grpo
 for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do [[ "$item" == algorithm.adv_estimator=* ]] && ARM="${item#*=}"; done
+[[ -z "$ARM_NAME" ]] || ARM="$ARM_NAME"
 WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
 if [[ -n "$PROGRAM" ]]; then
     WARM_ARGS=(--program "$PROGRAM")

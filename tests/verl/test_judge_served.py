@@ -3,6 +3,7 @@ log-probs match a transformers forward of the same model, the judge's P(yes) is 
 bad request is a 400, and a killed judge is restarted and answers again."""
 
 import math
+import time
 
 import pytest
 import requests
@@ -71,7 +72,9 @@ def test_the_served_judge_answers_exactly_and_comes_back_after_a_kill(ray_local,
         content = RUBRIC.format(episode="the agent bought the red shoes")
         body = {"model": "judge", "messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 1.0,
                 "logprobs": True, "top_logprobs": 3, "seed": 0}
-        reply = requests.post(f"{base}/chat/completions", json=body, timeout=60).json()
+        response = requests.post(f"{base}/chat/completions", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        reply = response.json()
         top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
         expected = expected_top(yes_no_model, content, 3)
         assert len(top) == 3 and [e["token"] for e in top[:2]] == [t for t, _ in expected[:2]] == ["Yes", "No"]
@@ -88,6 +91,9 @@ def test_the_served_judge_answers_exactly_and_comes_back_after_a_kill(ray_local,
         import ray
 
         ray.kill(served.actor, no_restart=True)
+        deadline = time.monotonic() + 30  # the kill is asynchronous: the process goes down shortly after
+        while served.healthy() and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert not served.healthy()
         served.ensure_ready()
         assert served.restarts == 1 and served.healthy()

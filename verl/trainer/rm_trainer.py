@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from verl.single_controller.base import Worker
 from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
+from verl.utils.memory import release_free_heap
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import tree_size, use_tree_attention
 from verl.utils.ranking import roc_auc
@@ -257,6 +258,7 @@ class RMTrainer(Worker):
             s = score_rows(module, [data.ids[r] for r in rows], [data.score_at[r] for r in rows], self.config.trainer.device,
                            self.dtype, packed, self.pad_id)
             out[rows] = s.cpu().numpy()
+        release_free_heap()
         return out
 
     def report(self, scores: np.ndarray, data: Trajectories) -> dict[str, float]:
@@ -336,6 +338,8 @@ class RMTrainer(Worker):
                 norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
                 if np.isfinite(norm):
                     optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
                 scheduler.step()
                 step += 1
                 tracker.log({"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": optimizer.param_groups[0]["lr"],
