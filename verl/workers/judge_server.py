@@ -29,6 +29,7 @@ from fastapi import FastAPI, Request
 
 from verl.utils.http_server import BackgroundServer, add_error_handlers, read_json_body
 from verl.utils.openai_api import ApiError, ChatRequest, parse_chat_request
+from verl.utils.quiet_logs import set_torch_threads
 from verl.workers.rollout.base import GenerationOutput, SamplingParams
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -49,6 +50,7 @@ class JudgeServer:
         self.model_name = model_name or model_path
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.rollout_cfg = from_dict(RolloutConfig, {"name": "vllm", **(engine or {})}, "reward_model.judge.serve.engine")
+        self.num_threads = num_threads
         self.engine = VLLMRollout(model_path, self.rollout_cfg, device, 0, num_threads)
         self._queue: queue.Queue = queue.Queue()
         self._worker = threading.Thread(target=self._generate_loop, name="judge-engine", daemon=True)
@@ -67,7 +69,9 @@ class JudgeServer:
 
     # ------------------------------------------------------------------ the engine thread
     def _generate_loop(self) -> None:
-        """Take every waiting request and generate them in one engine call, until `close`."""
+        """Take every waiting request and generate them in one engine call, until `close`. OpenMP keeps its thread
+        count per thread, and the CPU engine checks that this thread's is the one it was built with."""
+        set_torch_threads(self.num_threads)
         while True:
             first = self._queue.get()
             if first is None:
