@@ -42,8 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.tokenizer or args.serve):
         parser.error("--tokenizer is needed with --base_url (the policy's tokenizer decodes the trajectories)")
 
-    import os
-
     import numpy as np
     from transformers import AutoTokenizer
 
@@ -66,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                              num_threads=args.threads)
     try:
         base_url = server.url() if server else args.base_url
-        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        key = cfg.api_key()
         model = args.model or endpoint_model(base_url, key, 30.0)
         client = JudgeClient(cfg, base_url, model, key, load_rubric(args.rubric))
         start = time.perf_counter()

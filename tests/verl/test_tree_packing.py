@@ -284,8 +284,8 @@ def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
         values = critic.compute_values(data)
         data.batch["values"] = values
         data.batch["returns"] = data.batch["advantages"] + values
-        grads, step = {}, critic._clip_and_step
-        critic._clip_and_step = lambda: grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
+        grads, step = {}, critic.clip_and_step
+        critic.clip_and_step = lambda: grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
         metrics = critic.update_critic(data)
         weights = {k: v.detach().clone() for k, v in critic.module.named_parameters()}
         results.append((values, metrics, weights, grads))

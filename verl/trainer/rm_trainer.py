@@ -38,14 +38,14 @@ from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
 from verl.utils.precision import announce, resolve_dtype
-from verl.utils.prefix_tree import tree_size, use_tree_attention
+from verl.utils.prefix_tree import tree_size
 from verl.utils.ranking import roc_auc
 from verl.utils.torch_functional import autocast
 from verl.workers.config import ConfigError, OptimConfig, check_tree_packing, defaults_from
 from verl.workers.reward_model import load_score_model, position_scores
+from verl.workers.trainable import TREE_AUTO_MIN_GAIN, TrainableModule
 
 OBJECTIVES = ("pointwise", "pairwise")
-TREE_AUTO_MIN_GAIN = 1.1  # as the actor's: pack when the flat layout would run this many times the tree's tokens
 
 
 @dataclass
@@ -173,13 +173,15 @@ def plan_units(units: list[list[int]], ids: list[list[int]], max_tokens: int, tr
     ``max_tokens`` tokens (a unit over the budget runs alone); each with whether it is tree-packed."""
     plan: list[tuple[list[int], bool]] = []
     current: list[int] = []
+    packed = False  # the layout of `current`
     for unit in units:
-        if current and layout_cost([ids[r] for r in current + unit], tree_packing)[0] > max_tokens:
-            plan.append((current, layout_cost([ids[r] for r in current], tree_packing)[1]))
-            current = []
-        current = current + unit
+        tokens, grown = layout_cost([ids[r] for r in current + unit], tree_packing)
+        if current and tokens > max_tokens:
+            plan.append((current, packed))
+            current, grown = [], layout_cost([ids[r] for r in unit], tree_packing)[1]
+        current, packed = current + unit, grown
     if current:
-        plan.append((current, layout_cost([ids[r] for r in current], tree_packing)[1]))
+        plan.append((current, packed))
     return plan
 
 
@@ -229,7 +231,8 @@ class RMTrainer(Worker):
         self.config = config
         torch.set_num_threads(config.trainer.num_threads)
 
-    def _build(self) -> torch.nn.Module:
+    def _build(self) -> TrainableModule:
+        """The sharded model with its optimiser and schedule; its attention set for tree packing (`TrainableModule`)."""
         cfg = self.config
         self.init_distributed(cfg.trainer.device)
         if self.world_size != 1:
@@ -243,10 +246,12 @@ class RMTrainer(Worker):
         self.hf_config = module.config
         if cfg.model.enable_gradient_checkpointing:
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.tree_packing = cfg.train.tree_packing
-        if self.tree_packing != "off":
-            use_tree_attention(module)
-        return fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
+        module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
+        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
+        model = TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device,
+                                self.dtype, cfg.train.grad_clip, cfg.train.tree_packing)
+        self.tree_packing = model.tree_packing
+        return model
 
     @torch.no_grad()
     def scores(self, module: torch.nn.Module, data: Trajectories) -> np.ndarray:
@@ -290,9 +295,8 @@ class RMTrainer(Worker):
             raise ValueError(f"{cfg.data.train_files}: no same-task pair with different rewards for train.objective=pairwise")
         steps_per_epoch = max(len(units) // t.batch_size, 1)
         cfg.optim.total_training_steps = steps_per_epoch * t.epochs
-        module = self._build()
-        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
-        scheduler = fsdp_utils.build_scheduler(optimizer, cfg.optim)
+        model = self._build()
+        module, optimizer = model.module, model.optimizer
         out_dir = Path(cfg.trainer.output_dir)
         tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger, str(out_dir),
                            total_steps=cfg.optim.total_training_steps)
@@ -334,13 +338,10 @@ class RMTrainer(Worker):
                     loss = unit_loss(scores, mb_units, train.success[rows]) / len(step_units)
                     loss.backward()
                     loss_sum += loss.item()
-                norm = torch.nn.utils.clip_grad_norm_([p for p in module.parameters() if p.grad is not None], t.grad_clip)
-                norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-                if np.isfinite(norm):
-                    optimizer.step()
+                norm = model.clip_and_step()
                 optimizer.zero_grad(set_to_none=True)
                 release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
-                scheduler.step()
+                model.scheduler.step()
                 step += 1
                 tracker.log({"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": optimizer.param_groups[0]["lr"],
                              "rm/epoch": float(epoch)}, step=step)

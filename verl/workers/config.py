@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import functools
 import typing
 from dataclasses import dataclass, field
@@ -410,6 +411,10 @@ class JudgeConfig:
     max_failed_fraction: float
     serve: JudgeServeConfig
 
+    def api_key(self) -> str | None:
+        """The endpoint's key: the value of the environment variable ``api_key_env`` (None: no key sent)."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
     def validate(self, where: str) -> None:
         _choice(self.answer, JUDGE_ANSWERS, f"{where}.answer")
         for name in ("max_tokens", "max_concurrency"):
@@ -446,6 +451,16 @@ class RewardModelConfig:
     device: str
     num_threads: int
     judge: JudgeConfig
+
+    @property
+    def uses_model(self) -> bool:
+        """A learned reward model scores the rollouts (a `RewardModelWorker` group)."""
+        return self.enable and self.kind == "model"
+
+    @property
+    def uses_judge(self) -> bool:
+        """An LLM judge scores the rollouts (`verl.trainer.ppo.judge`)."""
+        return self.enable and self.kind == "judge"
 
     def validate(self, where: str) -> None:
         _choice(self.kind, REWARD_KINDS, f"{where}.kind")

@@ -224,7 +224,7 @@ class TrainableModule:
                         weight = loss_weight if key.endswith("loss") else n_tokens / token_total
                         mini_metrics[key] = mini_metrics.get(key, 0.0) + value * weight
                 mini_metrics = _global_sum_dict(mini_metrics, self.device)
-                grad_norm = self._clip_and_step()
+                grad_norm = self.clip_and_step()
                 mini_metrics[f"{metric_prefix}/grad_norm"] = grad_norm
                 for key, value in mini_metrics.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -237,7 +237,9 @@ class TrainableModule:
         out[f"{metric_prefix}/lr"] = self.optimizer.param_groups[0]["lr"]
         return out
 
-    def _clip_and_step(self) -> float:
+    def clip_and_step(self) -> float:
+        """Clip the gradients' global norm to ``grad_clip`` and take the optimiser step (skipped, gradients dropped,
+        when the norm is not finite); returns the norm before clipping."""
         params = [p for p in self.module.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.grad_clip)
         if hasattr(norm, "full_tensor"):

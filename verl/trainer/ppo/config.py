@@ -280,12 +280,12 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
             from verl.utils.lora import check_target_modules
 
             check_target_modules(model, cfg.actor_rollout_ref.model.target_modules, "actor_rollout_ref.model")
-        if rm.enable and rm.kind == "model":
+        if rm.uses_model:
             from verl.workers.reward_model import reward_model_problem
 
             if problem := reward_model_problem(rm.model.path):
                 raise ConfigError(f"reward_model.model.path: {problem}")
-        if rm.enable and rm.kind == "judge":
+        if rm.uses_judge:
             _check_judge(rm.judge)
         for key, path in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             if not Path(path).is_file():
@@ -310,7 +310,7 @@ def _check_judge(judge) -> None:
     if judge.api_key_env and judge.api_key_env not in os.environ:
         raise ConfigError(f"reward_model.judge.api_key_env={judge.api_key_env!r}: that environment variable is not set")
     try:
-        endpoint_model(judge.base_url, os.environ.get(judge.api_key_env or "", None), min(judge.timeout_s, 10.0))
+        endpoint_model(judge.base_url, judge.api_key(), min(judge.timeout_s, 10.0))
     except JudgeError as exc:
         raise ConfigError(f"reward_model.judge.base_url: {exc}") from None
 
@@ -346,7 +346,7 @@ def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dic
     if cfg.use_critic:
         chosen["critic"] = resolve_dtype(cfg.critic.mixed_precision, cfg.critic.device, "train")
         cfg.critic.mixed_precision = chosen["critic"].dtype
-    if cfg.reward_model.enable and cfg.reward_model.kind == "model":
+    if cfg.reward_model.uses_model:
         chosen["reward_model"] = resolve_dtype(cfg.reward_model.dtype, cfg.reward_model.device, "infer")
         cfg.reward_model.dtype = chosen["reward_model"].dtype
     if not cfg.use_ref:

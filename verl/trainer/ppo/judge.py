@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import string
 import threading
@@ -274,7 +273,7 @@ class Judge:
         self.cfg, self.tokenizer = cfg, tokenizer
         self.served = ServedJudge(cfg.serve, device) if cfg.base_url is None else None
         base_url = self.served.url if self.served is not None else cfg.base_url
-        api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        api_key = cfg.api_key()
         model = cfg.model or endpoint_model(base_url, api_key, cfg.timeout_s)
         self.client = JudgeClient(cfg, base_url, model, api_key, load_rubric(cfg.rubric))
         print(f"[judge] {model} at {base_url} ({'served by this run' if self.served else 'external'})", flush=True)

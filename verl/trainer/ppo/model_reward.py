@@ -71,20 +71,19 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
             mark_failed(batch, [i], (errors or {}).get(i) or f"reward model: no finite score (got {raw[:4]})")
             failures += 1
             continue
-        how = "raw" if cfg.kind == "judge" else cfg.transform
+        how = "raw" if cfg.uses_judge else cfg.transform
         turns[i] = [(p, transform(r, how)) for p, r in zip(positions, raw)]
     live = [i for i in range(n) if turns[i]]
     scores = {i: turns[i][-1][1] for i in live}
+    shares = {i: [(p, s - (turns[i][k - 1][1] if k else 0.0)) for k, (p, s) in enumerate(turns[i])] for i in live}  # d_k
     weight = cfg.weight if cfg.combine == "add" else 1.0
     base = [env[i] if cfg.combine == "add" and i in scores else 0.0 for i in range(n)]
     if cfg.per_turn:
         manager.place(batch, base)
         token = batch.batch["token_level_scores"]
         for i in live:
-            previous = 0.0
-            for p, s in turns[i]:
-                token[i, p] += weight * (s - previous)
-                previous = s
+            for p, d in shares[i]:
+                token[i, p] += weight * d
         batch.batch["outcome_scores"] = torch.tensor([base[i] + weight * scores.get(i, 0.0) for i in range(n)],
                                                      dtype=torch.float32)
     else:
@@ -93,9 +92,8 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
         for i in live:
             env_steps = [float(r) for r in nt["step_reward"][i]]
             steps = env_steps if cfg.combine == "add" else [0.0] * len(env_steps)
-            if cfg.per_turn and len(turns[i]) == len(steps):
-                shares = [s - (turns[i][k - 1][1] if k else 0.0) for k, (_, s) in enumerate(turns[i])]
-                steps = [r + weight * d for r, d in zip(steps, shares)]
+            if cfg.per_turn and len(shares[i]) == len(steps):
+                steps = [r + weight * d for r, (_, d) in zip(steps, shares[i])]
             nt["step_reward"][i] = steps
     metrics = {"reward_model/failures": float(failures)}
     if live:

@@ -134,7 +134,7 @@ class RayPPOTrainer:
         """Resource pool and worker groups; the critic only for estimators that need one, the ref only with a KL term,
         the reward model only with ``reward_model.enable``."""
         cfg, t = self.config, self.config.trainer
-        groups = 1 + int(cfg.use_critic) + int(cfg.reward_model.enable and cfg.reward_model.kind == "model")
+        groups = 1 + int(cfg.use_critic) + int(cfg.reward_model.uses_model)
         self.pool = RayResourcePool(
             [t.n_workers_per_node] * t.nnodes,
             use_gpu=t.device == "cuda",
@@ -151,10 +151,9 @@ class RayPPOTrainer:
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
             self.critic_wg.init_model()
-        self.rm_wg = None
-        if cfg.reward_model.enable and cfg.reward_model.kind == "judge":
+        if cfg.reward_model.uses_judge:
             self.judge = Judge(cfg.reward_model.judge, t.device, self.tokenizer)
-        elif cfg.reward_model.enable:
+        elif cfg.reward_model.uses_model:
             self.rm_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(RewardModelWorker, config=cfg.reward_model))
             self.rm_wg.init_model()
         groups = [g for g in (self.actor_rollout_wg, self.critic_wg, self.rm_wg) if g is not None]

@@ -140,7 +140,7 @@ class VLLMRollout(RolloutEngine):
             self.llm = LLM(**kwargs)
         if self.on_cpu:
             set_torch_threads(num_threads)
-        self._unfinished: set[str] = set()
+        self._unfinished: dict[str, int] = {}  # submitted request id -> its top_logprobs
         self._cache_manager = self._count_prefix_cache()
 
     def _count_prefix_cache(self):
@@ -205,7 +205,7 @@ class VLLMRollout(RolloutEngine):
             vparams = self._vllm_params(prompt, params)
             vparams.output_kind = RequestOutputKind.FINAL_ONLY
             engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(prompt)), vparams)
-            self._unfinished.add(request_id)
+            self._unfinished[request_id] = params.top_logprobs
 
     def poll(self, max_wait_s: float) -> list[tuple[str, GenerationOutput]]:
         engine = self.llm.llm_engine
@@ -217,8 +217,8 @@ class VLLMRollout(RolloutEngine):
                                    "(was generate() or abort called in between?)")
             for out in engine.step():
                 if out.finished and out.request_id in self._unfinished:
-                    self._unfinished.discard(out.request_id)
-                    done.append((out.request_id, self._output(out.outputs[0])))
+                    top = self._unfinished.pop(out.request_id)
+                    done.append((out.request_id, self._output(out.outputs[0], top)))
             if done or time.monotonic() >= deadline:
                 break
         return done
