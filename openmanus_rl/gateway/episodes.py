@@ -2,8 +2,9 @@
 
 A program is ``program(task, base_url, api_key)``: ``task`` is the dataset row as plain Python
 (``extra_info``, ``prompt``, ``data_source``, ``reward_model`` and any other column), ``base_url``
-and ``api_key`` its episode's endpoint (``openai.OpenAI(base_url=..., api_key=...)``).  It plays
-the episode however it likes and returns
+and ``api_key`` its episode's endpoint (``openai.OpenAI(base_url=..., api_key=...)``, or
+``openai.AsyncOpenAI`` in an ``async def`` program).  It plays the episode however it likes and
+returns (an ``async def`` program: its coroutine returns)
 
 * a number: the episode's reward;
 * ``{"reward": number, "info": {...}}``: the reward and facts to keep with the trajectory;
@@ -13,12 +14,16 @@ the episode however it likes and returns
 
 `run_episodes` runs up to ``concurrency`` episodes at once, each on a daemon thread of its own, and
 waits at most ``timeout_s`` for each: an episode that raises (or returns anything else) or is still
-running then is failed, its error recorded; a timed-out episode's thread is left behind (Python
-cannot stop it) after ``on_timeout`` has closed its endpoint.
+running then is failed, its error recorded.  A program's coroutine runs on an event loop of its
+episode's thread (`ProgramCall`), under the same limits; at its deadline it is cancelled.  A
+timed-out synchronous program's thread is left behind (Python cannot stop it) after
+``on_timeout`` has closed its endpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
 import threading
 import time
@@ -77,6 +82,40 @@ def program_outcome(value: Any, score: Callable[[], tuple[str, float]]) -> Outco
             raise TypeError(f"a program's dict must hold 'reward' and may hold an 'info' dict, got keys {sorted(value)}")
         return Outcome(_number(value["reward"], "the returned reward"), "program", dict(value.get("info", {})))
     return Outcome(_number(value, "the returned reward"), "program")
+
+
+class ProgramCall:
+    """One episode's call of its program.  A synchronous program runs on the calling thread; an ``async
+    def`` program's coroutine runs there on an event loop of its own, and `cancel` (from any thread)
+    cancels it, whether it is running or not started yet."""
+
+    def __init__(self, program: Callable[..., Any]) -> None:
+        self.program = program
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._cancelled = False
+
+    def __call__(self, *args: Any) -> Any:
+        value = self.program(*args)
+        if not inspect.isawaitable(value):
+            return value
+        return asyncio.run(self._await(value))
+
+    async def _await(self, awaitable: Any) -> Any:
+        with self._lock:
+            if self._cancelled:
+                if inspect.iscoroutine(awaitable):
+                    awaitable.close()
+                raise asyncio.CancelledError  # the deadline passed before it started: never run it
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        return await awaitable
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._task.cancel)
 
 
 def registry_score(reward_score_fn: str | None, task: Mapping[str, Any], final_text: str) -> tuple[str, float]:

@@ -28,6 +28,7 @@ import torch
 from openmanus_rl.agent.output import objects
 from verl.protocol import DataProto
 from verl.utils.batch import pack_sequences
+from verl.utils.prefix_tree import tree_size
 
 from .episodes import Outcome
 from .session import Sample, Session, call_seed
@@ -101,8 +102,14 @@ def _mean(values: list[float]) -> float:
 
 def rollout_metrics(episodes: list[Episode], outcomes: list[Outcome], batch: DataProto) -> dict[str, float]:
     """``gateway/*`` counts (episodes, calls, samples, prefix breaks, failed / timed-out / truncated episodes,
-    episodes scored by a reward module) and means over episodes that did not fail, plus ``rollout/*``."""
+    episodes scored by a reward module) and means over episodes that did not fail, plus ``rollout/*``.
+
+    What a rewritten history costs: an episode whose program rewrites its conversation (a sliding window, a summary)
+    becomes several samples, each run through the training passes whole.  Per episode, ``sample_tokens`` is the sum of
+    its samples' tokens (what the flat path runs) and ``tree_tokens`` the tokens of the prefix tree over them (what
+    tree packing runs when they share a micro-batch: the common system text and window once)."""
     ok = [(e, o) for e, o in zip(episodes, outcomes) if not e.failure(o)]
+    sequences = [[np.asarray(s.sequence) for s in e.session.samples] for e, _ in ok]
     mask = batch.batch["response_mask"]
     return {
         "gateway/episodes": float(len(episodes)),
@@ -115,6 +122,9 @@ def rollout_metrics(episodes: list[Episode], outcomes: list[Outcome], batch: Dat
         "gateway/registry_scored": float(sum(o.scored_by not in ("", "program") for _, o in ok)),
         "gateway/reward/mean": _mean([o.reward for _, o in ok]),
         "gateway/calls/mean": _mean([float(len(e.session.calls)) for e, _ in ok]),
+        "gateway/samples/mean": _mean([float(len(rows)) for rows in sequences]),
+        "gateway/sample_tokens/mean": _mean([float(sum(len(r) for r in rows)) for rows in sequences]),
+        "gateway/tree_tokens/mean": _mean([float(tree_size(rows)) for rows in sequences]),
         "rollout/trajectories": float(len(episodes)),
         "rollout/generated_tokens": float(mask.sum()),
         "rollout/response_length/mean": float(batch.batch["attention_mask"][:, -mask.shape[1]:].sum(-1).float().mean()),

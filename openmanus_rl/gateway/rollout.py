@@ -1,7 +1,7 @@
 """`GatewayRollout`: agent programs play the episodes, against the gateway, as the trainer's rollout.
 
 ``run_llm_loop(tasks)``: every row is played ``n`` times (one group, one ``uid``), each episode by
-``config.program`` (`episodes`) against a session of its own on the process's `Gateway`
+``config.program`` (`episodes`; a plain or an ``async def`` function) against a session of its own on the process's `Gateway`
 (base URL ``.../sessions/<id>/v1`` and an API key), at most ``concurrency`` at once, each for at
 most ``episode_timeout_s``.  Episode ``copy`` of task ``t`` at step ``s`` seeds its ``k``-th call with
 `call_seed` of ``"seed:s:t:k"`` (``t``: the row's ``extra_info["index"]``, else its position).
@@ -23,7 +23,7 @@ from openmanus_rl.records import step_path, write_jsonl
 from verl.protocol import DataProto
 
 from .config import GatewayConfig, load_program
-from .episodes import Outcome, plain, program_outcome, registry_score, run_episodes
+from .episodes import Outcome, ProgramCall, plain, program_outcome, registry_score, run_episodes
 from .output import Episode, build_batch, episode_record, rollout_metrics
 from .render import ChatRenderer
 from .server import Gateway
@@ -68,9 +68,15 @@ class GatewayRollout:
                 session = Session(session_id, api_key, policy, f"{cfg.seed}:{global_step}:{key}:{copy}",
                                   next(self._routes))
                 episodes.append(Episode(row, copy, uid, key, task, session, self.gateway.add(session)))
+        calls = [ProgramCall(self.program) for _ in episodes]
+
+        def on_timeout(i: int) -> None:
+            episodes[i].session.close()
+            calls[i].cancel()
+
         try:
-            outcomes = run_episodes([partial(self._play, e) for e in episodes], cfg.concurrency,
-                                    cfg.episode_timeout_s, on_timeout=lambda i: episodes[i].session.close())
+            outcomes = run_episodes([partial(self._play, e, c) for e, c in zip(episodes, calls)], cfg.concurrency,
+                                    cfg.episode_timeout_s, on_timeout=on_timeout)
         finally:
             for e in episodes:
                 self.gateway.remove(e.session)
@@ -83,8 +89,8 @@ class GatewayRollout:
                         step_path(output_dir, global_step))
         return out
 
-    def _play(self, e: Episode) -> Outcome:
-        value = self.program(e.task, e.base_url, e.session.key)
+    def _play(self, e: Episode, call: ProgramCall) -> Outcome:
+        value = call(e.task, e.base_url, e.session.key)
         return program_outcome(value, lambda: registry_score(self.reward_score_fn, e.task, e.session.final_text))
 
     def close(self) -> None:

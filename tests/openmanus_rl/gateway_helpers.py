@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add tw
                                            "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
                                                                                            "b": {"type": "integer"}}}}}]
 LATE_CALLS: list[str] = []  # what a timed-out episode's call after its deadline got
+ASYNC_EVENTS: list[str] = []  # what the async sleeping program saw: "called", then "cancelled" or "woke"
 
 
 def log_probs_for(call: int, n: int) -> list[float]:
@@ -132,6 +134,31 @@ def raw_echo_episode(task: dict, base_url: str, api_key: str) -> float:
     messages[-1] = {"role": "assistant", "content": task["extra_info"]["raw"]}
     messages.append({"role": "tool", "content": "1"})
     ask(c, messages, tools=TOOLS)
+    return 1.0
+
+
+async def async_chat_episode(task: dict, base_url: str, api_key: str) -> float:
+    """`chat_episode` written as agent frameworks write it: ``openai.AsyncOpenAI``, awaited calls."""
+    c, messages = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0), []
+    for turn in task["extra_info"]["turns"]:
+        messages.append({"role": "user", "content": turn})
+        reply = await c.chat.completions.create(model="policy", messages=messages)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    await c.close()
+    return 0.5
+
+
+async def async_sleeping_episode(task: dict, base_url: str, api_key: str) -> float:
+    """One awaited call, then an await past the episode's time limit (recorded in `ASYNC_EVENTS`)."""
+    c = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    await c.chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}])
+    ASYNC_EVENTS.append("called")
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        ASYNC_EVENTS.append("cancelled")
+        raise
+    ASYNC_EVENTS.append("woke")
     return 1.0
 
 

@@ -161,6 +161,13 @@ def test_rewritten_history_starts_a_second_sample_of_the_same_episode(tokenizer)
     assert (response, mask) == (said(tokenizer, "Day 2: Lyon.")[0], [1] * len(response))
     first = row(out, 0)
     assert first[0] == generator.prompts[0] and first[1] == said(tokenizer, "Day 1: Paris.")[0]
+    # the cost of the rewrite: two samples per episode, sharing the first prompt (and nothing after it)
+    a, b = generator.prompts[0] + said(tokenizer, "Day 1: Paris.")[0], generator.prompts[1] + response
+    shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    assert shared == len(generator.prompts[0])
+    metrics = out.meta_info["metrics"]
+    assert metrics["gateway/samples/mean"] == 2.0 and metrics["gateway/sample_tokens/mean"] == len(a) + len(b)
+    assert metrics["gateway/tree_tokens/mean"] == len(a) + len(b) - shared
 
 
 def test_sampled_ids_are_kept_where_re_encoding_would_differ(tokenizer):
@@ -209,6 +216,56 @@ def test_failed_episodes_are_failed_rows_with_their_error(tokenizer):
     assert results["sleeping_episode"].meta_info["metrics"]["gateway/timed_out_episodes"] == 1.0
     assert row(results["silent_episode"], 0)[:2] == ([EOT], [])
     assert gh.LATE_CALLS == ["404 session_not_found"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_an_async_program_gives_the_rows_of_the_same_sync_program(tokenizer, concurrency):
+    turns = [{"index": i, "turns": ["hi", f"and {i}?"]} for i in range(3)]
+    outs = {}
+    for program in ("chat_episode", "async_chat_episode"):
+        generator = ReplayGenerator([said(tokenizer, "ok")])
+        with rollout(tokenizer, generator, program, concurrency=concurrency) as r:
+            outs[program] = r.run_llm_loop(task_batch([0, 1, 2], extra_info=turns))
+    sync, coro = outs["chat_episode"], outs["async_chat_episode"]
+    assert len(coro) == 3 and list(coro.non_tensor_batch["failed"]) == [False] * 3
+    assert list(coro.non_tensor_batch["reward_total"]) == [0.5] * 3
+    key = lambda out, b: (text(tokenizer, row(out, b)[0]), row(out, b)[1:3])  # noqa: E731 - log-probs follow call order
+    assert sorted(key(coro, b) for b in range(3)) == sorted(key(sync, b) for b in range(3))
+    assert text(tokenizer, row(coro, 2)[0]).endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    assert coro.meta_info["metrics"]["gateway/calls"] == 6.0
+
+
+def test_an_async_program_past_its_deadline_is_cancelled_and_failed(tokenizer):
+    gh.ASYNC_EVENTS.clear()
+    generator = ReplayGenerator([said(tokenizer, "ok")])
+    with rollout(tokenizer, generator, "async_sleeping_episode", episode_timeout_s=1.0) as r:
+        out = r.run_llm_loop(task_batch([0]))
+        deadline = time.monotonic() + 3.0
+        while len(gh.ASYNC_EVENTS) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    nt = out.non_tensor_batch
+    assert (nt["failed"][0], nt["error"][0]) == (True, "the episode timed out after 1 s")
+    assert out.meta_info["metrics"]["gateway/timed_out_episodes"] == 1.0
+    assert gh.ASYNC_EVENTS == ["called", "cancelled"]
+
+
+def test_a_program_call_cancelled_before_its_coroutine_starts_never_runs_it():
+    import asyncio
+
+    from openmanus_rl.gateway.episodes import ProgramCall
+
+    ran = []
+
+    async def program(task, base_url, api_key):
+        ran.append(task)
+        return 1.0
+
+    assert ProgramCall(program)("first", "url", "key") == 1.0
+    call = ProgramCall(program)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        call("second", "url", "key")
+    assert ran == ["first"] and ProgramCall(lambda *args: args[0])("sync", "url", "key") == "sync"
 
 
 def exact(source, text, truth, extra=None) -> float:
