@@ -17,6 +17,11 @@ Compare two evaluations task by task (paired, over the task ids both hold)::
 
     python -m openmanus_rl.eval compare A.json B.json [--seed 0] [--resamples 10000] [--json OUT.json]
 
+Pool the seeds of an RL arm against their common baseline (each seed paired with it, then a bootstrap
+over seeds and tasks)::
+
+    python -m openmanus_rl.eval seeds BASE.json SEED1.json SEED2.json ... [--seed 0] [--resamples 10000] [--json OUT]
+
 ``--model`` is a Hugging Face folder, a trainer checkpoint step (``<ckpt>/global_step_K``
 or ``<ckpt>/global_step_K/actor``, whose ``huggingface/`` export is used) or the
 checkpoints folder itself (the step named in ``latest_checkpointed_iteration.txt``);
@@ -58,6 +63,8 @@ success; reward with a percentile bootstrap over tasks (2000 resamples, seeded);
 ``compare`` with a paired percentile bootstrap over tasks (10000 resamples,
 seeded) and, when both files hold one rollout per task, McNemar's exact test; it prints
 a ``warning:`` line when the two summaries record different task file hashes.
+``seeds BASE SEED1 SEED2 ...`` compares each seed's result with the baseline, then pools the
+gains with a bootstrap over seeds and tasks (`openmanus_rl.evaluation.seeds`).
 
 The work is done in `openmanus_rl.evaluation`; this module is the command line.
 """
@@ -72,12 +79,13 @@ from typing import Any, Sequence
 
 from openmanus_rl.evaluation.checkpoints import ModelPathError
 from openmanus_rl.evaluation.compare import compare
-from openmanus_rl.evaluation.report import format_comparison
+from openmanus_rl.evaluation.report import format_comparison, format_seeds
 from openmanus_rl.evaluation.run import evaluate
+from openmanus_rl.evaluation.seeds import seeds_report
 from openmanus_rl.evaluation.stats import COMPARE_RESAMPLES
 from openmanus_rl.evaluation.tasks import SPLITS
 
-__all__ = ["build_parser", "compare_main", "main"]
+__all__ = ["build_parser", "compare_main", "main", "seeds_main"]
 
 
 def compare_main(argv: Sequence[str]) -> dict[str, Any]:
@@ -98,13 +106,33 @@ def compare_main(argv: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def seeds_main(argv: Sequence[str]) -> dict[str, Any]:
+    """``seeds BASE ARM [ARM ...] [--seed] [--resamples] [--json OUT]``: each arm (one RL seed) against the baseline,
+    and the pooled gain (`openmanus_rl.evaluation.seeds`); print it (and write it); return it."""
+    parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval seeds",
+                                     description="Seeds of an RL arm against one baseline: each paired, then pooled")
+    parser.add_argument("base", help="the baseline's result (e.g. the warm start's .json)")
+    parser.add_argument("arms", nargs="+", help="one result per seed of the arm, on the same tasks")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES)
+    parser.add_argument("--json", default=None, help="also write the report here")
+    args = parser.parse_args(list(argv))
+    result = seeds_report(args.base, args.arms, seed=args.seed, resamples=args.resamples)
+    print(format_seeds(result))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The evaluation's flags; the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
     from verl.utils.precision import DTYPE_CHOICES
     from verl.utils.yaml_defaults import add_yaml_argument
 
     parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval", description=__doc__.split("\n\n")[0],
-                                     epilog="compare: python -m openmanus_rl.eval compare A.json B.json")
+                                     epilog="compare: python -m openmanus_rl.eval compare A.json B.json; "
+                                            "seeds: python -m openmanus_rl.eval seeds BASE.json SEED1.json SEED2.json ...")
     parser.add_argument("--model", required=True,
                         help="HF folder, <ckpt>/global_step_K[/actor], or the checkpoints folder (latest step)")
     add_yaml_argument(parser, "--env_name", "agent.env_name")
@@ -159,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compare":
         compare_main(argv[1:])
+        return 0
+    if argv and argv[0] == "seeds":
+        seeds_main(argv[1:])
         return 0
     parser = build_parser()
     args = parser.parse_args(argv)

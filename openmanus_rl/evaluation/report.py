@@ -60,3 +60,25 @@ def format_comparison(c: Mapping[str, Any]) -> str:
         lines.append("McNemar: not applicable (more than one rollout per task in a file)")
     lines.append(f"CI: {c['ci_method']}")
     return "\n".join(lines)
+
+
+def format_seeds(r: Mapping[str, Any]) -> str:
+    """The result of `openmanus_rl.evaluation.seeds.seeds_report` as text: a line per seed, then the pooled gain."""
+    lines = [f"baseline: {r['base']}", f"{'seed file':<48} {'tasks':>6} {'gain':>8}  95% CI            McNemar p"]
+    for arm, c in zip(r["arms"], r["per_seed"]):
+        lines += [f"warning ({arm}): {w}" for w in c.get("warnings", [])]
+        if c["success"] is None:
+            lines.append(f"{arm:<48} {0:>6} {'-':>8}  no shared scored tasks")
+            continue
+        s = c["success"]
+        p = f"{s['mcnemar_p']:.4g}" if c.get("binary") else "n/a"
+        lines.append(f"{arm:<48} {c['shared_tasks']:>6} {s['gain']:>+8.4f}  {_fmt_ci(s['ci95']):<17} {p}")
+    pooled = r["pooled"]
+    if pooled is None:
+        lines.append("no task scored by the baseline and every seed: nothing to pool")
+        return "\n".join(lines)
+    lines.append(f"pooled over {pooled['seeds']} seed(s) x {r['shared_tasks']} tasks: success {pooled['base_mean']:.4f} -> "
+                 f"{pooled['arm_mean']:.4f}, gain {pooled['gain']:+.4f}, 95% CI {_fmt_ci(pooled['ci95'])}; "
+                 f"seeds significantly below 0: {pooled['seeds_below_zero']} of {pooled['seeds']}")
+    lines.append(f"CI: {pooled['ci_method']}")
+    return "\n".join(lines)

@@ -1,12 +1,16 @@
-"""Confidence intervals and the paired test: Wilson, percentile bootstrap (plain and paired), exact McNemar."""
+"""Confidence intervals and the paired test: Wilson, percentile bootstrap (plain and paired), exact McNemar.
+
+The bootstrap and the binomial test behind McNemar are scipy.stats'; the formulas they compute are written
+beside them, and ``tests/openmanus_rl/test_eval.py`` checks them against hand computations.
+"""
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 Z95 = 1.959964
 REWARD_RESAMPLES = 2000
@@ -51,16 +55,17 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarra
     Draw ``resamples`` samples of size ``m = len(values)`` with replacement
     (``numpy.random.default_rng(seed)``), compute ``s_r = stat(sample_r)`` for each,
     and return the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-    ``s_r`` (linear interpolation).  Deterministic for a given seed; a constant
-    vector ``c`` gives ``[c, c]``.
+    ``s_r`` (linear interpolation): ``scipy.stats.bootstrap(method="percentile")``.
+    Deterministic for a given seed; a constant vector ``c`` gives ``[c, c]``.
     """
     x = _as_vector(values, "values")
     if resamples < 1 or not 0 < level < 1:
         raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples}, {level}")
-    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
-    stats = np.array([stat(x[row]) for row in idx], dtype=float)
-    lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+    if np.ptp(x) == 0:  # every resample is the data itself
+        return float(stat(x)), float(stat(x))
+    result = scipy_stats.bootstrap((x,), stat, n_resamples=resamples, confidence_level=level, method="percentile",
+                                   vectorized=False, rng=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def paired_bootstrap_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
@@ -84,10 +89,10 @@ def mcnemar_exact(b: int, c: int) -> float:
     ``b``: pairs where A fails and B succeeds; ``c``: A succeeds and B fails.
     Under H0 (no difference) ``b ~ Binomial(b + c, 1/2)``, so
     ``p = min(1, 2 * sum_{i=0}^{min(b, c)} C(b + c, i) / 2^(b + c))``
-    (computed exactly with fractions).  ``b = c = 0`` gives 1.0.
+    (scipy.stats.binomtest, two-sided, at 1/2).  ``b = c = 0`` gives 1.0.
     """
     if b < 0 or c < 0:
         raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
-    n = b + c
-    tail = Fraction(sum(math.comb(n, i) for i in range(min(b, c) + 1)), 2**n)
-    return float(min(Fraction(1), 2 * tail))
+    if b + c == 0:
+        return 1.0
+    return float(min(1.0, scipy_stats.binomtest(b, b + c, 0.5).pvalue))

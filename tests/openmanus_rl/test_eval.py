@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import subprocess
+from fractions import Fraction
 import sys
 from pathlib import Path
 
@@ -70,10 +71,22 @@ def test_mcnemar_exact_literal_values(b, c, p):
 
 
 def test_mcnemar_exact_is_exact():
-    assert mcnemar_exact(10, 2) == 158 / 4096
-    assert mcnemar_exact(5, 1) == 0.21875
+    assert mcnemar_exact(10, 2) == pytest.approx(158 / 4096, rel=1e-12)
+    assert mcnemar_exact(5, 1) == pytest.approx(0.21875, rel=1e-12)
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 2)
+
+
+def mcnemar_by_hand(b: int, c: int) -> float:
+    """``min(1, 2 * sum_{i<=min(b,c)} C(b+c, i) / 2^(b+c))`` in exact fractions."""
+    n = b + c
+    return float(min(Fraction(1), 2 * Fraction(sum(math.comb(n, i) for i in range(min(b, c) + 1)), 2**n)))
+
+
+def test_scipys_binomial_test_is_the_hand_written_mcnemar_sum():
+    for b in range(30):
+        for c in range(30):
+            assert mcnemar_exact(b, c) == pytest.approx(mcnemar_by_hand(b, c), rel=1e-9, abs=1e-300), (b, c)
 
 
 # ---------------------------------------------------------------------------------------------- bootstrap
@@ -83,6 +96,20 @@ def test_bootstrap_ci_deterministic_for_a_seed():
     assert a == bootstrap_ci(values, resamples=500, seed=7)
     assert a != bootstrap_ci(values, resamples=500, seed=8)
     assert a[0] < float(values.mean()) < a[1]
+
+
+def bootstrap_by_hand(x: np.ndarray, resamples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap written out: resample indices from default_rng(seed), the mean of each, quantiles."""
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    lo, hi = np.quantile(x[idx].mean(axis=1), [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@pytest.mark.parametrize("seed,level", [(0, 0.95), (7, 0.9)])
+def test_scipys_bootstrap_is_the_percentile_bootstrap_written_out(seed, level):
+    values = np.random.default_rng(1).random(50)
+    expected = bootstrap_by_hand(values, 800, seed, level)
+    assert bootstrap_ci(values, resamples=800, seed=seed, level=level) == pytest.approx(expected, abs=1e-12)
 
 
 def test_bootstrap_ci_of_a_constant_vector():
