@@ -5,6 +5,7 @@
 #
 #   scripts/learning_run.sh [--env_name webshop] [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100]
 #                           [--out results/learning] [--program PACKAGE.MODULE:FUNCTION] [--arm NAME]
+#                           [--seeds 1,2,3] [--test_freq 3] [--dev_tasks 64]
 #                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo trainer.max_minutes=70]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
@@ -18,6 +19,17 @@
 # M minutes (validated and checkpointed), so a run fits a sitting whatever a step costs on the box.
 # Dev success is measured before the first step too (the default job skips that validation): the plot starts at step 0.
 #
+# Choosing the policy: RL validates on --dev_tasks dev tasks every --test_freq steps and keeps the checkpoint with the
+# best dev success (trainer.keep_best; step 0 is the warm start). After the run, the last step is evaluated on test as
+# <arm>.json and the dev-chosen one as <arm>_best.json (a copy of the last step's or the warm start's result when it is
+# one of those): the test split is read only after the choice.
+#
+# --seeds 1,2,3 runs the RL arm once per seed (trainer.seed and data.seed: sampling, task order) from the same warm
+# start, as <arm>_seed<K>.json and <arm>_seed<K>_best.json, then pools every seed file of the arm found in <out> (so
+# seeds run on different days add up) against the warm start: <out>/<arm>_seeds.txt/.json and <arm>_best_seeds.*
+# (`python -m openmanus_rl.eval seeds`: each seed's paired gain, and the pooled gain with a bootstrap over seeds and
+# tasks). A seed's arm takes as long as one run's RL and evaluation.
+#
 # --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
 # examples.webshop_openai_agent:play): the warm start's demonstrations are the program's own episodes with the expert
 # answering its calls (scripts/warm_start.py --program), every evaluation plays the program (openmanus_rl.eval --program), and a WebShop server on --env_port (36001)
@@ -27,13 +39,13 @@
 # same result); delete the file to evaluate again. The GRPO run and its evaluation are always redone.
 # The RL arm is named after its estimator (algorithm.adv_estimator=gigpo -> <out>/gigpo.json; grpo when not given), or
 # --arm NAME (e.g. --arm rm for a run on a reward model's score: reward_model.enable=true reward_model.model.path=DIR).
-# Writes <out>/{base,warm_start,<arm>,expert}.json (+ .tasks.jsonl), <out>/comparisons.txt,
-# <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
+# Writes <out>/{base,warm_start,<arm>,<arm>_best,expert}.json (+ .tasks.jsonl), <out>/<arm>.metrics.jsonl,
+# <out>/comparisons.txt, <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ENV=webshop; N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""
-ENV_PORT=36001; ARM_NAME=""
+ENV_PORT=36001; ARM_NAME=""; SEEDS=""; TEST_FREQ=3; DEV_TASKS=64
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --env_name) ENV="$2"; shift 2 ;;
@@ -45,9 +57,13 @@ while [[ $# -gt 0 ]]; do
         --program) PROGRAM="$2"; shift 2 ;;
         --env_port) ENV_PORT="$2"; shift 2 ;;
         --arm) ARM_NAME="$2"; shift 2 ;;
+        --seeds) SEEDS="$2"; shift 2 ;;
+        --test_freq) TEST_FREQ="$2"; shift 2 ;;
+        --dev_tasks) DEV_TASKS="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
         *) echo "usage: scripts/learning_run.sh [--env_name ENV] [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
-                "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [--arm NAME] [overrides]" >&2; exit 2 ;;
+                "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [--arm NAME] [--seeds 1,2,3] [--test_freq 3] [--dev_tasks 64]" \
+                "[overrides]" >&2; exit 2 ;;
     esac
 done
 [[ -x .venv/bin/python || -n "${VIRTUAL_ENV:-}" ]] || bash scripts/setup.sh
@@ -78,22 +94,60 @@ evaluate() {  # evaluate <name> <model> <limit> [always]: greedy on the first <l
 phase warm_start
 evaluate base "$BASE" "$BASE_LIMIT"
 evaluate warm_start "$WARM" "$EVAL_LIMIT"
-rm -rf "outputs/$EXP"
 if [[ -n "$PROGRAM" ]]; then  # the gateway starts no env server: the program's, for the RL run
     "$(dirname "$PY")/agentgym" serve "$ENV" --port "$ENV_PORT" >"$OUT/env_server.log" 2>&1 &
     SERVER_PID=$!
     trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
     export WEBSHOP_URL="http://127.0.0.1:$ENV_PORT"
 fi
-./train_grpo.sh --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
-    trainer.total_training_steps="$STEPS" trainer.val_before_train=true trainer.test_freq=5 trainer.save_freq="$STEPS" data.val_max_samples=32 \
-    agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
-    actor_rollout_ref.model.enable_gradient_checkpointing=false \
-    actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
-    ${RL_ARGS[@]+"${RL_ARGS[@]}"} ${OVERRIDES[@]+"${OVERRIDES[@]}"}
-phase rl
-evaluate "$ARM" "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
-cp "outputs/$EXP/metrics.jsonl" "$OUT/metrics.jsonl"
+rl_arm() {  # rl_arm <name> [overrides]: GRPO from the warm start -> <out>/<name>.json (last step), <name>_best.json
+    local name="$1"; shift
+    rm -rf "outputs/$EXP"
+    ./train_grpo.sh --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" --exp_name_suffix _learn \
+        trainer.total_training_steps="$STEPS" trainer.val_before_train=true trainer.test_freq="$TEST_FREQ" \
+        trainer.save_freq="$STEPS" data.val_max_samples="$DEV_TASKS" trainer.keep_best=true \
+        agent.n=4 data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.optim.lr=5e-6 \
+        actor_rollout_ref.model.enable_gradient_checkpointing=false \
+        actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.02 algorithm.filter_groups.enable=true \
+        ${RL_ARGS[@]+"${RL_ARGS[@]}"} ${OVERRIDES[@]+"${OVERRIDES[@]}"} "$@"
+    phase "rl_$name"
+    evaluate "$name" "outputs/$EXP/checkpoints" "$EVAL_LIMIT" always
+    cp "outputs/$EXP/metrics.jsonl" "$OUT/$name.metrics.jsonl"
+    # the dev-chosen policy (checkpoints/best_dev.json): evaluated on test only now, after the choice
+    "$PY" - "$OUT" "$name" "outputs/$EXP/checkpoints" <<'PY' >"$OUT/$name.best_source"
+import json, sys
+from pathlib import Path
+out, name, ckpt = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+best = json.loads((ckpt / "best_dev.json").read_text())
+last = int((ckpt / "latest_checkpointed_iteration.txt").read_text())
+same = name if best["step"] == last else "warm_start" if best["step"] == 0 else None
+print(f"{best['step']} {same or best['model']}")
+PY
+    read -r best_step best_src <"$OUT/$name.best_source"
+    echo "[learning_run] $name: best dev success at step $best_step" >&2
+    if [[ -f "$OUT/$best_src.json" ]]; then  # the last step or the warm start: that result, under the best's name
+        "$PY" - "$OUT" "$best_src" "${name}_best" "$best_step" <<'PY'
+import json, shutil, sys
+from pathlib import Path
+out, src, dst, step = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+summary = json.loads((out / f"{src}.json").read_text())
+summary.update(tasks_file=f"{dst}.tasks.jsonl", best_dev_step=step, same_policy_as=f"{src}.json")
+(out / f"{dst}.json").write_text(json.dumps(summary, indent=2) + "\n")
+shutil.copyfile(out / f"{src}.tasks.jsonl", out / f"{dst}.tasks.jsonl")
+PY
+    else
+        evaluate "${name}_best" "$best_src" "$EVAL_LIMIT" always
+    fi
+    rm -f "$OUT/$name.best_source"
+}
+if [[ -z "$SEEDS" ]]; then
+    rl_arm "$ARM"
+    cp "$OUT/$ARM.metrics.jsonl" "$OUT/metrics.jsonl"
+else
+    for seed in ${SEEDS//,/ }; do
+        rl_arm "${ARM}_seed$seed" trainer.seed="$seed" data.seed="$seed"
+    done
+fi
 [[ -f "$OUT/expert.json" ]] || "$PY" - "$OUT" "$EVAL_LIMIT" "$BASE" "$ENV" <<'PY'
 import json, sys
 from pathlib import Path
@@ -108,11 +162,20 @@ with env_server(env) as url:  # the expert sees observations cut as the agent cu
 (out / "expert.json").write_text(json.dumps(score.summary(), indent=2))
 print(score.summary())
 PY
+if [[ -n "$SEEDS" ]]; then  # every seed of the arm in <out>, this run's and earlier ones', pooled
+    for kind in "" _best; do
+        mapfile -t FILES < <(ls "$OUT" | grep -E "^${ARM}_seed[0-9]+$kind\.json$" | sed "s|^|$OUT/|")
+        "$PY" -m openmanus_rl.eval seeds "$OUT/warm_start.json" "${FILES[@]}" --json "$OUT/${ARM}${kind}_seeds.json" \
+            | tee "$OUT/${ARM}${kind}_seeds.txt"
+    done
+    exit 0
+fi
 {
     "$PY" -m openmanus_rl.eval compare "$OUT/base.json" "$OUT/warm_start.json"
     "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/$ARM.json"
+    "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/${ARM}_best.json"
 } | tee "$OUT/comparisons.txt"
-"$PY" - "$OUT" "outputs/$EXP/metrics.jsonl" "$ENV" "$ARM" <<'PY'
+"$PY" - "$OUT" "$OUT/metrics.jsonl" "$ENV" "$ARM" <<'PY'
 import json, sys
 from pathlib import Path
 import matplotlib
@@ -134,7 +197,7 @@ for ax, col, label in ((axes[0], 0, "RL step"), (axes[1], 1, "wall-clock minutes
 axes[0].set_ylabel("success rate"); axes[0].legend(fontsize=7)
 fig.tight_layout(); fig.savefig(out / "dev_success.png", dpi=100)
 table = ["| policy | test tasks | success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|---|"]
-for name in ("base", "warm_start", arm):
+for name in ("base", "warm_start", arm, f"{arm}_best"):
     r = json.loads((out / f"{name}.json").read_text())
     lo, hi = r["success_ci95"]
     table.append(f"| {name} | {r['tasks']} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")

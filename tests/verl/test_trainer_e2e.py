@@ -55,7 +55,7 @@ def by_step(rows, step):
 
 def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, server, tmp_path):
     out = tmp_path / "ppo"
-    rows = run_main(tiny_model_path, webshop_tasks, server, out)
+    rows = run_main(tiny_model_path, webshop_tasks, server, out, "trainer.keep_best=true")
     assert [r["step"] for r in rows] == [0, 1, 2]  # validation before training, then two steps
     assert "val/webshop/success_rate" in rows[0] and "val/webshop/reward/mean" in rows[0]
     for step in (1, 2):
@@ -70,6 +70,11 @@ def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, serve
     assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["global_step_1", "global_step_2"]
     for part in ("actor/actor.pt", "actor/huggingface/model.safetensors", "critic/critic.pt", "trainer_state.pt"):
         assert (ckpt / "global_step_2" / part).is_file(), part
+    # the dev-chosen policy: the starting model unless step 2's validation beat step 0's
+    dev = {step: by_step(rows, step)["val/webshop/success_rate"] for step in (0, 2)}
+    best = json.loads((ckpt / "best_dev.json").read_text())
+    expected = (2, str((ckpt / "global_step_2").resolve())) if dev[2] > dev[0] else (0, str(Path(tiny_model_path).resolve()))
+    assert (best["step"], best["model"]) == expected and best["dev_success"] == max(dev.values())
     assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
     assert any((out / "tensorboard").iterdir())
     assert list((out / "trajectories").rglob("*.jsonl")) and list((out / "trajectories").rglob("*.html"))

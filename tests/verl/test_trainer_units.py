@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -463,3 +464,49 @@ def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimise
 
     trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, *extra)), TEXT_STUB)
     assert trainer._old_log_probs_from_update(DataProto.from_dict({"x": torch.zeros(rows)})) is reused
+
+
+class SavingGroup:
+    """A worker group whose checkpoint is one file."""
+
+    def save_checkpoint(self, path):
+        Path(path).mkdir(parents=True)
+        (Path(path) / "weights.pt").write_text("w")
+
+
+def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_path, task_files, tmp_path):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    cfg = load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.max_ckpt_to_keep=1",
+                          f"trainer.output_dir={tmp_path}", "algorithm.adv_estimator=grpo", "agent.n=2"))
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    trainer.actor_rollout_wg, trainer.critic_wg = SavingGroup(), None
+    best = tmp_path / "checkpoints" / "best_dev.json"
+
+    def validated(step, *rates):
+        trainer.global_step = step
+        metrics = {f"val/src{i}/success_rate": r for i, r in enumerate(rates)} | {"val/src0/count": 8.0}
+        new = trainer._is_new_best(metrics)
+        if step:
+            trainer._save_checkpoint()
+        if new:
+            trainer._mark_best(metrics)
+        return new, json.loads(best.read_text())
+
+    assert validated(0, 0.25, 0.5) == (True, {"step": 0, "dev_success": 0.375,
+                                              "model": str(Path(tiny_model_path).resolve())})
+    assert validated(1, 0.5, 0.25)[0] is False  # a tie keeps the earlier step
+    assert validated(2, 0.5, 0.5) == (True, {"step": 2, "dev_success": 0.5,
+                                             "model": str((tmp_path / "checkpoints" / "global_step_2").resolve())})
+    assert validated(3, 0.0, 0.5)[0] is False and validated(4, 0.25, 0.25)[0] is False
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_2", "global_step_4"]
+    assert validated(5, 1.0, 0.75)[1]["step"] == 5
+    trainer.global_step = 6
+    trainer._save_checkpoint()  # step 2 is no longer the best: pruned now
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_5", "global_step_6"]
+
+    off = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, f"trainer.output_dir={tmp_path}",
+                                        "algorithm.adv_estimator=grpo", "agent.n=2")), TEXT_STUB)
+    assert off._is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
+    with pytest.raises(ConfigError, match="trainer.keep_best .* needs trainer.test_freq >= 1"):
+        load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.test_freq=0"))

@@ -104,6 +104,7 @@ class TrainerConfig:
     test_freq: int
     save_freq: int
     max_ckpt_to_keep: int
+    keep_best: bool  # keep the checkpoint of the best validation success beside the newest ones (checkpoint.BEST_FILE)
     resume_mode: str
     resume_from_path: str | None
     logger: list[str]
@@ -194,6 +195,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}")
     if t.max_minutes is not None and not t.max_minutes > 0:
         raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
+    if t.keep_best and t.test_freq < 1:
+        raise ConfigError("trainer.keep_best keeps the checkpoint of the best validation: it needs trainer.test_freq >= 1")
     if t.staleness not in (0, 1):
         raise ConfigError(f"trainer.staleness must be 0 (synchronous) or 1 (one-step-off), got {t.staleness}: "
                           "one rollout engine per worker runs one rollout at a time, so a second step ahead would wait anyway")

@@ -13,7 +13,9 @@ One step (``fit``)::
     advantages = estimator(rewards, values, mask, groups)  # core_algos registry
     critic.update_critic(batch); actor.update_actor(batch) # the actor update ends with the weight sync
 
-plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_freq`` steps.
+plus validation every ``test_freq`` steps and an atomic checkpoint every ``save_freq`` steps; with
+``trainer.keep_best`` also a checkpoint at each validation that beats every earlier one, kept and
+named in ``checkpoints/best_dev.json`` (so a run's test evaluation can take the dev-chosen policy).
 
 One-step-off (``trainer.staleness=1``): once step k's batch is rolled out and checked, the
 newest weights go into the idle engine and step k+1's rollout starts on a driver thread while
@@ -51,7 +53,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, WorkerError
-from verl.trainer.checkpoint import LATEST_MARKER
+from verl.trainer.checkpoint import BEST_FILE, LATEST_MARKER
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
@@ -555,9 +557,36 @@ class RayPPOTrainer:
         marker.write_text(str(self.global_step))
         os.replace(marker, self.ckpt_dir / LATEST_MARKER)
         kept = sorted(self.ckpt_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+        best = self._best_step()
         for old in kept[: max(len(kept) - self.config.trainer.max_ckpt_to_keep, 0)]:
-            shutil.rmtree(old, ignore_errors=True)
+            if old.name != f"global_step_{best}":
+                shutil.rmtree(old, ignore_errors=True)
         return final
+
+    def _best_step(self) -> int | None:
+        path = self.ckpt_dir / BEST_FILE
+        return json.loads(path.read_text())["step"] if path.is_file() else None
+
+    def _is_new_best(self, metrics: dict[str, float]) -> bool:
+        """Whether this validation's success (the mean of its ``val/<source>/success_rate``) beats every earlier one of
+        the run; with ``trainer.keep_best`` only."""
+        rates = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success_rate")]
+        if not self.config.trainer.keep_best or not rates:
+            return False
+        best = self.ckpt_dir / BEST_FILE
+        return not best.is_file() or float(np.mean(rates)) > json.loads(best.read_text())["dev_success"]
+
+    def _mark_best(self, metrics: dict[str, float]) -> None:
+        """Write `BEST_FILE` naming this step's checkpoint (the starting model at step 0), atomically."""
+        rates = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success_rate")]
+        model = (self.ckpt_dir / f"global_step_{self.global_step}" if self.global_step
+                 else Path(self.config.actor_rollout_ref.model.path))
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.ckpt_dir / f".{BEST_FILE}.tmp"
+        tmp.write_text(json.dumps({"step": self.global_step, "dev_success": float(np.mean(rates)),
+                                   "model": str(model.resolve())}) + "\n")
+        os.replace(tmp, self.ckpt_dir / BEST_FILE)
+        metrics["val/best_step"] = float(self.global_step)
 
     def _find_resume_path(self) -> Path | None:
         t = self.config.trainer
@@ -606,12 +635,17 @@ class RayPPOTrainer:
         tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None,
                            total_steps=t.total_training_steps)
         self._load_checkpoint()
+        if self.global_step == 0:  # a new run: an earlier run's best is not this one's
+            (self.ckpt_dir / BEST_FILE).unlink(missing_ok=True)
         last: dict[str, float] = {}
         started = time.monotonic()  # trainer.max_minutes counts from here: validations included
         try:
             if t.val_before_train and self.global_step == 0 and t.test_freq > 0:
                 self._wait_for_services(0, None)
-                tracker.log(self._validate(), step=0)
+                metrics = self._validate()
+                if self._is_new_best(metrics):
+                    self._mark_best(metrics)
+                tracker.log(metrics, step=0)
             progress = progress_bar(t.total_training_steps, self.global_step)
             while self.global_step < t.total_training_steps:
                 ahead, self._ahead = self._ahead, None
@@ -627,12 +661,17 @@ class RayPPOTrainer:
                 metrics["train/epoch"] = float(self.train_loader.epoch)
                 out_of_time = t.max_minutes is not None and (time.monotonic() - started) / 60 >= t.max_minutes
                 is_last = self.global_step == t.total_training_steps or out_of_time
+                new_best = False
                 if t.test_freq > 0 and (self.global_step % t.test_freq == 0 or is_last):
                     self._settle()
                     metrics.update(self._validate())
-                if t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last or self.global_step == t.stop_after_step):
+                    new_best = self._is_new_best(metrics)
+                if new_best or (t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last
+                                                     or self.global_step == t.stop_after_step)):
                     with PhaseTimer(metrics)("save_checkpoint"):
                         self._save_checkpoint()
+                        if new_best:  # after the save: the file never names a checkpoint that is not there
+                            self._mark_best(metrics)
                 tracker.log(metrics, step=self.global_step)
                 last = metrics
                 if progress is not None:
