@@ -256,7 +256,9 @@ class DataProto:
                 )
         return DataProto(
             batch={k: torch.cat([d.batch[k] for d in data], dim=0) for k in first.batch},
-            non_tensor_batch={k: np.concatenate([d.non_tensor_batch[k] for d in data], axis=0) for k in first.non_tensor_batch},
+            non_tensor_batch={
+                k: np.concatenate([d.non_tensor_batch[k] for d in data], axis=0) for k in first.non_tensor_batch
+            },
             meta_info=dict(first.meta_info),
         )
 

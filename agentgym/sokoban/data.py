@@ -45,8 +45,9 @@ MAX_DRAWS = 1000
 _CHARS = {"#", "_", "@", "$", ".", "*", "+"}
 
 
-def advance(walls: frozenset[Cell], player: Cell, boxes: frozenset[Cell],
-            move: str) -> tuple[Cell, frozenset[Cell], str]:
+def advance(
+    walls: frozenset[Cell], player: Cell, boxes: frozenset[Cell], move: str
+) -> tuple[Cell, frozenset[Cell], str]:
     """The player's ``move`` under the rule (see the module docstring): (player, boxes, event)."""
     dr, dc = MOVES[move]
     to = (player[0] + dr, player[1] + dc)

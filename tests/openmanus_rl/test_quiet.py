@@ -57,9 +57,15 @@ def test_every_line_goes_to_the_log_and_the_shown_ones_to_the_terminal(tmp_path)
     log = tmp_path / "run" / "run.log"
     log.parent.mkdir()
     log.write_text("an earlier run\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), "--log", str(log)], input="".join(RUN).encode(), capture_output=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--log", str(log)], input="".join(RUN).encode(), capture_output=True, check=True
+    )
     assert out.stdout.decode().splitlines() == list(shown_lines(RUN))
     assert log.read_bytes() == ("an earlier run\n" + "".join(RUN)).encode()  # appended, byte for byte
-    everything = subprocess.run([sys.executable, str(SCRIPT), "--log", str(tmp_path / "all.log"), "--all"], input="".join(RUN).encode(),
-                                capture_output=True, check=True)
+    everything = subprocess.run(
+        [sys.executable, str(SCRIPT), "--log", str(tmp_path / "all.log"), "--all"],
+        input="".join(RUN).encode(),
+        capture_output=True,
+        check=True,
+    )
     assert everything.stdout == "".join(RUN).encode()

@@ -37,7 +37,9 @@ def test_length_mismatch_names_key_and_lengths():
 
 
 def test_from_single_dict_splits_by_type():
-    d = DataProto.from_single_dict({"x": torch.ones(2, 3), "name": np.array(["p", "q"], dtype=object)}, meta_info={"k": 1})
+    d = DataProto.from_single_dict(
+        {"x": torch.ones(2, 3), "name": np.array(["p", "q"], dtype=object)}, meta_info={"k": 1}
+    )
     assert list(d.batch) == ["x"] and list(d.non_tensor_batch) == ["name"] and d.meta_info == {"k": 1}
 
 

@@ -15,9 +15,13 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
     from verl.workers.rollout.base import SamplingParams
     from verl.workers.rollout.vllm_rollout import VLLMRollout
 
-    engine = VLLMRollout(tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=0.375, max_model_len=2048), num_threads=1)
+    engine = VLLMRollout(
+        tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=0.375, max_model_len=2048), num_threads=1
+    )
     try:
-        assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 402653184  # 0.375 GiB, not rounded
+        assert (
+            engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 402653184
+        )  # 0.375 GiB, not rounded
         assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
         # 6 x 1000 prompt tokens exceed one 4096-token prefill chunk; every request has its own seed
         prompts = [[100 + (i * 7 + j) % 40000 for j in range(1000)] for i in range(6)]

@@ -40,9 +40,17 @@ ADAPTER_KEYS = ("lora_A", "lora_B")
 class LoRALinear(nn.Linear):
     """``y = x W^T + b + (alpha / r) (x A^T) B^T``; ``weight`` and ``bias`` keep their names and stay frozen."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int, alpha: float, bias: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int,
+        alpha: float,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
         self.lora_A = nn.Parameter(torch.empty(rank, in_features, device=device, dtype=dtype))
@@ -51,10 +59,20 @@ class LoRALinear(nn.Linear):
         self.reset_lora_parameters(generator)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, rank: int, alpha: float, generator: torch.Generator | None = None) -> LoRALinear:
+    def from_linear(
+        cls, linear: nn.Linear, rank: int, alpha: float, generator: torch.Generator | None = None
+    ) -> LoRALinear:
         """Wrap ``linear``: its ``weight``/``bias`` Parameters are reused (no copy), frozen; new A, B on their device."""
         w = linear.weight
-        layer = cls(linear.in_features, linear.out_features, rank, alpha, bias=linear.bias is not None, device="meta", dtype=w.dtype)
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            rank,
+            alpha,
+            bias=linear.bias is not None,
+            device="meta",
+            dtype=w.dtype,
+        )
         layer.weight, layer.bias = linear.weight, linear.bias
         layer.lora_A = nn.Parameter(torch.empty(rank, linear.in_features, device=w.device, dtype=w.dtype))
         layer.lora_B = nn.Parameter(torch.empty(linear.out_features, rank, device=w.device, dtype=w.dtype))
@@ -69,7 +87,9 @@ class LoRALinear(nn.Linear):
         """A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a = sqrt(5), as nn.Linear's weight), B = 0: the adapter starts as the zero map."""
         if self.lora_A.is_meta:
             return
-        a = torch.empty(self.lora_A.shape, dtype=self.lora_A.dtype)  # drawn on CPU: a CPU generator works for any device
+        a = torch.empty(
+            self.lora_A.shape, dtype=self.lora_A.dtype
+        )  # drawn on CPU: a CPU generator works for any device
         nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=generator)
         self.lora_A.copy_(a)
         self.lora_B.zero_()
@@ -101,7 +121,9 @@ def target_layers(model: nn.Module, targets: list[str]) -> list[str]:
     available = linear_layer_names(model)
     unknown = [t for t in targets if t not in available]
     if unknown:
-        raise ConfigError(f"target_modules {unknown} match no linear layer of the model; its linear layers: {available}")
+        raise ConfigError(
+            f"target_modules {unknown} match no linear layer of the model; its linear layers: {available}"
+        )
     return [name for name in _adaptable_layers(model) if name.rsplit(".", 1)[-1] in targets]
 
 
@@ -155,7 +177,9 @@ def merge_lora(state: dict[str, torch.Tensor], scales: dict[str, float]) -> dict
     for name, scale in scales.items():
         if f"{name}.weight" in state:
             w = state[f"{name}.weight"]
-            merged[f"{name}.weight"] = w + scale * (state[f"{name}.lora_B"].to(w.dtype) @ state[f"{name}.lora_A"].to(w.dtype))
+            merged[f"{name}.weight"] = w + scale * (
+                state[f"{name}.lora_B"].to(w.dtype) @ state[f"{name}.lora_A"].to(w.dtype)
+            )
     return merged
 
 
@@ -199,14 +223,18 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, base: str | N
     state = torch.load(actor / "actor.pt", weights_only=False)["model"]
     trained = {name for name, p in model.named_parameters() if p.requires_grad}
     if not trained <= set(state):
-        raise ValueError(f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: it was not saved with this LoRA setting ({lora})")
+        raise ValueError(
+            f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: it was not saved with this LoRA setting ({lora})"
+        )
     model.load_state_dict(state, strict=False)
     export_hf(merged_state_dict(model), base, out_dir)
     return Path(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl.utils.lora", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m verl.utils.lora", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="a checkpoint's policy as a merged Hugging Face folder")
     export.add_argument("checkpoint", help="<checkpoints>/global_step_K or its actor/ folder")

@@ -12,7 +12,11 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
     if values.numel() == 0:
         return {}
     values = values.float()
-    return {f"{prefix}/mean": float(values.mean()), f"{prefix}/max": float(values.max()), f"{prefix}/min": float(values.min())}
+    return {
+        f"{prefix}/mean": float(values.mean()),
+        f"{prefix}/max": float(values.max()),
+        f"{prefix}/min": float(values.min()),
+    }
 
 
 def compute_data_metrics(batch: DataProto, use_critic: bool, response_budget: int) -> dict[str, float]:

@@ -47,9 +47,11 @@ def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tu
 
 def register(name: str, data_sources: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
     """Decorator form of `register_reward_score`: ``@register("name")`` above a ``compute_score``."""
+
     def add(fn: ScoreFn) -> ScoreFn:
         register_reward_score(name, fn, data_sources)
         return fn
+
     return add
 
 

@@ -49,7 +49,9 @@ class GenerationOutput:
     token_ids: list[int]
     log_probs: list[float]
     finish_reason: str  # "stop" (eos, stop string or stop id) or "length"
-    top_log_probs: list[dict[int, float]] = field(default_factory=list)  # with top_logprobs=k: per step, token -> log-prob
+    top_log_probs: list[dict[int, float]] = field(
+        default_factory=list
+    )  # with top_logprobs=k: per step, token -> log-prob
 
 
 class RolloutEngine(ABC):
