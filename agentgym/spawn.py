@@ -51,7 +51,8 @@ def healthy(url: str) -> bool:
 
 
 class ServerUrl(str):
-    """A running server's base URL (``http://127.0.0.1:<port>``), with its ``port``, process ``pid`` and ``log`` path."""
+    """A running server's base URL (``http://127.0.0.1:<port>``), with its ``port``,
+    process ``pid`` and ``log`` path."""
 
     port: int
     pid: int
@@ -115,7 +116,8 @@ class ServerProcess:
         return _tail(self.log, lines)
 
     def start(self) -> "ServerProcess":
-        """Start the process and wait for ``GET /`` to answer ``"ok"``; `RuntimeError` with the log's tail if it does not."""
+        """Start the process and wait for ``GET /`` to answer ``"ok"``;
+        `RuntimeError` with the log's tail if it does not."""
         self.launch()
         deadline = time.monotonic() + self.timeout_s
         while True:

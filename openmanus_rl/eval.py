@@ -129,7 +129,8 @@ def seeds_main(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The evaluation's flags; the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
+    """The evaluation's flags;
+    the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
     from verl.utils.precision import DTYPE_CHOICES
     from verl.utils.yaml_defaults import add_yaml_argument
 

@@ -260,7 +260,9 @@ def main() -> None:
         for repeat in range(args.repeats):
             for mode, agent in agents.items():
                 record = args.output_dir if repeat == 0 and mode == "async" else None
-                out, wall, load, cache = timed(worker, lambda: agent.run_llm_loop(batch, output_dir=record))
+                out, wall, load, cache = timed(
+                    worker, lambda agent=agent, record=record: agent.run_llm_loop(batch, output_dir=record)
+                )
                 runs[mode].append(
                     summary(f"{mode} #{repeat + 1}", wall, len(out), out.meta_info["metrics"], load, cache)
                 )

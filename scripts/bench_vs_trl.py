@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Our GRPO step against TRL's ``GRPOTrainer``: the same job on both, each in its own process, side by side.
 
-    .venv/bin/python scripts/bench_vs_trl.py                                   # defaults: about 6 minutes on a quiet 2-core box
+    .venv/bin/python scripts/bench_vs_trl.py                # defaults: about 6 minutes on a quiet 2-core box
     .venv/bin/python scripts/bench_vs_trl.py --prompts 2 --group 4 --response_len 64 --steps 2
-    .venv/bin/python scripts/bench_vs_trl.py --kl 0.001                          # both with a KL loss to a reference
+    .venv/bin/python scripts/bench_vs_trl.py --kl 0.001     # both with a KL loss to a reference
 
 Needs TRL: ``OPENMANUS_EXTRAS=bench scripts/setup.sh`` (the ``bench`` extra of pyproject.toml).
 
@@ -459,10 +459,13 @@ def main() -> None:
         f"dtype {job.dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason}); TRL {trl_version}",
         f"model {job.model}",
         f"countdown: {job.prompts} prompts x {job.group} samples a step, prompt <= {job.prompt_len}, response <= "
-        f"{job.response_len} tokens, lr {job.lr}, KL {'off (no reference model)' if job.kl == 0 else f'k3 loss, coefficient {job.kl}'}, "
+        f"{job.response_len} tokens, lr {job.lr}, KL "
+        f"{'off (no reference model)' if job.kl == 0 else f'k3 loss, coefficient {job.kl}'}, "
         "token-mean loss (TRL loss_type='dapo'), 1 optimiser step a batch",
-        f"steps: {job.warmup} warm-up + {job.steps} measured (medians); CPU {busy_before:.0f}% busy in the 2 s before the start",
-        "tokens/s = (generated + trained tokens) / step seconds; trained = non-padding prompt + response tokens of the batch",
+        f"steps: {job.warmup} warm-up + {job.steps} measured (medians); "
+        f"CPU {busy_before:.0f}% busy in the 2 s before the start",
+        "tokens/s = (generated + trained tokens) / step seconds; "
+        "trained = non-padding prompt + response tokens of the batch",
         f"generation: ours {ours['generation']}; TRL {theirs['generation']}",
         *[f"  TRL fallback: {reason}" for reason in theirs["fallback"]],
     ]

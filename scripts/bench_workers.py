@@ -2,10 +2,10 @@
 
     python scripts/bench_workers.py                       # SmolLM2-135M-Instruct (prepared once)
     python scripts/bench_workers.py --model DIR --prompts 32 --new_tokens 64 --train_rows 8 --train_len 256
-    python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
-    python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
-    python scripts/bench_workers.py --overhead_only              # only update_actor vs the bare loop, per precision
-    python scripts/bench_workers.py --tree                       # only tree packing against the flat path, recorded step
+    python scripts/bench_workers.py --lora_only --lora_rank 8   # only the full-vs-LoRA training row (a few minutes)
+    python scripts/bench_workers.py --levers                    # only the step levers on the recorded WebShop step
+    python scripts/bench_workers.py --overhead_only             # only update_actor vs the bare loop, per precision
+    python scripts/bench_workers.py --tree                      # only tree packing against the flat path, recorded step
     python scripts/bench_workers.py --tree --device cuda --model DIR   # the same on a GPU (peak GPU memory for RSS)
 
 Prints:
@@ -190,7 +190,8 @@ def update_rate(worker, data, steps: int) -> tuple[float, list[float]]:
 
 
 def own_peak_rss_gb() -> float:
-    """This process's peak RSS since it started (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across fork and exec)."""
+    """This process's peak RSS since it started (``VmHWM``;
+    ``ru_maxrss`` would carry the parent's peak across fork and exec)."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024**2
 
@@ -247,7 +248,8 @@ def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse
     (full_tps, full_rss, full_n), (lora_tps, lora_rss, lora_n) = rows["full"], rows["lora"]
     print(f"\n{'full fine-tuning vs LoRA (actor + reference)':<46}{'full':>12}{'LoRA':>12}{'LoRA/full':>12}")
     print(
-        f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(ModelConfig().target_modules)}; {args.train_rows} rows x {args.train_len} tokens"
+        f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(ModelConfig().target_modules)}; "
+        f"{args.train_rows} rows x {args.train_len} tokens"
     )
     print(f"{'  update_actor tokens/s':<46}{full_tps:>12.1f}{lora_tps:>12.1f}{lora_tps / full_tps:>12.2f}")
     print(f"{'  peak RSS of the process GiB':<46}{full_rss:>12.2f}{lora_rss:>12.2f}{lora_rss / full_rss:>12.2f}")
@@ -335,7 +337,8 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
 
 
 def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
-    """`tree_step` with tree packing off and on (and at ``--update_budget``), each `in_fresh_process`; prints the table."""
+    """`tree_step` with tree packing off and on (and at ``--update_budget``),
+    each `in_fresh_process`; prints the table."""
     base = {
         "model": {"path": cfg["model"]["path"]},
         "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
@@ -353,12 +356,15 @@ def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
             )
     flat = rows[None, "off"]
     print(
-        f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training half of a "
-        f"learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; best of {args.steps} after a warm-up"
+        f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training "
+        "half of a learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; "
+        f"best of {args.steps} after a warm-up"
     )
     print(
-        f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
-        f"{'vs flat':>9}{'peak GPU GiB' if args.device == 'cuda' else 'peak RSS GiB':>14}{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}"
+        f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}"
+        f"{'reference s':>13}{'update s':>10}{'sum s':>8}{'vs flat':>9}"
+        f"{'peak GPU GiB' if args.device == 'cuda' else 'peak RSS GiB':>14}"
+        f"{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}"
     )
     for (budget, tree), r in rows.items():
         ref = rows[budget, "off"]
@@ -366,7 +372,8 @@ def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
         d_lp = float((r["ref_log_prob"] - ref["ref_log_prob"]).abs().max())
         total = r["ref_s"] + r["update_s"]
         print(
-            f"{budget or 'default':<15}{tree:>8}{int(t['ref_run']):>12,}{int(t['update_run']):>15,}{r['ref_s']:>13.1f}{r['update_s']:>10.1f}"
+            f"{budget or 'default':<15}{tree:>8}{int(t['ref_run']):>12,}{int(t['update_run']):>15,}"
+            f"{r['ref_s']:>13.1f}{r['update_s']:>10.1f}"
             f"{total:>8.1f}{(ref['ref_s'] + ref['update_s']) / total:>8.2f}x{r['rss']:>14.2f}{d_lp:>16.2e}"
             f"{abs(r['pg_loss'] - ref['pg_loss']):>10.1e}{abs(r['grad_norm'] - ref['grad_norm']):>13.1e}"
         )
@@ -388,11 +395,12 @@ def step_levers(cfg: dict, args: argparse.Namespace) -> None:
         rows[rank, checkpointing] = in_fresh_process(lever_step, c, args.records, args.steps, args.threads)
     tokens = rows[LEVERS[0]][3]
     print(
-        f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL loss, "
-        f"then one update; best of {args.steps} after a warm-up)"
+        f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL "
+        f"loss, then one update; best of {args.steps} after a warm-up)"
     )
     print(
-        f"{'actor':<8}{'checkpointing':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}{'tokens/s':>10}{'vs today':>10}{'peak RSS GiB':>14}"
+        f"{'actor':<8}{'checkpointing':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
+        f"{'tokens/s':>10}{'vs today':>10}{'peak RSS GiB':>14}"
     )
     base = sum(rows[LEVERS[0]][:2])
     for (rank, checkpointing), (ref_s, upd_s, rss, _) in rows.items():
@@ -430,7 +438,8 @@ def update_overhead(cfg: dict, args: argparse.Namespace, dtype: str) -> None:
         for d in dtypes
     }
     print(
-        f"\nupdate_actor vs the bare loop on {args.train_rows} rows x {args.train_len} tokens (best of {args.steps} after a warm-up)"
+        f"\nupdate_actor vs the bare loop on {args.train_rows} rows x {args.train_len} tokens (best of "
+        f"{args.steps} after a warm-up)"
     )
     print(f"{'precision':<12}{'update_actor tokens/s':>23}{'bare tokens/s':>15}{'ratio':>8}")
     for d, (update_tps, bare_tps) in rows.items():

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """How many expert episodes a trajectory token budget cuts, per env; the budget that cuts at most 5%.
 
-    .venv/bin/python scripts/budget_cuts.py [--envs alfworld,sciworld] [--n 50] [--max_cut 0.05] [--out results/budget_cuts.json]
+    .venv/bin/python scripts/budget_cuts.py [--envs alfworld,sciworld] [--n 50] [--max_cut 0.05]
+        [--out results/budget_cuts.json]
 
 Each env's expert plays its first ``--n`` train tasks inside the agent (as `make_sft_data.py` does: the
 agent's prompts, chat template and observation cuts) under a budget too large to bind.  An episode needs

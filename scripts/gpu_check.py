@@ -1,4 +1,5 @@
-"""The policy worker's CUDA path, checked on one GPU: nccl, bf16 autocast, HF rollout, updates, LoRA, FSDP2, checkpoints.
+"""The policy worker's CUDA path, checked on one GPU:
+nccl, bf16 autocast, HF rollout, updates, LoRA, FSDP2, checkpoints.
 
     python scripts/gpu_check.py --model DIR          # a Hugging Face causal LM folder
     python scripts/gpu_check.py --shape_of DIR       # a randomly initialised model with DIR's config and tokenizer
@@ -182,10 +183,10 @@ def tree_check(model: str, device: str, records: str) -> None:
         lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, attn_implementation="sdpa").to(device).eval()
         use_tree_attention(lm)
         with torch.no_grad():
-            flat, flat_s = timed(lambda: lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits)
+            flat, flat_s = timed(lambda lm=lm: lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits)
             flat = picked_log_probs(flat[rows, cols], targets)
             with sdpa_kernel(fused):
-                packed, tree_s = timed(lambda: lm(**tree.model_inputs()).logits[0])
+                packed, tree_s = timed(lambda lm=lm: lm(**tree.model_inputs()).logits[0])
             packed = picked_log_probs(packed[tree.index[rows, cols]], targets)
             kernels = {}
             for name, backend in (
@@ -372,7 +373,8 @@ def main() -> None:
     check(
         "LoRA: updates move the adapters only and raise every row",
         not moved_base and bool((rise > 0).all()),
-        f"{len(base)} frozen tensors, {len(moved_base)} moved; rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}",
+        f"{len(base)} frozen tensors, {len(moved_base)} moved; "
+        f"rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}",
     )
     lora.save_checkpoint(str(work / "lora"))
     expected = merged_by_hand(lora.actor.module, LORA_ALPHA / LORA_RANK)
@@ -403,7 +405,8 @@ def main() -> None:
 
     gen_tokens = sum(len(r) for r in responses)
     print(
-        f"\ngeneration (HF engine, greedy, {args.prompts} x {args.prompt_len}-token prompts): {gen_tokens / gen_s:.0f} new tokens/s"
+        f"\ngeneration (HF engine, greedy, {args.prompts} x {args.prompt_len}-token prompts): "
+        f"{gen_tokens / gen_s:.0f} new tokens/s"
     )
     print(
         f"update_actor, full fine-tuning: {upd_tps:.0f} tokens/s; LoRA rank {LORA_RANK}: {lora_tps:.0f} tokens/s "

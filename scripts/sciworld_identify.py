@@ -7,7 +7,8 @@ env), shows the expert its first observation (task description + first ``look ar
 expert's pick of gold path in the real env, up to `MAX_ACTIONS` actions. Every variation that starts alike
 with the real one (the same description and the same first-room words) is a tie the first observation cannot
 break. Per task type it prints: variations examined, how many start alike with another variation, how many have
-a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. Two JVMs: one for the real envs, the expert's own; each candidate's first room is loaded once.
+a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. Two JVMs:
+one for the real envs, the expert's own; each candidate's first room is loaded once.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["starts_alike"] += len(expert.candidates(observation)) > 1
                 row["expert_wins"] += wins(env, observation, expert)
             print(
-                f"{title:45s} {row['n']:3d} {row['starts_alike']:3d} {row['gold_path_too_long']:3d} {row['expert_wins']:3d}  "
-                f"({time.monotonic() - started:.0f} s)",
+                f"{title:45s} {row['n']:3d} {row['starts_alike']:3d} {row['gold_path_too_long']:3d} "
+                f"{row['expert_wins']:3d}  ({time.monotonic() - started:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -61,7 +61,8 @@ def report(rows: list[dict], warmup: int) -> dict[str, dict[str, float]]:
             "noise_mib": noise,
         }
         print(
-            f"  {n:<18} {y[0]:.3f} -> {y[-1]:.3f} GiB   slope {slope:+.1f} MiB/100 steps   (residual std {noise:.1f} MiB)"
+            f"  {n:<18} {y[0]:.3f} -> {y[-1]:.3f} GiB   slope {slope:+.1f} MiB/100 steps   "
+            f"(residual std {noise:.1f} MiB)"
         )
     return summary
 

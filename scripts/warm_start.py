@@ -10,8 +10,8 @@ files), the env, the action format, the number of demonstrations, the agent
 limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
 the demonstrations are cut exactly as RL's episodes are; an ``agent.action_format=`` override is the format
 the demonstrations are written in), the envs' task lists (``prepare_data.task_fingerprint``:
-a new WebShop catalogue is a new key), which episodes each env keeps (``EnvSpec.demos_keep``), the SFT defaults (``sft_trainer.yaml``) and the SFT
-overrides (every other ``key=value``); changing any of them rebuilds the warm start,
+a new WebShop catalogue is a new key), which episodes each env keeps (``EnvSpec.demos_keep``), the SFT defaults
+(``sft_trainer.yaml``) and the SFT overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
 ``--server_url`` the demonstration script starts its own env server.  With

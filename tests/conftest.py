@@ -133,7 +133,8 @@ def server(start_server: Callable[..., Any]) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
-    """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks: the folder of its parquet files."""
+    """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks:
+    the folder of its parquet files."""
     import subprocess
 
     out = tmp_path_factory.mktemp("data")
@@ -159,7 +160,8 @@ def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
 
 @pytest.fixture(scope="session")
 def countdown_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0): the folder of its parquet files."""
+    """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0):
+    the folder of its parquet files."""
     import subprocess
 
     out = tmp_path_factory.mktemp("countdown")

@@ -141,7 +141,10 @@ class DataProto:
     def __repr__(self) -> str:
         tensors = ", ".join(f"{k}: {tuple(v.shape)} {v.dtype}" for k, v in self.batch.items())
         arrays = ", ".join(self.non_tensor_batch)
-        return f"DataProto(len={len(self)}, batch={{{tensors}}}, non_tensor_batch=[{arrays}], meta_info={list(self.meta_info)})"
+        return (
+            f"DataProto(len={len(self)}, batch={{{tensors}}}, non_tensor_batch=[{arrays}], "
+            f"meta_info={list(self.meta_info)})"
+        )
 
     def __getitem__(self, idx: Any) -> "DataProto | DataProtoItem":
         """``data[i]`` gives one `DataProtoItem`; a slice, index list/tensor or bool mask gives a `DataProto`."""

@@ -231,7 +231,7 @@ def _problem(
     locations = sorted({start} | {loc for _, loc in receptacles.values()})
     declare = (
         ["agent1 - agent"]
-        + [f"{mangle(l)} - location" for l in locations]
+        + [f"{mangle(loc)} - location" for loc in locations]
         + [f"{mangle(r)} - receptacle" for r in receptacles]
         + [f"{mangle(o)} - object" for o, _, _ in objects]
         + [f"{t}Type - otype" for t in otypes]

@@ -31,8 +31,10 @@ SPEC = EnvSpec(
     splits="3,600 games generated from ALFWorld's 120 room layouts, the six task types in turn: test ids 0-299, "
     "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
     expert="openmanus_rl.experts.alfworld:AlfWorldExpert",
-    max_turns=20,  # its observations list the admissible actions: 3,072 tokens end a third of its expert's episodes first
-    max_trajectory_length=6656,  # cuts 5% of its expert's episodes (3072 cut 35%; scripts/budget_cuts.py, 40 train tasks)
+    # its observations list the admissible actions: 3,072 tokens end a third of its expert's episodes first
+    max_turns=20,
+    # cuts 5% of its expert's episodes (3072 cut 35%; scripts/budget_cuts.py, 40 train tasks)
+    max_trajectory_length=6656,
     reset_timeout_s=180.0,  # a server loads games one at a time (Fast Downward's translator): 1-2 s each
     extra="alfworld",
 )

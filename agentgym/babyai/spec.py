@@ -54,5 +54,6 @@ SPEC = EnvSpec(
     "test ids 0-199 (seeds 0-4), dev 200-399 (seeds 5-9), train 400-3999",
     expert="openmanus_rl.experts.babyai:BabyAIExpert",
     max_turns=15,  # its expert wins 70 of 100 train tasks within 15 actions; longer episodes outgrow the token budget
-    max_trajectory_length=3584,  # cuts at most 5% of its expert's episodes (3072 cut 25%; scripts/budget_cuts.py, 40 train tasks)
+    # cuts at most 5% of its expert's episodes (3072 cut 25%; scripts/budget_cuts.py, 40 train tasks)
+    max_trajectory_length=3584,
 )

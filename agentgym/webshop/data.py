@@ -292,6 +292,7 @@ def session_ids(
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:
-    """``[(session id, instruction)]`` of ``split`` (``train``, ``dev`` or ``test``): the env's task list for datasets."""
+    """``[(session id, instruction)]`` of ``split`` (``train``, ``dev`` or ``test``):
+    the env's task list for datasets."""
     shop = load_shop()
     return [(i, shop.goal(i).instruction) for i in shop.session_ids(split)]

@@ -92,7 +92,8 @@ class ChatFormat:
         return self.turn_head_ids + observation_ids + self.turn_tail_ids
 
     def truncate(self, text: str, max_tokens: int, marker: str = TRUNCATION_MARKER) -> tuple[list[int], bool]:
-        """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut), and whether it was cut."""
+        """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut),
+        and whether it was cut."""
         ids = self.encode(text)
         if len(ids) <= max_tokens:
             return ids, False

@@ -122,7 +122,8 @@ class AgentConfig:
         }
 
     def turn_cap(self, env: str) -> int:
-        """Model turns an episode of ``env`` may take: ``max_turns``, or the env's ``EnvSpec.max_turns`` when it is None."""
+        """Model turns an episode of ``env`` may take: ``max_turns``,
+        or the env's ``EnvSpec.max_turns`` when it is None."""
         from openmanus_rl.envs.specs import get_env_spec
 
         return self.max_turns if self.max_turns is not None else get_env_spec(env).max_turns

@@ -249,7 +249,8 @@ class OpenManusAgent:
         return out
 
     def _first_prompt(self, side: EnvSide, observation: str) -> tuple[list[int], int, bool]:
-        """The first prompt's ids with the observation cut to fit; also the observation's tokens and whether it was cut."""
+        """The first prompt's ids with the observation cut to fit;
+        also the observation's tokens and whether it was cut."""
         cfg = self.config
         limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(side.bare_prompt))
         while limit >= 0:

@@ -1,4 +1,5 @@
-"""The multi-turn agent as the trainer's rollout (``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
+"""The multi-turn agent as the trainer's rollout
+(``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
 
 The engine hands over the whole config; the agent reads its ``agent`` section
 (`AgentConfig`) and checks that the sampling keys it shares with the rollout
@@ -58,7 +59,8 @@ def _validate(cfg: Any) -> None:
     for key in ("temperature", "top_p", "top_k"):
         if getattr(agent, key) != getattr(rollout, key):
             raise ConfigError(
-                f"agent.{key}={getattr(agent, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"agent.{key}={getattr(agent, key)} differs from "
+                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
                 f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
             )
 

@@ -325,8 +325,8 @@ class ServerSupervisor:
             server.process = process
         self.addresses.move(server.home, process.url)
         _say(
-            f"{self.env} server on port {taken}: the port is taken by another process; {'starting' if wait else 'restarting'} "
-            f"on port {process.port} (the agent now uses {process.url})"
+            f"{self.env} server on port {taken}: the port is taken by another process; "
+            f"{'starting' if wait else 'restarting'} on port {process.port} (the agent now uses {process.url})"
         )
 
     def _set(self, server: _Server, state: str, next_at: float = 0.0) -> None:

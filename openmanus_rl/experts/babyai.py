@@ -621,7 +621,7 @@ class BabyAIExpert(Expert):
                 ((cell, c) for cell, (c, kind, s) in frame.things.items() if kind == "door" and s == state),
                 key=lambda entry: m.doors_used.get(entry[1], 0),
             )
-            for cell, colour in doors:
+            for cell, _colour in doors:
                 if cell != frame.came_from and (found := self._pursue_cell(view, cell, through)) is not None:
                     return found
         if needs_key:

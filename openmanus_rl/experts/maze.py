@@ -119,7 +119,7 @@ class MazeExpert(Expert):
         for pad in (1, 2, 4, 8, 16, 32):
             top, bottom, left, right = min(rows) - pad, max(rows) + pad, min(cols) - pad, max(cols) + pad
 
-            def passable(cell: Cell) -> bool:
+            def passable(cell: Cell, top=top, bottom=bottom, left=left, right=right) -> bool:
                 return cell not in self.walls and top <= cell[0] <= bottom and left <= cell[1] <= right
 
             path = shortest_path(passable, start, goal)

@@ -56,7 +56,10 @@ def last_observation(chat: ChatFormat, prompt_ids: list[int], first_turn: bool) 
     On the first turn it is what follows the agent's ``"Observation:"`` line in the one user message; later, the
     content of the last user turn (between the chat template's observation head and tail).
     """
-    decode = lambda ids: chat.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def decode(ids: list[int]) -> str:
+        return chat.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
     text = decode(prompt_ids)
     tail = decode(chat.turn_tail_ids)
     if text.endswith(tail):
@@ -228,7 +231,7 @@ def evaluate_expert(
             trajectory = Trajectory(0, 0, f"expert-{task_id}", task_id, env_name, task_id)
             observation = client.reset(task_id)
             steps = 0
-            for steps in range(1, max_turns + 1):
+            for steps in range(1, max_turns + 1):  # noqa: B007 - steps is read after the loop
                 result = client.step(expert.act(seen(observation)))
                 trajectory.step_rewards.append(result.reward)
                 observation = result.observation

@@ -299,7 +299,7 @@ class WebShopExpert(Expert):
                 out.append((f"{group}: {value}", _value_match(value, pool)))
         else:  # free-text instruction: every offered value it names, the longest per group
             text = f" {_norm(instruction.request)} "
-            for group, values in groups:
+            for _group, values in groups:
                 named_values = [v for v in values if _norm(v) and f" {_norm(v)} " in text]
                 if named_values:
                     best = max(named_values, key=lambda v: len(_norm(v)))

@@ -1,8 +1,8 @@
 """`GatewayRollout`: agent programs play the episodes, against the gateway, as the trainer's rollout.
 
 ``run_llm_loop(tasks)``: every row is played ``n`` times (one group, one ``uid``), each episode by
-``config.program`` (`episodes`; a plain or an ``async def`` function) against a session of its own on the process's `Gateway`
-(base URL ``.../sessions/<id>/v1`` and an API key), at most ``concurrency`` at once, each for at
+``config.program`` (`episodes`; a plain or an ``async def`` function) against a session of its own on the process's
+`Gateway` (base URL ``.../sessions/<id>/v1`` and an API key), at most ``concurrency`` at once, each for at
 most ``episode_timeout_s``.  Episode ``copy`` of task ``t`` at step ``s`` seeds its ``k``-th call with
 `call_seed` of ``"seed:s:t:k"`` (``t``: the row's ``extra_info["index"]``, else its position).
 With ``do_sample`` False every call is greedy.  When every episode has ended (or timed out), its

@@ -173,7 +173,8 @@ BABYAI_TASK0 = "\n".join(
         'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
         '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", "go to grey key 3", '
         '"pickup grey key 3", "go to grey box 1", "pickup grey box 1", "go to grey key 4", "pickup grey key 4", '
-        '"go to grey ball 2", "pickup grey ball 2", "go to red ball 1", "pickup red ball 1", "check available actions"]',
+        '"go to grey ball 2", "pickup grey ball 2", "go to red ball 1", '
+        '"pickup red ball 1", "check available actions"]',
     ]
 )
 BABYAI_TURNED = "\n".join(

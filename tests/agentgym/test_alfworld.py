@@ -1,6 +1,7 @@
 """ALFWorld on the real engine: generated games and splits, the planner's plan as oracle, the game's rules and
 messages, the expert in process, and the family-B protocol of a real server (literal exchange, ALFWorld's own bad
-input, the expert over HTTP, 32 episodes at once; memory over many envs: test_all_envs.py).  Loading a game costs the engine about a second."""
+input, the expert over HTTP, 32 episodes at once; memory over many envs: test_all_envs.py).  Loading a game costs the
+engine about a second."""
 
 from __future__ import annotations
 
@@ -259,7 +260,7 @@ def test_expert_wins_twenty_test_tasks_in_process() -> None:
         for task_id in range(20):
             expert.reset(seed=task_id)
             observation = env.reset(task_id)["observation"]
-            for turn in range(1, 51):
+            for turn in range(1, 51):  # noqa: B007 - turn is read after the loop
                 result = env.step(expert.act(observation))
                 observation = result.observation
                 if result.done:

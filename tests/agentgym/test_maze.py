@@ -148,7 +148,7 @@ def test_reset_refuses_unknown_tasks_and_step_and_observation_need_an_episode() 
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
         env.step("move up")
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
-        env.observation
+        _ = env.observation
     for task_id in (-1, 260, 10**30):
         with pytest.raises(InvalidRequestError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
             env.reset(task_id)

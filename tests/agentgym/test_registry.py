@@ -44,7 +44,8 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
 def test_specs_import_without_servers_or_heavy_extras():
     code = (
         f"import sys, agentgym.registry as r; assert sorted(r.ENV_SPECS) == {ALL!r}; "
-        "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', 'openmanus_rl') if m in sys.modules))"
+        "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', "
+        "'openmanus_rl') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -28,22 +28,27 @@ RESULTS = " [SEP] ".join(
         "Ulwick Shockproof Phone Case Military Grade - Upgraded 2023 Version Raised Edges, Portable, for My New Phone",
         "$8.89",
         "B07WDUJFTS",
-        "Kaitex Anti Yellowing Phone Case, Slim, for My New Phone, Universal Fit, Compatible with iPhone Samsung Android, Portable Easy Setup - Kickstand, for Home Office",
+        "Kaitex Anti Yellowing Phone Case, Slim, for My New Phone, Universal Fit, "
+        "Compatible with iPhone Samsung Android, Portable Easy Setup - Kickstand, for Home Office",
         "$21.97",
         "B0U7R5CUE8",
-        "Verora Phone Case Protective Cover Easy Setup, for My New Phone, Universal Fit - Kickstand, for Travel, Plug and Play",
+        "Verora Phone Case Protective Cover Easy Setup, for My New Phone, "
+        "Universal Fit - Kickstand, for Travel, Plug and Play",
         "$9.89",
         "B092NQMYJA",
         "Kaiwick Slim Phone Case Military Grade with USB C Cable - Scratch Resistant",
         "$9.97",
         "B0759X0DV9",
-        "Vertex Slim Protective Case Drop Protection - Compatible with iPhone Samsung Android, for My New Phone, Magnetic Ring, Upgraded 2023 Version, for Travel - Card Holder Portable - Plug and Play",
+        "Vertex Slim Protective Case Drop Protection - Compatible with iPhone Samsung Android, for My New Phone, "
+        "Magnetic Ring, Upgraded 2023 Version, for Travel - Card Holder Portable - Plug and Play",
         "$17.49",
         "B0II6CB9UT",
-        "Marfield Anti Yellowing Phone Case, for Travel Upgraded 2023 Version, Portable Magnetic Ring - Card Holder - Compatible with iPhone Samsung Android - Slim, Drop Protection - Universal Fit",
+        "Marfield Anti Yellowing Phone Case, for Travel Upgraded 2023 Version, Portable Magnetic Ring - Card Holder - "
+        "Compatible with iPhone Samsung Android - Slim, Drop Protection - Universal Fit",
         "$11.00",
         "B0RYXE0XRS",
-        "Slim Protective Case for Travel - Drop Protection, Plug and Play, with USB C Cable, for My New Phone, Scratch Resistant, Easy Setup, Kickstand",
+        "Slim Protective Case for Travel - Drop Protection, Plug and Play, with USB C Cable, for My New Phone, "
+        "Scratch Resistant, Easy Setup, Kickstand",
         "$16.89",
         "B0PKHJ4OMR",
         "Darwick Scratch Resistant Slim Protective Case Protective Cover",
@@ -81,12 +86,18 @@ FEATURES = " [SEP] ".join(
     [
         HEAD,
         "< Prev",
-        "RAISED EDGES DESIGN - Thanks to raised edges, the phone case is a practical choice for your home, your office or your next trip.",
-        "SHOCKPROOF YOU CAN TRUST - Our team tested the phone case again and again to make sure it stays shockproof, day after day.",
-        "WHY CARD HOLDER MATTERS - Thanks to card holder, the phone case is a practical choice for your home, your office or your next trip.",
-        "PREMIUM SCRATCH RESISTANT - Being scratch resistant means less to worry about: the phone case looks and works the same after months of use.",
-        "SLIM YOU CAN TRUST - Being slim means less to worry about: the phone case looks and works the same after months of use. If you have any question, contact us and we will reply within 24 hours.",
-        "Package includes one phone case and a quick start guide. Satisfaction guaranteed: return or exchange within 30 days, no questions asked.",
+        "RAISED EDGES DESIGN - Thanks to raised edges, the phone case is a practical choice for your home, "
+        "your office or your next trip.",
+        "SHOCKPROOF YOU CAN TRUST - Our team tested the phone case again and again to make sure it stays "
+        "shockproof, day after day.",
+        "WHY CARD HOLDER MATTERS - Thanks to card holder, the phone case is a practical choice for your home, "
+        "your office or your next trip.",
+        "PREMIUM SCRATCH RESISTANT - Being scratch resistant means less to worry about: "
+        "the phone case looks and works the same after months of use.",
+        "SLIM YOU CAN TRUST - Being slim means less to worry about: the phone case looks and works the same after "
+        "months of use. If you have any question, contact us and we will reply within 24 hours.",
+        "Package includes one phone case and a quick start guide. Satisfaction guaranteed: "
+        "return or exchange within 30 days, no questions asked.",
     ]
 )
 END = "Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0"

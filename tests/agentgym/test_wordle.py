@@ -186,7 +186,7 @@ def test_reset_refuses_unknown_seeds_and_step_and_observation_need_an_episode() 
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
         env.step("r a i s e")
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
-        env.observation
+        _ = env.observation
     for task_id in (-1, 2135, 10**30):
         with pytest.raises(InvalidRequestError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
             env.reset(task_id)

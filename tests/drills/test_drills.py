@@ -159,7 +159,8 @@ def server_pid(run: Run, port: int) -> int:
 def start_past_step_1(
     model: str, webshop_tasks: Path, tmp_path: Path, port: int, *extra: str, environ: Mapping[str, str] | None = None
 ) -> tuple[Run, Path, int]:
-    """A 4-step run without checkpoints on one supervised server; returns once step 1 is logged (run, output dir, server pid)."""
+    """A 4-step run without checkpoints on one supervised server;
+    returns once step 1 is logged (run, output dir, server pid)."""
     out = tmp_path / "run"
     run = Run(
         webshop_args(model, webshop_tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
@@ -223,7 +224,8 @@ def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_
         "the first restart",
     )
     second = int(back.group(1))
-    # a step must pass on the restarted server first: a step is rolled out again once, so two faults in one step stop the run
+    # a step must pass on the restarted server first: a step is rolled out again once,
+    # so two faults in one step stop the run
     done = max(steps_logged(out))
     run.wait_for(lambda _: max(steps_logged(out)) > done, "a step on the restarted server")
     os.kill(second, signal.SIGSTOP)
@@ -360,9 +362,9 @@ def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_mod
     done = steps_logged(out)[-1]  # steps may finish before the kill lands; the first one after it stops the run
     assert 1 <= done < 4
     assert (
-        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it"
-        in text
-    )
+        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; "
+        "re-run the same command to resume from it"
+    ) in text
     assert latest(out) == str(done) and complete_checkpoint(out / "checkpoints" / f"global_step_{done}")
 
 
@@ -544,9 +546,9 @@ def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_
     done = int(died.group(1)) - 1  # the step the kill landed in may be 2 or, on a fast box, 3
     assert done in (1, 2) and latest(out) == str(done)
     assert (
-        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it"
-        in text
-    )
+        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; "
+        "re-run the same command to resume from it"
+    ) in text
     assert stopped_in < 60, f"the run took {stopped_in:.0f} s to stop"
 
     resumed = Run(args, tmp_path / "resumed.log")
@@ -567,9 +569,9 @@ def test_a_missing_data_file_fails_before_any_work(tiny_model_path, tmp_path):
     out, port = tmp_path / "out", free_port()
     proc = _bad_start(tiny_model_path, tmp_path / "nowhere", out, port)
     assert proc.returncode == 2
-    assert (
-        proc.stderr.strip()
-        == f"config error: data.train_files='{tmp_path / 'nowhere'}/train.parquet' does not exist; run scripts/prepare_data.py"
+    assert proc.stderr.strip() == (
+        f"config error: data.train_files='{tmp_path / 'nowhere'}/train.parquet' does not exist; "
+        "run scripts/prepare_data.py"
     )
     assert not out.exists() and "ray" not in proc.stdout.lower()
     with pytest.raises(OSError):  # no server was started on the port

@@ -10,7 +10,8 @@ Reply = tuple[list[int], str]  # sampled ids and finish reason
 
 
 class ScriptedGenerator:
-    """``generate_sequences`` answering each row with ``policy(prompt_ids, seed)``; every token gets log-prob ``log_prob``.
+    """``generate_sequences`` answering each row with ``policy(prompt_ids, seed)``;
+    every token gets log-prob ``log_prob``.
 
     ``calls`` records each call's rows (prompt ids, seeds) and meta_info; ``before_call(i)``
     runs before call ``i`` answers (fault injection).

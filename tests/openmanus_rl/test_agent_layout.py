@@ -1,4 +1,5 @@
-"""The agent against the toy family-B server with a scripted generator: exact token layout, masks, rewards, groups, seeds.
+"""The agent against the toy family-B server with a scripted generator:
+exact token layout, masks, rewards, groups, seeds.
 
 The toy env's task k asks to reach k by ``add N`` actions (see toy_server.py).
 Token ids used below (SmolLM2 tokenizer):

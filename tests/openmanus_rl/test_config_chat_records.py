@@ -92,7 +92,8 @@ def test_chat_pieces_of_smollm2(tokenizer):
 
 
 def test_built_sequence_equals_the_chat_template_rendering(tokenizer):
-    """prompt + model ids (ending in <|im_end|>) + observation turn == the template's own rendering of the conversation."""
+    """prompt + model ids (ending in <|im_end|>) + observation turn == the template's own rendering of
+    the conversation."""
     chat = ChatFormat(tokenizer)
     model_ids = chat.encode("Action: add 1") + [chat.eot_id]
     built = chat.prompt_ids("Task 3") + model_ids + chat.observation_turn_ids(chat.encode("value 1"))

@@ -1,4 +1,5 @@
-"""``agent.env_servers``: env servers on any host, spread over like local ports, never started or restarted by the run."""
+"""``agent.env_servers``: env servers on any host, spread over like local ports,
+never started or restarted by the run."""
 
 import time
 from collections import Counter
@@ -148,7 +149,8 @@ def test_the_watch_names_a_gone_server_and_sees_it_back(spawn_server):
     server.kill()
     assert watch.wait_ready(0.5) == (
         f'every webshop server is gone (none answered GET / with "ok" for 0.5 s): {server.url} (Connection refused). '
-        "The run never starts or restarts the servers listed in agent.env_servers: bring one back, then re-run to resume"
+        "The run never starts or restarts the servers listed in agent.env_servers: "
+        "bring one back, then re-run to resume"
     )
     server.start()  # brought back by whoever runs it, on its port
     assert watch.wait_ready(5) is None

@@ -75,9 +75,10 @@ def test_registry_get_register_and_unknown_name():
         register_expert("echo-test", _Echo, replace=True)
         with pytest.raises(ValueError) as info:
             get_expert("nope")
-        assert (
-            str(info.value)
-            == "no expert for env 'nope'; experts exist for: ['alfworld', 'babyai', 'echo-test', 'frozenlake', 'maze', 'sciworld', 'sokoban', 'textcraft', 'webshop', 'wordle']"
+        assert str(info.value) == (
+            "no expert for env 'nope'; experts exist for: "
+            "['alfworld', 'babyai', 'echo-test', 'frozenlake', 'maze', 'sciworld', 'sokoban', 'textcraft', 'webshop', "
+            "'wordle']"
         )
     finally:
         EXPERTS.pop("echo-test", None)

@@ -86,10 +86,12 @@ def test_three_turn_tool_conversation_is_one_exact_sample(tokenizer, streams):
     assert text(tokenizer, prompt).endswith(
         "<|im_end|>\n<|im_start|>user\nWhat is 1+2, then 3+4?<|im_end|>\n<|im_start|>assistant\n"
     )
-    gap = lambda result: tokenizer.encode(
-        f"\n<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n",  # noqa: E731
-        add_special_tokens=False,
-    )
+
+    def gap(result: str) -> list[int]:
+        return tokenizer.encode(
+            f"\n<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+        )
+
     (r0, _), (r1, _), (r2, _) = replies
     assert response == r0 + gap("3") + r1 + gap("7") + r2
     assert mask == [1] * len(r0) + [0] * len(gap("3")) + [1] * len(r1) + [0] * len(gap("7")) + [1] * len(r2)

@@ -43,7 +43,8 @@ ROUND_TRIPS = [
     (
         "textcraft",
         "craft 1 crafting table using 4 oak planks, 1 stick",
-        '{"name": "craft", "arguments": {"count": 1, "item": "crafting table", "ingredients": "4 oak planks, 1 stick"}}',
+        '{"name": "craft", "arguments": {"count": 1, "item": "crafting table", '
+        '"ingredients": "4 oak planks, 1 stick"}}',
     ),
     ("textcraft", "inventory", '{"name": "inventory", "arguments": {}}'),
     ("babyai", "turn left", '{"name": "turn", "arguments": {"direction": "left"}}'),

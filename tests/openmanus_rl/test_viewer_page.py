@@ -24,7 +24,10 @@ const els = {};
 const document = {
   createElement: t => new El(t),
   createTextNode: t => { const e = new El('#text'); e.textContent = t; return e; },
-  getElementById: id => { if (!els[id]) { els[id] = new El('div'); if (id === 'data') els[id].textContent = DATA; } return els[id]; },
+  getElementById: id => {
+    if (!els[id]) { els[id] = new El('div'); if (id === 'data') els[id].textContent = DATA; }
+    return els[id];
+  },
 };
 """
 
@@ -149,7 +152,8 @@ console.log(JSON.stringify(nodes));
 
 @pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
 def test_hostile_text_in_a_trajectory_stays_text(tmp_path):
-    """Observation, model, error and prompt text that try to break out of the page come back as text, never as markup."""
+    """Observation, model, error and prompt text that try to break out of the page come back as
+    text, never as markup."""
     obs, reply = HOSTILE
     records = [
         record(

@@ -129,7 +129,8 @@ def test_lm_head_in_chunks_gives_the_same_numbers_and_gradients(tiny_model_path,
     a = whole.compute_log_prob(batch(), PLAIN, True, 4, None)
     b = chunked.compute_log_prob(batch(), PLAIN, True, 4, None)
     torch.testing.assert_close(b["log_probs"], a["log_probs"], atol=1e-6, rtol=0)
-    # entropies near 11 nats are sums over the vocabulary whose order follows the chunk's shape: fp32 rounding, 1e-6 relative
+    # entropies near 11 nats are sums over the vocabulary whose order follows the chunk's shape:
+    # fp32 rounding, 1e-6 relative
     torch.testing.assert_close(b["entropys"], a["entropys"], atol=1e-6, rtol=2e-6)
     g_whole, m_whole = grads_of_one_update(whole, batch())
     g_chunked, m_chunked = grads_of_one_update(chunked, batch())

@@ -58,7 +58,8 @@ def test_the_rubric_needs_exactly_the_episode_placeholder(tmp_path):
 def test_a_step_stops_when_the_judge_fails_on_too_many_episodes():
     assert judge_failure_problem({0: "judge: down"}, 5, 0.2) is None  # 1 of 5 is not more than 0.2
     assert judge_failure_problem({0: "judge: down", 3: "judge: down", 4: "judge: slow"}, 5, 0.2) == (
-        "the judge failed on 3 of 5 episodes (reward_model.judge.max_failed_fraction=0.2); most common error: judge: down"
+        "the judge failed on 3 of 5 episodes (reward_model.judge.max_failed_fraction=0.2); "
+        "most common error: judge: down"
     )
 
 

@@ -1,5 +1,5 @@
-"""LoRA (`verl.utils.lora`): only adapters train, merged weights equal base + adapter, the reference is the base exactly,
-checkpoints round-trip, config errors, and SFT with LoRA saves a merged folder."""
+"""LoRA (`verl.utils.lora`): only adapters train, merged weights equal base + adapter, the reference is the base
+exactly, checkpoints round-trip, config errors, and SFT with LoRA saves a merged folder."""
 
 import argparse
 import importlib.util
@@ -353,9 +353,9 @@ def test_an_unknown_module_name_and_lora_on_the_critic_fail_at_start_up(tiny_mod
                 "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]",
             ]
         )
-    assert (
-        str(err.value)
-        == f"actor_rollout_ref.model.target_modules ['qkv_proj'] match no linear layer of the model; its linear layers: {LINEARS}"
+    assert str(err.value) == (
+        "actor_rollout_ref.model.target_modules ['qkv_proj'] match no linear layer of the model; "
+        f"its linear layers: {LINEARS}"
     )
     with pytest.raises(ConfigError) as err:
         load_config(["actor_rollout_ref.model.path=m", "critic.model.lora_rank=8"], check_files=False)

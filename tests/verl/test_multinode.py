@@ -45,7 +45,7 @@ def cluster(cache_dir, shop) -> Iterator[tuple[str, list[str], str]]:
 
 def placement(stdout: str) -> dict[str, list[str]]:
     """Each worker group's rank -> node (8-character id prefixes), from the trainer's placement line."""
-    line = next(l for l in stdout.splitlines() if l.startswith("[trainer] placement: "))
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("[trainer] placement: "))
     return {
         name: re.findall(r"'([0-9a-f]{8})'", nodes)
         for name, nodes in re.findall(r"(\w+) ranks on nodes (\[[^\]]*\])", line)

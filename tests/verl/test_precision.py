@@ -103,7 +103,10 @@ def test_bad_dtype_names_are_rejected():
         resolve_dtype("bf16", "cpu")
     with pytest.raises(
         ConfigError,
-        match=r"actor_rollout_ref.actor.mixed_precision must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'",
+        match=(
+            r"actor_rollout_ref.actor.mixed_precision must be one of "
+            r"\['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"
+        ),
     ):
         load_config(["actor_rollout_ref.actor.mixed_precision=bf16"], check_files=False)
 

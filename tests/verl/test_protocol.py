@@ -112,7 +112,10 @@ def test_repeat_and_reorder():
 
 def test_make_iterator_is_deterministic_given_seed():
     d = make(8)
-    order = lambda seed: [rows(mb) for mb in d.make_iterator(mini_batch_size=4, epochs=2, seed=seed, shuffle=True)]
+
+    def order(seed: int) -> list:
+        return [rows(mb) for mb in d.make_iterator(mini_batch_size=4, epochs=2, seed=seed, shuffle=True)]
+
     first = order(7)
     assert first == order(7)
     assert len(first) == 4 and all(len(mb) == 4 for mb in first)

@@ -33,7 +33,8 @@ def test_listed_vllm_messages_are_dropped_at_their_loggers_and_others_kept():
             "Model Runner V2 requires Triton; using the V1 model runner instead."
         )
         logging.getLogger("vllm.utils.torch_utils").warning(  # an info in vLLM: a warning passes any level set here
-            "Reducing Torch threads from %d to 1 for serving. Set OMP_NUM_THREADS in the external environment to override.",
+            "Reducing Torch threads from %d to 1 for serving. "
+            "Set OMP_NUM_THREADS in the external environment to override.",
             2,
         )
         logging.getLogger("vllm.v1.worker.cpu_worker").warning(

@@ -157,7 +157,8 @@ def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, cou
 
 
 def test_grpo_trains_on_a_judges_score(tiny_model_path, countdown_data, tmp_path):
-    """The judge says yes to "2+2=4" with probability 0.9 and to "2+2=5" with 0.2: each group's scores are exactly those."""
+    """The judge says yes to "2+2=4" with probability 0.9 and to "2+2=5" with 0.2:
+    each group's scores are exactly those."""
     import math
 
     from fastapi import FastAPI, Request

@@ -105,7 +105,8 @@ def test_batched_rows_are_filtered_independently():
     # (0, 1) FIVE[:4] = [0.05, 0.3, 0.1, 0.4] / 0.85 = [0.0588, 0.3529, 0.1176, 0.4706]:
     # ascending t0, t2, t1, t3 -> cumulative 0.0588, 0.1765, 0.5294, 1.0 -> drop t0, t2; sampled t3 was kept anyway
     assert kept(out[0, 1]) == [1, 3]
-    # (1, 0) FOUR flipped = [0.2, 0.4, 0.1, 0.3]: ascending t2, t0, t3, t1 -> 0.1, 0.3, 0.6, 1.0 -> drop t2, t0; t0 sampled
+    # (1, 0) FOUR flipped = [0.2, 0.4, 0.1, 0.3]: ascending t2, t0, t3, t1 -> 0.1, 0.3, 0.6, 1.0
+    # -> drop t2, t0; t0 sampled
     assert kept(out[1, 0]) == [0, 1, 3]
     # (1, 1) FOUR again, sampled t2: {0, 2}
     assert kept(out[1, 1]) == [0, 2]

@@ -1,4 +1,5 @@
-"""SFT: the loss mask by hand, the loss falls on a fixed set, and the output loads into the rollout engine and the actor."""
+"""SFT: the loss mask by hand, the loss falls on a fixed set,
+and the output loads into the rollout engine and the actor."""
 
 import json
 import os

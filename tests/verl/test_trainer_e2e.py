@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> subprocess.CompletedProcess:
-    """`python -m verl.trainer.main_ppo` on the tiny model and the WebShop server, 2 steps of 2 tasks; ``extra`` overrides."""
+    """`python -m verl.trainer.main_ppo` on the tiny model and the WebShop server,
+    2 steps of 2 tasks; ``extra`` overrides."""
     port = server.rsplit(":", 1)[1]
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}",

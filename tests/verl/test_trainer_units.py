@@ -106,20 +106,24 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["algorithm.adv_estimator=magic"],
-            r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]",
+            r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', "
+            r"'reinforce_plus_plus', 'remax', 'rloo'\]",
         ),
         (
             ["algorithm.adv_estimator=gigpo", "agent.n=2", "data.rollout=single_turn"],
-            r"gigpo needs the per-turn anchor states that only the built-in agent's rollout builds: data.rollout=agent \(got single_turn\)",
+            r"gigpo needs the per-turn anchor states that only the built-in agent's rollout builds: "
+            r"data.rollout=agent \(got single_turn\)",
         ),
         (
             ["agent.temperature=0.5"],
-            r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: one setting drives sampling and log-prob recomputation",
+            r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: "
+            r"one setting drives sampling and log-prob recomputation",
         ),
         (["agent.top_k=20"], r"agent.top_k=20 differs from actor_rollout_ref.rollout.top_k=-1"),
         (
             ["algorithm.reward_allocation=sparse"],
-            r"algorithm.reward_allocation must be one of \['last_token', 'uniform_positive', 'discounted'\], got 'sparse'",
+            r"algorithm.reward_allocation must be one of \['last_token', "
+            r"'uniform_positive', 'discounted'\], got 'sparse'",
         ),
         (["data.rollout=chat"], r"data.rollout: unknown rollout 'chat'"),
         (["critic.enable=false"], r"algorithm.adv_estimator=gae needs a critic, but critic.enable=false"),
@@ -137,7 +141,8 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["critic.loss_agg_mode=auto"],
-            r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'\], got 'auto'",
+            r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', "
+            r"'seq-mean-token-sum-norm'\], got 'auto'",
         ),
         (
             ["actor_rollout_ref.rollout.kv_cache_gb=0"],
@@ -145,7 +150,8 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["actor_rollout_ref.rollout.block_size=24"],
-            r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: the device's default\), got 24",
+            r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: "
+            r"the device's default\), got 24",
         ),
         (["agent.max_turns=two"], r"agent.max_turns: expected int \| None, got 'two'"),
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
@@ -158,7 +164,8 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["trainer.staleness=1"],
-            r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: set actor_rollout_ref.actor.tis_cap",
+            r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: "
+            r"set actor_rollout_ref.actor.tis_cap",
         ),
         (
             ["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
@@ -166,8 +173,8 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["algorithm.adv_estimator=remax", "algorithm.filter_groups.enable=true"],
-            r"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group estimator "
-            r"\(grpo, dr_grpo, rloo, gigpo\) has; algorithm.adv_estimator=remax",
+            r"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
+            r"estimator \(grpo, dr_grpo, rloo, gigpo\) has; algorithm.adv_estimator=remax",
         ),
     ],
 )
@@ -248,7 +255,10 @@ def test_reward_module_example_is_paid_on_last_model_token():
 
 def test_dataloader_order_is_seeded_and_resumable(task_files):
     frame = read_tasks(task_files / "train.parquet")
-    ids = lambda b: [e["index"] for e in b.non_tensor_batch["extra_info"]]
+
+    def ids(b) -> list:
+        return [e["index"] for e in b.non_tensor_batch["extra_info"]]
+
     a = TaskDataLoader(frame, 4, shuffle=True, seed=3)
     run = [ids(a.next_batch()) for _ in range(5)]  # 2 batches per epoch (10 rows, last 2 dropped)
     assert sorted(run[0] + run[1]) == sorted(np.random.RandomState(3).permutation(10)[:8].tolist())
@@ -282,7 +292,7 @@ def test_tracking_jsonl_and_plot(tmp_path, capsys):
     t.log({"env/success_rate": 0.5, "env/reward/mean": 0.25, "note": "skipped", "bad": float("nan")}, step=1)
     t.log({"env/success_rate": 0.75, "val/webshop/success_rate": 1.0}, step=2)
     t.close()
-    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines == [
         {"step": 1, "env/success_rate": 0.5, "env/reward/mean": 0.25},
         {"step": 2, "env/success_rate": 0.75, "val/webshop/success_rate": 1.0},
@@ -484,7 +494,8 @@ def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_di
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     trainer.rollout = StepRollout(
         [
-            # task 0: both R = 1, but one met state s one turn before the end (G = 0.95) and the other at the end (G = 1): kept
+            # task 0: both R = 1, but one met state s one turn before the end (G = 0.95)
+            #   and the other at the end (G = 1): kept
             # task 1: both R = 0: every G is 0, dropped
             [[(1.0, ["s", "x"]), (1.0, ["s"])], [(0.0, ["s", "x"]), (0.0, ["s"])]],
             # refill: task 2 with outcomes 1 and 0: kept; task 3 not needed

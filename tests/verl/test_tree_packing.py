@@ -299,7 +299,8 @@ def test_rows_of_different_groups_share_a_micro_batch_under_a_token_budget(tiny_
     flat = one_update(make_actor(tiny_model_path, "off", **budget), proto("grpo_group"), PLAIN, use_kl=False)
     actor = make_actor(tiny_model_path, "on", **budget)
     micro = actor.plan(proto("grpo_group"), 6, 14)
-    # the tree of the group: [1,2,3,11] + 12,13,14 + 18 + 15 = 9 tokens, then the other task's 4: 13 <= 14, one micro-batch
+    # the tree of the group: [1,2,3,11] + 12,13,14 + 18 + 15 = 9 tokens,
+    # then the other task's 4: 13 <= 14, one micro-batch
     assert [sorted(rows.tolist()) for rows, _ in micro] == [[0, 1, 2, 3, 4, 5]]
     tree = one_update(actor, proto("grpo_group"), PLAIN, use_kl=False)
     assert_same_update(flat, tree)
@@ -344,7 +345,7 @@ def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
         data.batch["values"] = values
         data.batch["returns"] = data.batch["advantages"] + values
         grads, step = {}, critic.clip_and_step
-        critic.clip_and_step = lambda: (
+        critic.clip_and_step = lambda grads=grads, critic=critic, step=step: (
             grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
         )
         metrics = critic.update_critic(data)

@@ -1,4 +1,5 @@
-"""The in-process vLLM engine: starts after numba is loaded, and serves seeded requests longer than one prefill chunk."""
+"""The in-process vLLM engine: starts after numba is loaded,
+and serves seeded requests longer than one prefill chunk."""
 
 import pytest
 
@@ -36,7 +37,8 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
 
 def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destroyed(tiny_model_path):
     """A worker that created the default process group destroys it when it shuts down; an in-process engine
-    built before and is still up keeps dead group handles in vLLM's module globals; the next engine must not reuse them."""
+    built before and is still up keeps dead group handles in vLLM's module globals;
+    the next engine must not reuse them."""
     import torch.distributed as dist
 
     from verl.single_controller.base import Worker

@@ -197,8 +197,8 @@ def training_batch(n=4):
 
 @pytest.mark.parametrize("lora_rank", [0, 4])
 def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, lora_rank):
-    """Also with LoRA: FSDP2 shards the frozen base and the adapters; the reference (adapters off) equals the policy before
-    the first update on both layouts, and the checkpoint's merged Hugging Face export agrees."""
+    """Also with LoRA: FSDP2 shards the frozen base and the adapters; the reference (adapters off) equals the policy
+    before the first update on both layouts, and the checkpoint's merged Hugging Face export agrees."""
     from safetensors.torch import load_file
 
     results = {}

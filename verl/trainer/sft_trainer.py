@@ -117,7 +117,8 @@ class SFTConfig:
         check_tree_packing(self.train.tree_packing, self.model.attn_implementation, f"{where}.train")
 
     def check_files(self, where: str) -> None:
-        """The data files exist (`validate` leaves them out: the warm start checks its SFT config before it writes them)."""
+        """The data files exist (`validate` leaves them out:
+        the warm start checks its SFT config before it writes them)."""
         for key in ("train_files", "val_files"):
             if not Path(getattr(self.data, key)).is_file():
                 raise ConfigError(
@@ -205,7 +206,8 @@ def token_nll(
 def _tree_token_nll(
     module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once, added to every row through it."""
+    """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once,
+    added to every row through it."""
     batch = {k: v.to(device) for k, v in mb.batch.items()}
     tree = pack_rows(batch["input_ids"], batch["attention_mask"])
     rows, cols = batch[MASK_KEY].bool().nonzero(as_tuple=True)  # position t predicts token t + 1

@@ -62,7 +62,8 @@ class LoRALinear(nn.Linear):
     def from_linear(
         cls, linear: nn.Linear, rank: int, alpha: float, generator: torch.Generator | None = None
     ) -> LoRALinear:
-        """Wrap ``linear``: its ``weight``/``bias`` Parameters are reused (no copy), frozen; new A, B on their device."""
+        """Wrap ``linear``: its ``weight``/``bias`` Parameters are reused (no copy),
+        frozen; new A, B on their device."""
         w = linear.weight
         layer = cls(
             linear.in_features,
@@ -84,7 +85,8 @@ class LoRALinear(nn.Linear):
 
     @torch.no_grad()
     def reset_lora_parameters(self, generator: torch.Generator | None = None) -> None:
-        """A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a = sqrt(5), as nn.Linear's weight), B = 0: the adapter starts as the zero map."""
+        """A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a = sqrt(5), as nn.Linear's weight), B = 0:
+        the adapter starts as the zero map."""
         if self.lora_A.is_meta:
             return
         a = torch.empty(
@@ -95,7 +97,8 @@ class LoRALinear(nn.Linear):
         self.lora_B.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x W^T + b`` plus, with the adapters on, ``s (x A^T) B^T`` (all through ``F.linear``, so autocast casts both paths alike)."""
+        """``x W^T + b`` plus, with the adapters on, ``s (x A^T) B^T`` (all through ``F.linear``,
+        so autocast casts both paths alike)."""
         out = F.linear(x, self.weight, self.bias)
         if not self.adapters_enabled:
             return out
@@ -106,7 +109,8 @@ class LoRALinear(nn.Linear):
 
 
 def _adaptable_layers(model: nn.Module) -> list[str]:
-    """Full names of the linear layers that can take an adapter: not one whose weight is tied to another module's (a tied LM head)."""
+    """Full names of the linear layers that can take an adapter:
+    not one whose weight is tied to another module's (a tied LM head)."""
     uses = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     return [name for name, m in model.named_modules() if isinstance(m, nn.Linear) and uses[id(m.weight)] == 1]
 
@@ -117,7 +121,8 @@ def linear_layer_names(model: nn.Module) -> list[str]:
 
 
 def target_layers(model: nn.Module, targets: list[str]) -> list[str]:
-    """Full names of the linear layers whose last name is in ``targets``; `ConfigError` for a target that matches none."""
+    """Full names of the linear layers whose last name is in ``targets``;
+    `ConfigError` for a target that matches none."""
     available = linear_layer_names(model)
     unknown = [t for t in targets if t not in available]
     if unknown:
@@ -128,7 +133,8 @@ def target_layers(model: nn.Module, targets: list[str]) -> list[str]:
 
 
 def check_target_modules(model_path: str, targets: list[str], where: str) -> None:
-    """`target_layers` on the model at ``model_path`` built on the meta device (no weights read): a config check before any work."""
+    """`target_layers` on the model at ``model_path`` built on the meta device (no weights read):
+    a config check before any work."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     with torch.device("meta"):
@@ -202,7 +208,8 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, base: str | None = None) -> Path:
     """Write the policy of a trainer checkpoint (``global_step_K`` or its ``actor/``) as a Hugging Face folder:
-    the base model (``base``, else the one the checkpoint names) with the checkpoint's trained weights, adapters merged."""
+    the base model (``base``, else the one the checkpoint names) with the checkpoint's trained weights,
+    adapters merged."""
     from transformers import AutoModelForCausalLM
 
     from verl.utils.fsdp_utils import export_hf
@@ -224,7 +231,8 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, base: str | N
     trained = {name for name, p in model.named_parameters() if p.requires_grad}
     if not trained <= set(state):
         raise ValueError(
-            f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: it was not saved with this LoRA setting ({lora})"
+            f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: "
+            f"it was not saved with this LoRA setting ({lora})"
         )
     model.load_state_dict(state, strict=False)
     export_hf(merged_state_dict(model), base, out_dir)

@@ -26,7 +26,8 @@ VLLM_NOISE: dict[str, tuple[str, ...]] = {  # logger -> the starts of its messag
     ),
     "vllm.config.vllm": (
         "Model Runner V2 requires Triton",  # CPU: the V1 runner is the one that runs
-        "Inductor compilation was disabled by user settings",  # rollout.enforce_eager: compiled mode started slower, ran no faster
+        # rollout.enforce_eager: compiled mode started slower, ran no faster
+        "Inductor compilation was disabled by user settings",
         "Enforce eager set, disabling torch.compile",  # the same setting, said again
     ),
     "vllm.v1.worker.cpu_worker": (

@@ -67,8 +67,9 @@ class PPOActor(TrainableModule):
             cfg.ppo_epochs != 1 or len(data) * self.world_size != cfg.ppo_mini_batch_size
         ):
             raise ValueError(
-                "update_policy without old_log_probs needs one optimiser step per batch (ppo_epochs 1, one mini-batch); "
-                f"got ppo_epochs {cfg.ppo_epochs}, {len(data) * self.world_size} rows, mini-batch {cfg.ppo_mini_batch_size}"
+                "update_policy without old_log_probs needs one optimiser step per batch (ppo_epochs 1, one "
+                f"mini-batch); got ppo_epochs {cfg.ppo_epochs}, {len(data) * self.world_size} rows, "
+                f"mini-batch {cfg.ppo_mini_batch_size}"
             )
 
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:

@@ -190,7 +190,8 @@ class ModelConfig:
             raise ConfigError(f"{where}.lora_alpha must be > 0, got {self.lora_alpha}")
         if self.lora_rank and not self.target_modules:
             raise ConfigError(
-                f"{where}.target_modules is empty: LoRA (lora_rank={self.lora_rank}) needs at least one linear layer name"
+                f"{where}.target_modules is empty: "
+                f"LoRA (lora_rank={self.lora_rank}) needs at least one linear layer name"
             )
 
 
@@ -215,7 +216,8 @@ class OptimConfig:
 
 @dataclass
 class UpdateBatchingConfig:
-    """How a PPO update walks its rows and reduces its loss; shared by the actor and the critic (`TrainableModule.run_update`)."""
+    """How a PPO update walks its rows and reduces its loss;
+    shared by the actor and the critic (`TrainableModule.run_update`)."""
 
     ppo_mini_batch_size: int
     ppo_micro_batch_size_per_gpu: int
@@ -458,7 +460,8 @@ REWARD_TRANSFORMS = ("sigmoid", "raw")
 @dataclass
 @defaults_from("ppo_trainer", "reward_model")
 class RewardModelConfig:
-    """A learned reward model or an LLM judge in the run: what scores, how the score becomes the reward, and its passes."""
+    """A learned reward model or an LLM judge in the run: what scores,
+    how the score becomes the reward, and its passes."""
 
     enable: bool
     kind: str

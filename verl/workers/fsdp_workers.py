@@ -1,4 +1,5 @@
-"""The Ray workers: `ActorRolloutRefWorker` (policy, reference, rollout engine in one process per rank) and `CriticWorker`.
+"""The Ray workers: `ActorRolloutRefWorker` (policy, reference, rollout engine in one process per rank)
+and `CriticWorker`.
 
 Roles of `ActorRolloutRefWorker` (``role=``): any ``_``-joined subset of
 ``actor``, ``rollout``, ``ref`` (default ``actor_rollout_ref``, verl's hybrid
@@ -100,7 +101,8 @@ class ActorRolloutRefWorker(Worker):
             scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
             self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
         if "ref" in self.roles and self.actor is not None and cfg.model.lora_rank:
-            # the policy's own module: `compute_ref_log_prob` turns its adapters off, leaving the base weights (B = 0 at the start)
+            # the policy's own module: `compute_ref_log_prob` turns its adapters off,
+            # leaving the base weights (B = 0 at the start)
             self.ref = PPOActor(self.actor.module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         elif "ref" in self.roles:
             # fp32 weights under the same autocast as the actor: one log-prob path, so KL(identical weights) = 0
@@ -260,7 +262,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy (with LoRA: the policy's module, adapters off)."""
+        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy (with LoRA:
+        the policy's module, adapters off)."""
         cfg, ref = self.config.ref, self._need("ref")
         with lora_disabled(ref.module):
             out = self._log_probs(
@@ -293,7 +296,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.ONE_TO_ALL)
     def sync_rollout_weights(self) -> float:
-        """Push the policy's full weights (LoRA adapters merged) into the engine (no generation may be running); returns the seconds it took."""
+        """Push the policy's full weights (LoRA adapters merged) into the engine (no generation may be running);
+        returns the seconds it took."""
         start = time.perf_counter()
         state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
         self._need("rollout").update_weights(state.items())

@@ -36,7 +36,10 @@ def reward_model_problem(path: str) -> str | None:
     """Why ``path`` is not a reward-model folder (no config, not a one-label sequence classifier), or None."""
     config = Path(path) / "config.json"
     if not path or not config.is_file():
-        return f"{path!r} is not a Hugging Face model folder (no config.json); train one with python -m verl.trainer.main_rm"
+        return (
+            f"{path!r} is not a Hugging Face model folder (no config.json); "
+            "train one with python -m verl.trainer.main_rm"
+        )
     data = json.loads(config.read_text())
     arch = (data.get("architectures") or [""])[0]
     labels = len(data.get("id2label") or {"0": ""})

@@ -207,7 +207,8 @@ class TrainableModule:
         for epoch in range(epochs):
             for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
                 micro = [mb for _, mb in self.plan(mini, micro_batch_rows, max_tokens)]
-                # dynamic batching can give ranks different counts; FSDP needs the same number of forward/backward passes
+                # dynamic batching can give ranks different counts;
+                # FSDP needs the same number of forward/backward passes
                 micro += [
                     _masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))
                 ]

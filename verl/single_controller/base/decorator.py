@@ -126,6 +126,7 @@ def collect(mode: Dispatch, results: list[Any], pad: int) -> Any:
         if all(r is None for r in results):
             return None
         raise TypeError(
-            f"DP_COMPUTE_PROTO methods must return DataProto (or None) on every rank, got {[type(r).__name__ for r in results]}"
+            "DP_COMPUTE_PROTO methods must return DataProto (or None) on every rank, "
+            f"got {[type(r).__name__ for r in results]}"
         )
     return results

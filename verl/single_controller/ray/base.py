@@ -90,8 +90,8 @@ class RayResourcePool:
             if need > have + 1e-9:
                 raise ResourceError(
                     f"resource pool '{self.name_prefix}' needs {need:g} {resource} "
-                    f"({self.world_size} workers x {self.cpus_per_worker if resource == 'CPU' else 1:g} {resource} each) "
-                    f"but Ray has {have:g} {resource} available ({total.get(resource, 0.0):g} in the cluster)"
+                    f"({self.world_size} workers x {self.cpus_per_worker if resource == 'CPU' else 1:g} {resource} "
+                    f"each) but Ray has {have:g} {resource} available ({total.get(resource, 0.0):g} in the cluster)"
                 )
 
     def _target_nodes(self) -> list[str | None]:
@@ -117,9 +117,10 @@ class RayResourcePool:
             )
             if fit is None:
                 raise ResourceError(
-                    f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with labels "
-                    f"{self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} ranks of "
-                    f"{self._bundle()}; found {len(targets)}. The cluster's alive nodes: {describe(alive, self._bundle())}"
+                    f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with "
+                    f"labels {self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} "
+                    f"ranks of {self._bundle()}; found {len(targets)}. The cluster's alive nodes: "
+                    f"{describe(alive, self._bundle())}"
                 )
             used.add(fit["NodeID"])
             targets.append(fit["NodeID"])
@@ -148,8 +149,9 @@ class RayResourcePool:
                 for made in pgs:
                     remove_placement_group(made)
                 raise ResourceError(
-                    f"resource pool '{self.name_prefix}': node {node} could not place {count} bundles of {self._bundle()} "
-                    f"within {self.placement_timeout_s:g}s (no single node has that much free; available: {ray.available_resources()})"
+                    f"resource pool '{self.name_prefix}': node {node} could not place {count} bundles of "
+                    f"{self._bundle()} within {self.placement_timeout_s:g}s (no single node has that much free; "
+                    f"available: {ray.available_resources()})"
                 ) from None
             pgs.append(pg)
         self.node_ids = [placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs]

@@ -178,7 +178,8 @@ def load_config(overrides: list[str] | None = None, check_files: bool = True) ->
 
 def derive(cfg: PPOConfig) -> None:
     """Resolve the settings whose default depends on others: ``actor.loss_agg_mode: auto`` becomes the estimator's
-    own (`core_algos.Estimator.loss_agg_mode`), and seq-mean-token-sum-norm's constant defaults to the response budget."""
+    own (`core_algos.Estimator.loss_agg_mode`),
+    and seq-mean-token-sum-norm's constant defaults to the response budget."""
     a = cfg.actor_rollout_ref.actor
     if a.loss_agg_mode == "auto":
         a.loss_agg_mode = core_algos.get_estimator(cfg.algorithm.adv_estimator).loss_agg_mode
@@ -239,7 +240,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} needs a critic, but critic.enable=false")
     if cfg.critic.enable is True and not needs_critic:
         raise ConfigError(
-            f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic (its values would be ignored)"
+            f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic "
+            "(its values would be ignored)"
         )
     from verl.trainer.ppo.reward import ALLOCATIONS
 
@@ -249,7 +251,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         )
     if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
         raise ConfigError(
-            f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}"
+            "algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], "
+            f"got {alg.gamma} and {alg.gigpo.step_gamma}"
         )
     if alg.filter_groups.enable and not estimator.group_baseline:
         raise ConfigError(
@@ -271,7 +274,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
 
         if alg.reward_score_fn not in SUPPORTED_REWARD_SCORE_FNS:
             raise ConfigError(
-                f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}"
+                f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: "
+                f"{sorted(SUPPORTED_REWARD_SCORE_FNS)}"
             )
 
     rm = cfg.reward_model
@@ -314,7 +318,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         model = cfg.actor_rollout_ref.model.path
         if not model or not (Path(model) / "config.json").is_file():
             raise ConfigError(
-                f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); run scripts/prepare_model.py"
+                f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); "
+                "run scripts/prepare_model.py"
             )
         if cfg.actor_rollout_ref.model.lora_rank:
             from verl.utils.lora import check_target_modules

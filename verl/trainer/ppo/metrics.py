@@ -1,4 +1,5 @@
-"""Batch statistics with verl's metric names (``critic/score/mean``, ``response_length/mean``, ``perf/throughput`` ...)."""
+"""Batch statistics with verl's metric names (``critic/score/mean``,
+``response_length/mean``, ``perf/throughput`` ...)."""
 
 from __future__ import annotations
 

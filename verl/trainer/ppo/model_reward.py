@@ -1,4 +1,5 @@
-"""A learned reward model's or an LLM judge's score in the reward (``reward_model.*``), the env's reward logged beside it.
+"""A learned reward model's or an LLM judge's score in the reward (``reward_model.*``),
+the env's reward logged beside it.
 
 After the reward path (`verl.trainer.ppo.reward.RewardManager`) has written each row's reward
 ``R_env``, the reward-model group returns ``rm_scores`` ``(B, T)``: ``r(x_{<=P+t})`` at every response

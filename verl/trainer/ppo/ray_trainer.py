@@ -5,7 +5,8 @@ One step (``fit``)::
     tasks      = dataloader.next_batch()
     batch      = rollout.run_llm_loop(tasks)               # e.g. multi-turn agent episodes: what happened, per row
     scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
-    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's or a judge's score in R
+    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's or
+                                                           # a judge's score in R
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -291,7 +292,8 @@ class RayPPOTrainer:
         return Collected(batch, metrics, version)
 
     def _rollout(self, tasks: DataProto, metrics: dict[str, float], step: int, round_: int = 0) -> DataProto:
-        """Roll out ``tasks`` and score them through the reward path; refill rounds (``round_ > 0``) get distinct uids."""
+        """Roll out ``tasks`` and score them through the reward path;
+        refill rounds (``round_ > 0``) get distinct uids."""
         traj_dir = (
             str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
         )
@@ -380,7 +382,8 @@ class RayPPOTrainer:
         return concat_padded(chosen, self.rollout.pad_id)
 
     def _check_failures(self, batch: DataProto) -> None:
-        """`TooManyFailures` when the failed share of the batch's trajectories is above ``trainer.max_failed_fraction``."""
+        """`TooManyFailures` when the failed share of the batch's trajectories is above
+        ``trainer.max_failed_fraction``."""
         nt = batch.non_tensor_batch
         failed = np.array(nt.get("failed", [False] * len(batch)), dtype=bool)
         share = float(failed.mean()) if len(failed) else 0.0
@@ -705,7 +708,8 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, float]:
-        """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics (`RunStopped` on a fault)."""
+        """Train for ``trainer.total_training_steps`` steps;
+        returns the last step's metrics (`RunStopped` on a fault)."""
         t = self.config.trainer
         tracker = Tracking(
             t.project_name,
@@ -826,7 +830,8 @@ class RayPPOTrainer:
             self._save_checkpoint()
         latest = self._latest_step()
         where = (
-            f"the latest checkpoint is {self.ckpt_dir / f'global_step_{latest}'}; re-run the same command to resume from it"
+            f"the latest checkpoint is {self.ckpt_dir / f'global_step_{latest}'}; "
+            "re-run the same command to resume from it"
             if latest is not None
             else "no checkpoint was written; re-running starts from the beginning"
         )

@@ -33,7 +33,8 @@ DATA_SOURCE_TO_FN: dict[str, str] = {}
 
 
 def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tuple[str, ...] = ()) -> None:
-    """Add ``fn`` under ``name`` (``None``: ``name`` is already registered), and make it the default for ``data_sources``."""
+    """Add ``fn`` under ``name`` (``None``: ``name`` is already registered),
+    and make it the default for ``data_sources``."""
     if fn is None:
         if name not in SUPPORTED_REWARD_SCORE_FNS:
             raise ValueError(f"unknown reward score '{name}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")

@@ -99,5 +99,5 @@ class RolloutEngine(ABC):
         ``requests``) since the engine started; None where the engine does not count them."""
         return None
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> None:  # noqa: B027 - optional hook: engines with nothing to release inherit the no-op
         """Release the engine's resources."""

@@ -74,7 +74,8 @@ class HFRollout(RolloutEngine):
             return_dict_in_generate=True,
         )
         new = out.sequences[:, width:].cpu()
-        # scores are the processed logits (after temperature, top-k, top-p): the distribution each token was sampled from
+        # scores are the processed logits (after temperature, top-k, top-p):
+        # the distribution each token was sampled from
         logprobs = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()
         results = []
         for row in range(len(prompts)):

@@ -12,7 +12,8 @@ Output, ``len(tasks) * n`` rows (the copies of a row adjacent, sharing one fresh
   the reward path scores each response with the function registered for its ``data_source``;
 * non-tensors: every dataset column unchanged, plus ``uid``, ``task_id`` (``extra_info["index"]``
   when present, else the row's position), ``seed``, ``failed`` (False), ``status`` (``done``, or
-  ``truncated`` when stopped by length), ``num_turns`` (1), ``success`` (None: the reward path decides), ``env_reward`` (0.0);
+  ``truncated`` when stopped by length), ``num_turns`` (1), ``success`` (None: the reward path decides),
+  ``env_reward`` (0.0);
 * ``meta_info["metrics"]``: ``rollout/*`` counts and ``timing_s/*``.
 
 Conventions of the multi-turn agent: the exact sampled ids are kept (never re-tokenised), copy
@@ -227,7 +228,8 @@ class SingleTurnRollout:
 
 
 def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> SingleTurnRollout:
-    """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``), sampling from the rollout engine's."""
+    """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``),
+    sampling from the rollout engine's."""
     a, r = cfg.agent, cfg.actor_rollout_ref.rollout
     return SingleTurnRollout(
         tokenizer,

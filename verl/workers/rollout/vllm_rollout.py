@@ -72,7 +72,8 @@ def _drop_inherited_kv_cache_env() -> None:
     inherited = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     if inherited is not None:
         print(
-            f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: rollout.kv_cache_gb sets the KV cache"
+            f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: "
+            "rollout.kv_cache_gb sets the KV cache"
         )
 
 
@@ -141,7 +142,8 @@ class VLLMRollout(RolloutEngine):
             enable_prefix_caching=cfg.enable_prefix_caching,
             seed=cfg.seed,
             disable_log_stats=True,
-            logprobs_mode="processed_logprobs",  # log-probs of the sampling distribution (after temperature, top-k, top-p)
+            # log-probs of the sampling distribution (after temperature, top-k, top-p)
+            logprobs_mode="processed_logprobs",
         )
         block_size = CPU_BLOCK_SIZE if cfg.block_size is None and self.on_cpu else cfg.block_size
         if block_size is not None:
