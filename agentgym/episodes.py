@@ -59,8 +59,9 @@ def drop_route(app: FastAPI, path: str) -> None:
     app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == path)]
 
 
-def add_episode_routes(app: FastAPI, registry: EnvRegistry, num_tasks: int | None = None,
-                       reset_model: type[EpisodeReset] = ResetRequest) -> None:
+def add_episode_routes(
+    app: FastAPI, registry: EnvRegistry, num_tasks: int | None = None, reset_model: type[EpisodeReset] = ResetRequest
+) -> None:
     """Add the episode routes to ``app`` (see the module docstring)."""
     if num_tasks is not None:
         drop_route(app, "/create")

@@ -44,8 +44,9 @@ def _add_server_arguments(parser: argparse.ArgumentParser, default_port: int) ->
 def _serve(module: ModuleType, args: argparse.Namespace) -> None:
     configure_logging(args.log_level)
     app = module.app_from_args(args)
-    uvicorn.run(app, host=args.host, port=args.port, workers=1, access_log=False, log_config=None,
-                log_level=args.log_level)
+    uvicorn.run(
+        app, host=args.host, port=args.port, workers=1, access_log=False, log_config=None, log_level=args.log_level
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -19,11 +19,19 @@ from .server import DEFAULT_IDLE_TIMEOUT_S
 
 def add_server_options(parser: argparse.ArgumentParser, default_max_envs: int, envs: str = "envs") -> None:
     """``--max-envs`` (the most ``envs`` open at once, ``default_max_envs`` by default) and ``--idle-timeout-s``."""
-    parser.add_argument("--max-envs", type=int, default=default_max_envs,
-                        help=f"most {envs} open at once; past it /create answers 503 (default %(default)s)")
-    parser.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
-                        help="close an env that has had no request for this many seconds, freeing its resources; "
-                             "later requests naming it answer 410 (default %(default)g; 0: never)")
+    parser.add_argument(
+        "--max-envs",
+        type=int,
+        default=default_max_envs,
+        help=f"most {envs} open at once; past it /create answers 503 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help="close an env that has had no request for this many seconds, freeing its resources; "
+        "later requests naming it answer 410 (default %(default)g; 0: never)",
+    )
 
 
 def app_factory(build_app: Callable[..., FastAPI]) -> Callable[[argparse.Namespace], FastAPI]:

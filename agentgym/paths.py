@@ -25,8 +25,9 @@ def moves_to(came: Mapping[S, tuple[S, M] | None], state: S) -> list[M]:
     return moves[::-1]
 
 
-def shortest_moves(start: S, is_goal: Callable[[S], bool], moves: Callable[[S], Iterable[tuple[M, S]]],
-                   limit: int | None = None) -> list[M] | None:
+def shortest_moves(
+    start: S, is_goal: Callable[[S], bool], moves: Callable[[S], Iterable[tuple[M, S]]], limit: int | None = None
+) -> list[M] | None:
     """The moves of a shortest way from ``start`` to a goal, where ``moves(state)`` gives the (move, next state)
     pairs allowed from ``state``; None when no goal is reachable, or none is found among the first ``limit``
     states seen."""

@@ -40,7 +40,9 @@ def _discover() -> None:
         if (root / package / "spec.py").is_file():
             spec = importlib.import_module(f"{__package__}.{package}.spec").SPEC
             if spec.name != package:
-                raise ValueError(f"agentgym/{package}/spec.py declares env {spec.name!r}; the package must carry its name")
+                raise ValueError(
+                    f"agentgym/{package}/spec.py declares env {spec.name!r}; the package must carry its name"
+                )
             register_env(spec)
 
 

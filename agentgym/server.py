@@ -138,8 +138,9 @@ class EnvRegistry(Generic[E]):
     `use`, `close`) counts as in flight while it runs, for `health`.
     """
 
-    def __init__(self, factory: Callable[[], E], max_envs: int, id_name: str = "env",
-                 idle_timeout_s: float = 0.0) -> None:
+    def __init__(
+        self, factory: Callable[[], E], max_envs: int, id_name: str = "env", idle_timeout_s: float = 0.0
+    ) -> None:
         if max_envs < 1:
             raise ValueError("max_envs must be at least 1")
         if idle_timeout_s < 0:
@@ -230,8 +231,10 @@ class EnvRegistry(Generic[E]):
     def _gone(self, env_id: int) -> EnvError:
         """The error for a call naming an env that is not open (call with the lock held)."""
         if env_id in self._expired:
-            return EnvExpiredError(f"{self._id_name} {env_id} expired after {self.idle_timeout_s:g} s idle and was "
-                                   "closed; create a new env with POST /create")
+            return EnvExpiredError(
+                f"{self._id_name} {env_id} expired after {self.idle_timeout_s:g} s idle and was "
+                "closed; create a new env with POST /create"
+            )
         return UnknownEnvError(f"unknown {self._id_name} {env_id}: create one with POST /create")
 
     # ------------------------------------------------------------------ idle reaping
@@ -261,8 +264,10 @@ class EnvRegistry(Generic[E]):
             except Exception:  # a reaped env that fails to close must not fail the request that reaped it
                 log.exception("closing an expired env failed")
         if slots:
-            log.info("expired envs closed", extra={"reaped": len(slots), "idle_timeout_s": self.idle_timeout_s,
-                                                   "live": len(self)})
+            log.info(
+                "expired envs closed",
+                extra={"reaped": len(slots), "idle_timeout_s": self.idle_timeout_s, "live": len(self)},
+            )
 
     def reap_expired(self) -> int:
         """Close every env idle for ``idle_timeout_s`` or longer; returns how many."""
@@ -305,9 +310,14 @@ class EnvRegistry(Generic[E]):
         now = time.monotonic()
         with self._lock:
             oldest = now - min(self._calls.values()) if self._calls else 0.0
-            return {"open": len(self._slots), "max_envs": self.max_envs, "reaped": self.reaped,
-                    "idle_timeout_s": self.idle_timeout_s, "in_flight": len(self._calls),
-                    "oldest_request_s": round(oldest, 3)}
+            return {
+                "open": len(self._slots),
+                "max_envs": self.max_envs,
+                "reaped": self.reaped,
+                "idle_timeout_s": self.idle_timeout_s,
+                "in_flight": len(self._calls),
+                "oldest_request_s": round(oldest, 3),
+            }
 
     # ------------------------------------------------------------------ the rest
     def _close_slot(self, slot: _Slot[E]) -> None:
@@ -341,8 +351,11 @@ def registries_lifespan(*registries: EnvRegistry[Any]) -> Callable[[FastAPI], As
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = threading.Event()
-        sweeps = [threading.Thread(target=r.sweep, args=(stop,), name="idle-sweep", daemon=True)
-                  for r in registries if r.idle_timeout_s > 0]
+        sweeps = [
+            threading.Thread(target=r.sweep, args=(stop,), name="idle-sweep", daemon=True)
+            for r in registries
+            if r.idle_timeout_s > 0
+        ]
         for thread in sweeps:
             thread.start()
         yield
@@ -415,7 +428,9 @@ class BodySizeLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            return await _reject(send, f"request body of {int(declared)} bytes exceeds the limit of {self.max_bytes} bytes")
+            return await _reject(
+                send, f"request body of {int(declared)} bytes exceeds the limit of {self.max_bytes} bytes"
+            )
         held, size = [], 0
         while True:
             message = await receive()
@@ -436,16 +451,20 @@ class BodySizeLimit:
 
 async def _reject(send: Callable, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 def create_app(title: str, registry: EnvRegistry[Any], family: Family, max_body_bytes: int = 1 << 20) -> FastAPI:
     """The FastAPI app with the shared routes (see the module docstring) and the idle sweep of ``registry``;
     bodies over ``max_body_bytes`` get 413.  ``POST /debug/hang`` only with ``AGENTGYM_FAULT_INJECTION=1``."""
-    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None,
-                  lifespan=registries_lifespan(registry))
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None, lifespan=registries_lifespan(registry))
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
     app.state.registry = registry
@@ -467,7 +486,7 @@ def create_app(title: str, registry: EnvRegistry[Any], family: Family, max_body_
     def close(body: dict[str, Any] = Body(...)) -> bool:
         env_id = body.get(id_field)
         if not isinstance(env_id, int) or isinstance(env_id, bool):
-            raise InvalidRequestError(f"invalid request: body must be {{\"{id_field}\": <int>}}")
+            raise InvalidRequestError(f'invalid request: body must be {{"{id_field}": <int>}}')
         registry.close(env_id)
         return True
 
@@ -476,6 +495,7 @@ def create_app(title: str, registry: EnvRegistry[Any], family: Family, max_body_
         return registry.ids()
 
     if os.environ.get(FAULT_INJECTION_ENV) == "1":
+
         @app.post("/debug/hang")
         async def hang() -> bool:
             log.warning("fault injected: every env call hangs from now on")

@@ -51,7 +51,8 @@ def healthy(url: str) -> bool:
 
 
 class ServerUrl(str):
-    """A running server's base URL (``http://127.0.0.1:<port>``), with its ``port``, process ``pid`` and ``log`` path."""
+    """A running server's base URL (``http://127.0.0.1:<port>``), with its ``port``,
+    process ``pid`` and ``log`` path."""
 
     port: int
     pid: int
@@ -69,9 +70,19 @@ class ServerProcess:
     names (default ``host``), e.g. the node's IP for a server other hosts reach.
     """
 
-    def __init__(self, env: str, port: int | None = None, args: Sequence[str] = (), command: Sequence[str] | None = None,
-                 environ: Mapping[str, str] | None = None, log_path: Path | None = None, timeout_s: float = 120.0,
-                 die_with_parent: bool = False, host: str = "127.0.0.1", advertise: str | None = None) -> None:
+    def __init__(
+        self,
+        env: str,
+        port: int | None = None,
+        args: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        timeout_s: float = 120.0,
+        die_with_parent: bool = False,
+        host: str = "127.0.0.1",
+        advertise: str | None = None,
+    ) -> None:
         self.env, self.timeout_s, self.die_with_parent = env, timeout_s, die_with_parent
         self.port = port or free_port()
         base = list(command or [sys.executable, "-m", "agentgym.launcher", "serve", env, "--log-level", "warning"])
@@ -91,7 +102,9 @@ class ServerProcess:
         """Start the process without waiting for it to answer."""
         preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ, preexec_fn=preexec)
+            self.proc = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, env=self.environ, preexec_fn=preexec
+            )
         self.url.port, self.url.pid, self.url.log = self.port, self.proc.pid, self.log
         return self
 
@@ -103,17 +116,22 @@ class ServerProcess:
         return _tail(self.log, lines)
 
     def start(self) -> "ServerProcess":
-        """Start the process and wait for ``GET /`` to answer ``"ok"``; `RuntimeError` with the log's tail if it does not."""
+        """Start the process and wait for ``GET /`` to answer ``"ok"``;
+        `RuntimeError` with the log's tail if it does not."""
         self.launch()
         deadline = time.monotonic() + self.timeout_s
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.env} server exited with {self.proc.returncode}; log {self.log}:\n{_tail(self.log)}")
+                raise RuntimeError(
+                    f"{self.env} server exited with {self.proc.returncode}; log {self.log}:\n{_tail(self.log)}"
+                )
             if healthy(self.url):
                 return self
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"{self.env} server not healthy after {self.timeout_s:.0f} s; log {self.log}:\n{_tail(self.log)}")
+                raise RuntimeError(
+                    f"{self.env} server not healthy after {self.timeout_s:.0f} s; log {self.log}:\n{_tail(self.log)}"
+                )
             time.sleep(0.1)
 
     def kill(self) -> None:

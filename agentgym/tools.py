@@ -55,27 +55,37 @@ class EnvTool:
 
     def __post_init__(self) -> None:
         if sorted(_fields(self.action)) != sorted(self.properties):
-            raise ValueError(f"tool {self.name!r}: the action {self.action!r} must use each argument "
-                             f"{sorted(self.properties)} exactly once")
+            raise ValueError(
+                f"tool {self.name!r}: the action {self.action!r} must use each argument "
+                f"{sorted(self.properties)} exactly once"
+            )
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments object."""
-        return {"type": "object", "properties": {k: dict(v) for k, v in self.properties.items()},
-                "required": list(self.properties), "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {k: dict(v) for k, v in self.properties.items()},
+            "required": list(self.properties),
+            "additionalProperties": False,
+        }
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
     def signature(self) -> str:
         """The tool in one prompt line (see the module docstring)."""
+
         def kind(prop: Mapping[str, Any]) -> str:
             return " | ".join(map(json.dumps, prop["enum"])) if "enum" in prop else str(prop["type"])
 
         arguments = ", ".join(f"{key}: {kind(prop)}" for key, prop in self.properties.items())
-        notes = "".join(f" {key}: {prop['description']}." for key, prop in self.properties.items()
-                        if "enum" not in prop)
+        notes = "".join(
+            f" {key}: {prop['description']}." for key, prop in self.properties.items() if "enum" not in prop
+        )
         return f"{self.name}({arguments}): {self.description}{notes}"
 
     def problem(self, arguments: Mapping[str, Any]) -> str | None:
@@ -85,8 +95,10 @@ class EnvTool:
                 return f"tool {self.name!r} needs the argument {key!r}"
         for key in arguments:
             if key not in self.properties:
-                return (f"tool {self.name!r} takes no argument {key!r} "
-                        f"(its arguments: {', '.join(self.properties) or 'none'})")
+                return (
+                    f"tool {self.name!r} takes no argument {key!r} "
+                    f"(its arguments: {', '.join(self.properties) or 'none'})"
+                )
         for key, prop in self.properties.items():
             value = arguments[key]
             if prop["type"] == "integer":
@@ -125,8 +137,9 @@ class EnvTool:
         if match is None:
             return None
         found = match.groupdict()
-        arguments = {key: int(found[key]) if prop["type"] == "integer" else found[key]
-                     for key, prop in self.properties.items()}
+        arguments = {
+            key: int(found[key]) if prop["type"] == "integer" else found[key] for key, prop in self.properties.items()
+        }
         return arguments if self.action_for(arguments) == action else None
 
 

@@ -50,15 +50,33 @@ INVALID_CALL = "Not a valid call: use search with a non-empty query, or click wi
 
 def tool(name: str, description: str, argument: str, about: str) -> dict[str, Any]:
     """An OpenAI function tool taking one string ``argument``."""
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "required": [argument], "properties": {argument: {"type": "string", "description": about}}}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "required": [argument],
+                "properties": {argument: {"type": "string", "description": about}},
+            },
+        },
+    }
 
 
 TOOLS = [
-    tool("search", "Type keywords into the search box (only on a page that has one).", "query",
-         "the keywords, e.g. waterproof hiking boots for men"),
-    tool("click", "Click something shown on the page: a product id, an option value or a button.", "target",
-         "exactly as the page shows it, e.g. B0123ABCDE, large, Buy Now"),
+    tool(
+        "search",
+        "Type keywords into the search box (only on a page that has one).",
+        "query",
+        "the keywords, e.g. waterproof hiking boots for men",
+    ),
+    tool(
+        "click",
+        "Click something shown on the page: a product id, an option value or a button.",
+        "target",
+        "exactly as the page shows it, e.g. B0123ABCDE, large, Buy Now",
+    ),
 ]
 ARGUMENT = {t["function"]["name"]: t["function"]["parameters"]["required"][0] for t in TOOLS}
 
@@ -107,8 +125,9 @@ def action(name: str, arguments: str) -> str | None:
     return f"{name}[{value.strip()}]"
 
 
-def play(task: dict[str, Any], base_url: str, api_key: str, model: str = "policy",
-         max_turns: int = MAX_TURNS) -> dict[str, Any]:
+def play(
+    task: dict[str, Any], base_url: str, api_key: str, model: str = "policy", max_turns: int = MAX_TURNS
+) -> dict[str, Any]:
     """Play WebShop goal ``task["extra_info"]["index"]`` with the model at ``base_url`` (see the module docstring)."""
     client = openai.OpenAI(base_url=base_url, api_key=api_key)
     env = WebShopEnv(env_url(task))
@@ -121,8 +140,10 @@ def play(task: dict[str, Any], base_url: str, api_key: str, model: str = "policy
 
 def run_episode(client: openai.OpenAI, model: str, env: WebShopEnv, goal: int, max_turns: int) -> float:
     """The env's reward for the purchase; 0.0 when the episode ends without one."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
-                                      {"role": "user", "content": env.reset(goal)}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": env.reset(goal)},
+    ]
     for _ in range(max_turns):
         try:
             reply = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)

@@ -90,8 +90,9 @@ __all__ = ["build_parser", "compare_main", "main", "seeds_main"]
 
 def compare_main(argv: Sequence[str]) -> dict[str, Any]:
     """``compare A B [--seed] [--resamples] [--json OUT]``: print the comparison (and write it); return it."""
-    parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval compare",
-                                     description="Paired comparison of two evaluation results (B - A)")
+    parser = argparse.ArgumentParser(
+        prog="python -m openmanus_rl.eval compare", description="Paired comparison of two evaluation results (B - A)"
+    )
     parser.add_argument("a", help="result A: a summary .json (with its .tasks.jsonl beside it) or a .tasks.jsonl")
     parser.add_argument("b", help="result B, likewise")
     parser.add_argument("--seed", type=int, default=0)
@@ -109,8 +110,10 @@ def compare_main(argv: Sequence[str]) -> dict[str, Any]:
 def seeds_main(argv: Sequence[str]) -> dict[str, Any]:
     """``seeds BASE ARM [ARM ...] [--seed] [--resamples] [--json OUT]``: each arm (one RL seed) against the baseline,
     and the pooled gain (`openmanus_rl.evaluation.seeds`); print it (and write it); return it."""
-    parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval seeds",
-                                     description="Seeds of an RL arm against one baseline: each paired, then pooled")
+    parser = argparse.ArgumentParser(
+        prog="python -m openmanus_rl.eval seeds",
+        description="Seeds of an RL arm against one baseline: each paired, then pooled",
+    )
     parser.add_argument("base", help="the baseline's result (e.g. the warm start's .json)")
     parser.add_argument("arms", nargs="+", help="one result per seed of the arm, on the same tasks")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -126,30 +129,52 @@ def seeds_main(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The evaluation's flags; the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
+    """The evaluation's flags;
+    the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
     from verl.utils.precision import DTYPE_CHOICES
     from verl.utils.yaml_defaults import add_yaml_argument
 
-    parser = argparse.ArgumentParser(prog="python -m openmanus_rl.eval", description=__doc__.split("\n\n")[0],
-                                     epilog="compare: python -m openmanus_rl.eval compare A.json B.json; "
-                                            "seeds: python -m openmanus_rl.eval seeds BASE.json SEED1.json SEED2.json ...")
-    parser.add_argument("--model", required=True,
-                        help="HF folder, <ckpt>/global_step_K[/actor], or the checkpoints folder (latest step)")
+    parser = argparse.ArgumentParser(
+        prog="python -m openmanus_rl.eval",
+        description=__doc__.split("\n\n")[0],
+        epilog="compare: python -m openmanus_rl.eval compare A.json B.json; "
+        "seeds: python -m openmanus_rl.eval seeds BASE.json SEED1.json SEED2.json ...",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="HF folder, <ckpt>/global_step_K[/actor], or the checkpoints folder (latest step)",
+    )
     add_yaml_argument(parser, "--env_name", "agent.env_name")
     parser.add_argument("--split", default="test", choices=SPLITS)
     parser.add_argument("--data_dir", default="data")
     parser.add_argument("--limit", type=int, default=-1, help="evaluate the first N tasks (default: the whole split)")
     parser.add_argument("--n", type=int, default=1, help="rollouts per task; 1: greedy, >1: sampled (mean@k, pass@k)")
-    add_yaml_argument(parser, "--temperature", "actor_rollout_ref.rollout.temperature", "sampling temperature when --n > 1",
-                      type=float)
-    parser.add_argument("--server_url", default=None,
-                        help="running env server(s), comma-separated: the agent spreads the tasks over them "
-                             "(default: start --num_servers servers on free ports)")
-    parser.add_argument("--num_servers", type=int, default=1, help="env servers to start when --server_url is not given")
+    add_yaml_argument(
+        parser,
+        "--temperature",
+        "actor_rollout_ref.rollout.temperature",
+        "sampling temperature when --n > 1",
+        type=float,
+    )
+    parser.add_argument(
+        "--server_url",
+        default=None,
+        help="running env server(s), comma-separated: the agent spreads the tasks over them "
+        "(default: start --num_servers servers on free ports)",
+    )
+    parser.add_argument(
+        "--num_servers", type=int, default=1, help="env servers to start when --server_url is not given"
+    )
     parser.add_argument("--out", default=None, help="summary JSON (default results/<model>_<env>_<split>.json)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
-    add_yaml_argument(parser, "--max_turns", "agent.max_turns", "turns per episode; unset: the env's own cap "
-                      "(EnvSpec.max_turns)", type=int)
+    add_yaml_argument(
+        parser,
+        "--max_turns",
+        "agent.max_turns",
+        "turns per episode; unset: the env's own cap (EnvSpec.max_turns)",
+        type=int,
+    )
     for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
         add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
     add_yaml_argument(parser, "--action_format", "agent.action_format")
@@ -157,28 +182,57 @@ def build_parser() -> argparse.ArgumentParser:
     add_yaml_argument(parser, "--dtype", "actor_rollout_ref.rollout.dtype", choices=DTYPE_CHOICES)
     add_yaml_argument(parser, "--threads", "actor_rollout_ref.num_threads", "engine / torch threads", type=int)
     add_yaml_argument(parser, "--device", "actor_rollout_ref.device", "where the engine runs", choices=("cpu", "cuda"))
-    parser.add_argument("--batch_size", type=int, default=64,
-                        help="tasks in flight at once; <= 0: all at once")
-    parser.add_argument("--schedule", default="window", choices=("window", "batches"),
-                        help="window: one rollout of every task, the next task starting as soon as one ends (async "
-                             "rollout or --program); batches: one rollout per --batch_size tasks, each waiting for its "
-                             "slowest episode")
-    parser.add_argument("--kv_cache_gb", type=float, default=4.0,
-                        help="the vLLM engine's KV cache (GiB): room for the trajectories in flight")
-    add_yaml_argument(parser, "--block_size", "actor_rollout_ref.rollout.block_size", "the vLLM engine's KV cache "
-                      "block in tokens: a prefix-cache hit covers whole blocks (default 32 on CPU)", type=int)
-    add_yaml_argument(parser, "--rollout_mode", "agent.rollout_mode", "async: each trajectory moves on as soon as its "
-                      "reply is back; sync: one batched generation per turn (the results are the same)",
-                      choices=("async", "sync"))
-    add_yaml_argument(parser, "--request_timeout_s", "agent.request_timeout_s",
-                      "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)",
-                      type=float)
-    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
-                        help="play the tasks with this agent program through the gateway instead of the built-in agent "
-                             "(data.rollout=gateway's +agent.program); it finds its env server at "
-                             "task['extra_info']['env_url']")
-    parser.add_argument("--episode_timeout_s", type=float, default=600.0,
-                        help="with --program: an episode still running after this long is a failed rollout")
+    parser.add_argument("--batch_size", type=int, default=64, help="tasks in flight at once; <= 0: all at once")
+    parser.add_argument(
+        "--schedule",
+        default="window",
+        choices=("window", "batches"),
+        help="window: one rollout of every task, the next task starting as soon as one ends (async "
+        "rollout or --program); batches: one rollout per --batch_size tasks, each waiting for its "
+        "slowest episode",
+    )
+    parser.add_argument(
+        "--kv_cache_gb",
+        type=float,
+        default=4.0,
+        help="the vLLM engine's KV cache (GiB): room for the trajectories in flight",
+    )
+    add_yaml_argument(
+        parser,
+        "--block_size",
+        "actor_rollout_ref.rollout.block_size",
+        "the vLLM engine's KV cache block in tokens: a prefix-cache hit covers whole blocks (default 32 on CPU)",
+        type=int,
+    )
+    add_yaml_argument(
+        parser,
+        "--rollout_mode",
+        "agent.rollout_mode",
+        "async: each trajectory moves on as soon as its "
+        "reply is back; sync: one batched generation per turn (the results are the same)",
+        choices=("async", "sync"),
+    )
+    add_yaml_argument(
+        parser,
+        "--request_timeout_s",
+        "agent.request_timeout_s",
+        "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)",
+        type=float,
+    )
+    parser.add_argument(
+        "--program",
+        default=None,
+        metavar="PACKAGE.MODULE:FUNCTION",
+        help="play the tasks with this agent program through the gateway instead of the built-in agent "
+        "(data.rollout=gateway's +agent.program); it finds its env server at "
+        "task['extra_info']['env_url']",
+    )
+    parser.add_argument(
+        "--episode_timeout_s",
+        type=float,
+        default=600.0,
+        help="with --program: an episode still running after this long is a failed rollout",
+    )
     return parser
 
 

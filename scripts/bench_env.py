@@ -34,8 +34,15 @@ EPISODE_STEPS = 20
 JVM_CLIENTS = 4
 JVM_ENVS = {"sciworld"}  # every env is a JVM of its own
 ACTIONS: dict[str, list[str]] = {
-    "webshop": ["search[red shoes]", "click[back to search]", "click[next >]", "click[description]", "click[< prev]",
-                "search[women's shirt]", "click[buy now]"],
+    "webshop": [
+        "search[red shoes]",
+        "click[back to search]",
+        "click[next >]",
+        "click[description]",
+        "click[< prev]",
+        "search[women's shirt]",
+        "click[buy now]",
+    ],
     "textcraft": ["inventory", "get 1 oak log", "craft 4 oak planks using 1 oak log", "get 2 stick", "dance"],
     "babyai": ["turn left", "turn right", "move forward", "check available actions", "toggle", "fly"],
     "sciworld": ["look around", "inventory", "open door to kitchen", "go to kitchen", "pick up thermometer", "wait1"],
@@ -89,8 +96,13 @@ def throughput(env: str, url: str, clients: int, duration: float, tasks: list[in
     steps = [s for p in players for s in p.step_s]
     for p in players:
         p.client.close()
-    return {"clients": clients, "steps": len(steps), "steps_per_s": len(steps) / elapsed,
-            "p50_ms": statistics.median(steps) * 1e3, "p95_ms": percentile(steps, 0.95) * 1e3}
+    return {
+        "clients": clients,
+        "steps": len(steps),
+        "steps_per_s": len(steps) / elapsed,
+        "p50_ms": statistics.median(steps) * 1e3,
+        "p95_ms": percentile(steps, 0.95) * 1e3,
+    }
 
 
 def create_reset_latency(env: str, url: str, n: int, tasks: list[int]) -> tuple[float, float]:
@@ -123,8 +135,9 @@ def main() -> None:
     parser.add_argument("--url", help="benchmark this running server (one env only) instead of starting one")
     parser.add_argument("--clients", default="1,8", help="comma-separated client counts (default %(default)s)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per client count (default %(default)s)")
-    parser.add_argument("--resets", type=int, default=50,
-                        help="create+reset samples (default %(default)s; a tenth for JVM envs)")
+    parser.add_argument(
+        "--resets", type=int, default=50, help="create+reset samples (default %(default)s; a tenth for JVM envs)"
+    )
     args = parser.parse_args()
     envs = sorted(ENVS) if args.env_name == "all" else [e.strip() for e in args.env_name.split(",")]
     unknown = [e for e in envs if e not in ENVS or e not in ACTIONS]
@@ -134,8 +147,10 @@ def main() -> None:
         parser.error("--url names one server: give one --env_name with it")
     counts = [int(c) for c in args.clients.split(",")]
     print(f"clients are threads of this process; {describe_cpu(torch_threads=False)}")
-    print(f"{'env':>10} | {'create+reset p50/p95 ms':>23} | {'clients':>7} | {'steps':>6} | {'steps/s':>8} | "
-          f"{'step p50 ms':>11} | {'p95 ms':>7}")
+    print(
+        f"{'env':>10} | {'create+reset p50/p95 ms':>23} | {'clients':>7} | {'steps':>6} | {'steps/s':>8} | "
+        f"{'step p50 ms':>11} | {'p95 ms':>7}"
+    )
     print("-" * 92)
     for env in envs:
         jvm = env in JVM_ENVS
@@ -144,8 +159,11 @@ def main() -> None:
             c50, c95 = create_reset_latency(env, url, max(2, args.resets // 10) if jvm else args.resets, tasks)
             for clients in sorted({min(c, JVM_CLIENTS) if jvm else c for c in counts}):
                 row = throughput(env, url, clients, args.duration, tasks)
-                print(f"{env:>10} | {c50:>10.1f} / {c95:>10.1f} | {clients:>7} | {row['steps']:>6} | "
-                      f"{row['steps_per_s']:>8.0f} | {row['p50_ms']:>11.2f} | {row['p95_ms']:>7.2f}", flush=True)
+                print(
+                    f"{env:>10} | {c50:>10.1f} / {c95:>10.1f} | {clients:>7} | {row['steps']:>6} | "
+                    f"{row['steps_per_s']:>8.0f} | {row['p50_ms']:>11.2f} | {row['p95_ms']:>7.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

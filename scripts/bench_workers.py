@@ -2,10 +2,10 @@
 
     python scripts/bench_workers.py                       # SmolLM2-135M-Instruct (prepared once)
     python scripts/bench_workers.py --model DIR --prompts 32 --new_tokens 64 --train_rows 8 --train_len 256
-    python scripts/bench_workers.py --lora_only --lora_rank 8    # only the full-vs-LoRA training row (a few minutes)
-    python scripts/bench_workers.py --levers                     # only the step levers on the recorded WebShop step
-    python scripts/bench_workers.py --overhead_only              # only update_actor vs the bare loop, per precision
-    python scripts/bench_workers.py --tree                       # only tree packing against the flat path, recorded step
+    python scripts/bench_workers.py --lora_only --lora_rank 8   # only the full-vs-LoRA training row (a few minutes)
+    python scripts/bench_workers.py --levers                    # only the step levers on the recorded WebShop step
+    python scripts/bench_workers.py --overhead_only             # only update_actor vs the bare loop, per precision
+    python scripts/bench_workers.py --tree                      # only tree packing against the flat path, recorded step
     python scripts/bench_workers.py --tree --device cuda --model DIR   # the same on a GPU (peak GPU memory for RSS)
 
 Prints:
@@ -80,7 +80,10 @@ def rollout_bench(worker, hf_engine, prompts, new_tokens):
     from verl.protocol import DataProto
 
     params = sampling(prompts, new_tokens)
-    data = DataProto.from_dict(non_tensors={"prompt_ids": prompts, "seed": list(range(len(prompts)))}, meta_info={"temperature": 1.0, "max_tokens": new_tokens})
+    data = DataProto.from_dict(
+        non_tensors={"prompt_ids": prompts, "seed": list(range(len(prompts)))},
+        meta_info={"temperature": 1.0, "max_tokens": new_tokens},
+    )
     vllm_rate = best_rate(lambda: sum(len(r) for r in worker.generate_sequences(data).non_tensor_batch["response_ids"]))
     hf_rate = best_rate(lambda: sum(len(o.token_ids) for o in hf_engine.generate(prompts, params)))
     return vllm_rate, hf_rate
@@ -156,7 +159,12 @@ def bare_loop(model_path, data, steps, micro_rows, dtype):
         for s in range(0, len(data), micro_rows):
             sl = slice(s, s + micro_rows)
             with torch.autocast("cpu", dtype=getattr(torch, dtype), enabled=dtype != "float32"):
-                logits = model(input_ids=b["input_ids"][sl], attention_mask=b["attention_mask"][sl], position_ids=b["position_ids"][sl], use_cache=False).logits
+                logits = model(
+                    input_ids=b["input_ids"][sl],
+                    attention_mask=b["attention_mask"][sl],
+                    position_ids=b["position_ids"][sl],
+                    use_cache=False,
+                ).logits
             lp = logprobs_from_logits(logits[:, -T - 1 : -1].float(), b["responses"][sl])
             mask = b["response_mask"][sl].float()
             loss, *_ = compute_policy_loss(b["old_log_probs"][sl], lp, b["advantages"][sl], mask, cliprange=0.2)
@@ -182,7 +190,8 @@ def update_rate(worker, data, steps: int) -> tuple[float, list[float]]:
 
 
 def own_peak_rss_gb() -> float:
-    """This process's peak RSS since it started (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across fork and exec)."""
+    """This process's peak RSS since it started (``VmHWM``;
+    ``ru_maxrss`` would carry the parent's peak across fork and exec)."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024**2
 
@@ -227,8 +236,10 @@ def in_fresh_process(fn, *args):
 def full_vs_lora(cfg: dict, args: argparse.Namespace) -> dict[str, tuple[float, float, int]]:
     """`actor_ref_update` with full fine-tuning, then with LoRA, each `in_fresh_process`."""
     lora = {**cfg, "model": {**cfg["model"], "lora_rank": args.lora_rank, "lora_alpha": args.lora_alpha}}
-    return {name: in_fresh_process(actor_ref_update, c, args.train_rows, args.train_len, args.steps, args.threads)
-            for name, c in (("full", cfg), ("lora", lora))}
+    return {
+        name: in_fresh_process(actor_ref_update, c, args.train_rows, args.train_len, args.steps, args.threads)
+        for name, c in (("full", cfg), ("lora", lora))
+    }
 
 
 def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse.Namespace) -> None:
@@ -236,13 +247,21 @@ def print_full_vs_lora(rows: dict[str, tuple[float, float, int]], args: argparse
 
     (full_tps, full_rss, full_n), (lora_tps, lora_rss, lora_n) = rows["full"], rows["lora"]
     print(f"\n{'full fine-tuning vs LoRA (actor + reference)':<46}{'full':>12}{'LoRA':>12}{'LoRA/full':>12}")
-    print(f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(ModelConfig().target_modules)}; {args.train_rows} rows x {args.train_len} tokens")
+    print(
+        f"  LoRA rank {args.lora_rank}, alpha {args.lora_alpha} on {','.join(ModelConfig().target_modules)}; "
+        f"{args.train_rows} rows x {args.train_len} tokens"
+    )
     print(f"{'  update_actor tokens/s':<46}{full_tps:>12.1f}{lora_tps:>12.1f}{lora_tps / full_tps:>12.2f}")
     print(f"{'  peak RSS of the process GiB':<46}{full_rss:>12.2f}{lora_rss:>12.2f}{lora_rss / full_rss:>12.2f}")
     print(f"{'  trained parameters (M)':<46}{full_n / 1e6:>12.2f}{lora_n / 1e6:>12.2f}{lora_n / full_n:>12.4f}")
 
 
-LEVERS = ((0, True), (0, False), (8, True), (8, False))  # (lora_rank, gradient checkpointing); the first is today's setting
+LEVERS = (
+    (0, True),
+    (0, False),
+    (8, True),
+    (8, False),
+)  # (lora_rank, gradient checkpointing); the first is today's setting
 
 
 def learning_step_worker(cfg: dict, records: str, threads: int):
@@ -255,7 +274,10 @@ def learning_step_worker(cfg: dict, records: str, threads: int):
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
     data = recorded_batch(records, AutoTokenizer.from_pretrained(cfg["model"]["path"]), pad_id=0)
-    cfg = {**cfg, "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02}}
+    cfg = {
+        **cfg,
+        "actor": {**cfg["actor"], "ppo_mini_batch_size": len(data), "use_kl_loss": True, "kl_loss_coef": 0.02},
+    }
     worker = ActorRolloutRefWorker(cfg, role="actor_ref")
     worker.init_model()
     return worker, data
@@ -297,10 +319,17 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
         metrics = worker.update_actor(batch).meta_info["metrics"]
         times.append((ref_s, time.perf_counter() - start - ref_s))
         if first is None:
-            first = {"ref_log_prob": ref, "pg_loss": metrics["actor/pg_loss"], "grad_norm": metrics["actor/grad_norm"],
-                     "tokens": {"ref_flat": ref_tokens["perf/ref_tokens_flat"], "ref_run": ref_tokens["perf/ref_tokens_run"],
-                                "update_flat": metrics["perf/update_actor_tokens_flat"],
-                                "update_run": metrics["perf/update_actor_tokens_run"]}}
+            first = {
+                "ref_log_prob": ref,
+                "pg_loss": metrics["actor/pg_loss"],
+                "grad_norm": metrics["actor/grad_norm"],
+                "tokens": {
+                    "ref_flat": ref_tokens["perf/ref_tokens_flat"],
+                    "ref_run": ref_tokens["perf/ref_tokens_run"],
+                    "update_flat": metrics["perf/update_actor_tokens_flat"],
+                    "update_run": metrics["perf/update_actor_tokens_run"],
+                },
+            }
     peak = own_peak_gb(cfg.get("device", "cpu"))
     worker.shutdown()
     ref_s, upd_s = min(times[1:], key=sum)
@@ -308,46 +337,78 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
 
 
 def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
-    """`tree_step` with tree packing off and on (and at ``--update_budget``), each `in_fresh_process`; prints the table."""
-    base = {"model": {"path": cfg["model"]["path"]}, "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
-            "rollout": cfg["rollout"], "num_threads": args.threads, "device": args.device}
+    """`tree_step` with tree packing off and on (and at ``--update_budget``),
+    each `in_fresh_process`; prints the table."""
+    base = {
+        "model": {"path": cfg["model"]["path"]},
+        "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
+        "rollout": cfg["rollout"],
+        "num_threads": args.threads,
+        "device": args.device,
+    }
     budgets = [None] + ([args.update_budget] if args.update_budget else [])
     rows = {}
     for budget in budgets:
         for tree in ("off", "on"):
             actor = {**base["actor"], "tree_packing": tree, **({"ppo_max_token_len_per_gpu": budget} if budget else {})}
-            rows[budget, tree] = in_fresh_process(tree_step, {**base, "actor": actor}, args.records, args.steps, args.threads)
+            rows[budget, tree] = in_fresh_process(
+                tree_step, {**base, "actor": actor}, args.records, args.steps, args.threads
+            )
     flat = rows[None, "off"]
-    print(f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training half of a "
-          f"learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; best of {args.steps} after a warm-up")
-    print(f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
-          f"{'vs flat':>9}{'peak GPU GiB' if args.device == 'cuda' else 'peak RSS GiB':>14}{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}")
+    print(
+        f"\ntree packing on {args.records}: {flat['rows']} trajectories, {flat['real']:,} real tokens; the training "
+        "half of a learning-run step (reference pass, then one update with a KL loss), the trainer's defaults; "
+        f"best of {args.steps} after a warm-up"
+    )
+    print(
+        f"{'update budget':<15}{'packing':>8}{'ref tokens':>12}{'update tokens':>15}"
+        f"{'reference s':>13}{'update s':>10}{'sum s':>8}{'vs flat':>9}"
+        f"{'peak GPU GiB' if args.device == 'cuda' else 'peak RSS GiB':>14}"
+        f"{'max |d ref lp|':>16}{'d loss':>10}{'d grad norm':>13}"
+    )
     for (budget, tree), r in rows.items():
         ref = rows[budget, "off"]
         t = r["tokens"]
         d_lp = float((r["ref_log_prob"] - ref["ref_log_prob"]).abs().max())
         total = r["ref_s"] + r["update_s"]
-        print(f"{budget or 'default':<15}{tree:>8}{int(t['ref_run']):>12,}{int(t['update_run']):>15,}{r['ref_s']:>13.1f}{r['update_s']:>10.1f}"
-              f"{total:>8.1f}{(ref['ref_s'] + ref['update_s']) / total:>8.2f}x{r['rss']:>14.2f}{d_lp:>16.2e}"
-              f"{abs(r['pg_loss'] - ref['pg_loss']):>10.1e}{abs(r['grad_norm'] - ref['grad_norm']):>13.1e}")
+        print(
+            f"{budget or 'default':<15}{tree:>8}{int(t['ref_run']):>12,}{int(t['update_run']):>15,}"
+            f"{r['ref_s']:>13.1f}{r['update_s']:>10.1f}"
+            f"{total:>8.1f}{(ref['ref_s'] + ref['update_s']) / total:>8.2f}x{r['rss']:>14.2f}{d_lp:>16.2e}"
+            f"{abs(r['pg_loss'] - ref['pg_loss']):>10.1e}{abs(r['grad_norm'] - ref['grad_norm']):>13.1e}"
+        )
 
 
 def step_levers(cfg: dict, args: argparse.Namespace) -> None:
     """`lever_step` for each of `LEVERS`, each `in_fresh_process`; prints the table."""
     rows = {}
     for rank, checkpointing in LEVERS:
-        c = {**cfg, "model": {**cfg["model"], "lora_rank": rank, "lora_alpha": 2.0 * rank if rank else 16.0,
-                              "enable_gradient_checkpointing": checkpointing}}
+        c = {
+            **cfg,
+            "model": {
+                **cfg["model"],
+                "lora_rank": rank,
+                "lora_alpha": 2.0 * rank if rank else 16.0,
+                "enable_gradient_checkpointing": checkpointing,
+            },
+        }
         rows[rank, checkpointing] = in_fresh_process(lever_step, c, args.records, args.steps, args.threads)
     tokens = rows[LEVERS[0]][3]
-    print(f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL loss, "
-          f"then one update; best of {args.steps} after a warm-up)")
-    print(f"{'actor':<8}{'checkpointing':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}{'tokens/s':>10}{'vs today':>10}{'peak RSS GiB':>14}")
+    print(
+        f"\nthe training half of a learning-run step on {args.records} ({tokens:,} tokens; reference pass for a KL "
+        f"loss, then one update; best of {args.steps} after a warm-up)"
+    )
+    print(
+        f"{'actor':<8}{'checkpointing':>15}{'reference s':>13}{'update s':>10}{'sum s':>8}"
+        f"{'tokens/s':>10}{'vs today':>10}{'peak RSS GiB':>14}"
+    )
     base = sum(rows[LEVERS[0]][:2])
     for (rank, checkpointing), (ref_s, upd_s, rss, _) in rows.items():
         name = f"LoRA {rank}" if rank else "full"
-        print(f"{name:<8}{'on' if checkpointing else 'off':>15}{ref_s:>13.1f}{upd_s:>10.1f}{ref_s + upd_s:>8.1f}"
-              f"{tokens / (ref_s + upd_s):>10.1f}{base / (ref_s + upd_s):>9.2f}x{rss:>14.2f}")
+        print(
+            f"{name:<8}{'on' if checkpointing else 'off':>15}{ref_s:>13.1f}{upd_s:>10.1f}{ref_s + upd_s:>8.1f}"
+            f"{tokens / (ref_s + upd_s):>10.1f}{base / (ref_s + upd_s):>9.2f}x{rss:>14.2f}"
+        )
 
 
 def overhead_row(cfg: dict, rows: int, length: int, micro_rows: int, steps: int, threads: int) -> tuple[float, float]:
@@ -364,9 +425,22 @@ def overhead_row(cfg: dict, rows: int, length: int, micro_rows: int, steps: int,
 def update_overhead(cfg: dict, args: argparse.Namespace, dtype: str) -> None:
     """`overhead_row` for ``dtype`` (and the other precision unless ``--no_precision_compare``); prints the table."""
     dtypes = [dtype] if args.no_precision_compare else [dtype, "float32" if dtype == "bfloat16" else "bfloat16"]
-    rows = {d: in_fresh_process(overhead_row, {**cfg, "actor": {**cfg["actor"], "mixed_precision": d}}, args.train_rows,
-                                args.train_len, args.micro_rows, args.steps, args.threads) for d in dtypes}
-    print(f"\nupdate_actor vs the bare loop on {args.train_rows} rows x {args.train_len} tokens (best of {args.steps} after a warm-up)")
+    rows = {
+        d: in_fresh_process(
+            overhead_row,
+            {**cfg, "actor": {**cfg["actor"], "mixed_precision": d}},
+            args.train_rows,
+            args.train_len,
+            args.micro_rows,
+            args.steps,
+            args.threads,
+        )
+        for d in dtypes
+    }
+    print(
+        f"\nupdate_actor vs the bare loop on {args.train_rows} rows x {args.train_len} tokens (best of "
+        f"{args.steps} after a warm-up)"
+    )
     print(f"{'precision':<12}{'update_actor tokens/s':>23}{'bare tokens/s':>15}{'ratio':>8}")
     for d, (update_tps, bare_tps) in rows.items():
         print(f"{d:<12}{update_tps:>23.1f}{bare_tps:>15.1f}{update_tps / bare_tps:>8.2f}")
@@ -392,22 +466,40 @@ def main() -> None:
     parser.add_argument("--micro_rows", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
-                        help="auto (the trainer's default): bf16 where the CPU runs it fast, else fp32")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float32"],
+        help="auto (the trainer's default): bf16 where the CPU runs it fast, else fp32",
+    )
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
-    parser.add_argument("--records", default="data/bench/webshop_grpo_step1.jsonl",
-                        help="a rollout JSONL (<output_dir>/trajectories/rollouts/step_*.jsonl) for the multi-turn case; '' skips it")
+    parser.add_argument(
+        "--records",
+        default="data/bench/webshop_grpo_step1.jsonl",
+        help="a rollout JSONL (<output_dir>/trajectories/rollouts/step_*.jsonl) for the multi-turn case; '' skips it",
+    )
     parser.add_argument("--lora_rank", type=int, default=8, help="the LoRA row's rank")
     parser.add_argument("--lora_alpha", type=float, default=16.0, help="the LoRA row's alpha (scale alpha / rank)")
     parser.add_argument("--lora_only", action="store_true", help="run only the full-vs-LoRA training row")
-    parser.add_argument("--overhead_only", action="store_true",
-                        help="run only update_actor vs the bare loop on the equal-rows batch, per precision")
-    parser.add_argument("--tree", action="store_true",
-                        help="run only tree packing against the flat path on the recorded batch")
-    parser.add_argument("--update_budget", type=int, default=None,
-                        help="with --tree: also rows at this ppo_max_token_len_per_gpu (the default: the YAML's)")
-    parser.add_argument("--levers", action="store_true",
-                        help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch")
+    parser.add_argument(
+        "--overhead_only",
+        action="store_true",
+        help="run only update_actor vs the bare loop on the equal-rows batch, per precision",
+    )
+    parser.add_argument(
+        "--tree", action="store_true", help="run only tree packing against the flat path on the recorded batch"
+    )
+    parser.add_argument(
+        "--update_budget",
+        type=int,
+        default=None,
+        help="with --tree: also rows at this ppo_max_token_len_per_gpu (the default: the YAML's)",
+    )
+    parser.add_argument(
+        "--levers",
+        action="store_true",
+        help="run only the step levers (full/LoRA x checkpointing on/off) on the recorded batch",
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="with --tree: where the workers run")
     args = parser.parse_args()
     if args.device == "cuda" and not args.tree:
@@ -416,6 +508,7 @@ def main() -> None:
     os.environ.setdefault("WORLD_SIZE", "1")
     torch.set_num_threads(args.threads)
     from model_prep import prepare_default_model
+
     from verl.utils.memory import current_rss_gb, release_free_heap
     from verl.utils.precision import describe_cpu, resolve_dtype
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
@@ -427,8 +520,13 @@ def main() -> None:
     rollout_cfg = {"name": "vllm", "dtype": dtype, "kv_cache_gb": 2, "max_model_len": 2048}
     cfg = {
         "model": {"path": model, "enable_gradient_checkpointing": False},  # the bare loop recomputes nothing either
-        "actor": {"ppo_mini_batch_size": args.train_rows, "ppo_micro_batch_size_per_gpu": args.micro_rows, "mixed_precision": dtype,
-                  "shuffle": False, "optim": {"lr": 1e-6}},
+        "actor": {
+            "ppo_mini_batch_size": args.train_rows,
+            "ppo_micro_batch_size_per_gpu": args.micro_rows,
+            "mixed_precision": dtype,
+            "shuffle": False,
+            "optim": {"lr": 1e-6},
+        },
         "rollout": rollout_cfg,
         "num_threads": args.threads,
     }
@@ -486,7 +584,9 @@ def main() -> None:
     by_dtype = {dtype: (vllm_tps, bare_tps)}
     if not args.no_precision_compare:
         other = "float32" if dtype == "bfloat16" else "bfloat16"
-        other_rollout = vllm_rate_in(other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads)
+        other_rollout = vllm_rate_in(
+            other, model, {**rollout_cfg, "dtype": other}, prompts, args.new_tokens, args.threads
+        )
         other_bare = bare_rate(model, data, args.steps, args.micro_rows, other)
         by_dtype[other] = (other_rollout, other_bare)
     lora_rows = full_vs_lora(cfg, args)
@@ -500,8 +600,10 @@ def main() -> None:
     print(f"{'bare PyTorch fwd+bwd+AdamW tokens/s':<46}{bare_tps:>12.1f}")
     print(f"{'  ratio update_actor / bare (1.0 = no overhead)':<46}{upd_tps / bare_tps:>12.2f}")
     if rec is not None:
-        print(f"recorded batch {args.records}: {len(rec)} trajectories, {int(real.min())}-{int(real.max())} tokens, "
-              f"{learned:.0%} of tokens learned")
+        print(
+            f"recorded batch {args.records}: {len(rec)} trajectories, {int(real.min())}-{int(real.max())} tokens, "
+            f"{learned:.0%} of tokens learned"
+        )
         print(f"{'  update_actor tokens/s':<46}{rec_upd:>12.1f}")
         print(f"{'  bare loop tokens/s (2 rows padded, full LM head)':<46}{rec_bare:>12.1f}")
         print(f"{'  ratio update_actor / bare':<46}{rec_upd / rec_bare:>12.2f}")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """How many expert episodes a trajectory token budget cuts, per env; the budget that cuts at most 5%.
 
-    .venv/bin/python scripts/budget_cuts.py [--envs alfworld,sciworld] [--n 50] [--max_cut 0.05] [--out results/budget_cuts.json]
+    .venv/bin/python scripts/budget_cuts.py [--envs alfworld,sciworld] [--n 50] [--max_cut 0.05]
+        [--out results/budget_cuts.json]
 
 Each env's expert plays its first ``--n`` train tasks inside the agent (as `make_sft_data.py` does: the
 agent's prompts, chat template and observation cuts) under a budget too large to bind.  An episode needs
@@ -52,8 +53,18 @@ def smallest_budget(needs: Sequence[int], max_cut: float) -> int:
 def measure(env: str, n: int, max_cut: float, tokenizer: str | None) -> dict[str, Any]:
     from openmanus_rl.envs.specs import get_env_spec
 
-    argv = ["--env_name", env, "--n", str(n), "--out", "/dev/null", "--keep", "all",
-            "--max_trajectory_length", str(UNBOUNDED)] + (["--tokenizer", tokenizer] if tokenizer else [])
+    argv = [
+        "--env_name",
+        env,
+        "--n",
+        str(n),
+        "--out",
+        "/dev/null",
+        "--keep",
+        "all",
+        "--max_trajectory_length",
+        str(UNBOUNDED),
+    ] + (["--tokenizer", tokenizer] if tokenizer else [])
     args = make_sft_data.parse_args(argv)
     if args.tokenizer is None:
         from model_prep import prepare_default_model
@@ -63,18 +74,27 @@ def measure(env: str, n: int, max_cut: float, tokenizer: str | None) -> dict[str
 
     start = time.perf_counter()
     with make_sft_data.env_server(env) as url:
-        rows = make_sft_data.play(args, url, AutoTokenizer.from_pretrained(args.tokenizer),
-                                  make_sft_data.choose_tasks(env, "train", n, False, 0))
+        rows = make_sft_data.play(
+            args,
+            url,
+            AutoTokenizer.from_pretrained(args.tokenizer),
+            make_sft_data.choose_tasks(env, "train", n, False, 0),
+        )
     played = [r for r in rows if not r["failed"] and 1 in r["loss_mask"]]
     needs = [needed_budget(r, args.max_prompt_length, args.max_response_length) for r in played]
     current = get_env_spec(env).max_trajectory_length
     won = [need for need, r in zip(needs, played) if r["success"]]
     return {
-        "env": env, "episodes": len(played), "env_failures": len(rows) - len(played),
+        "env": env,
+        "episodes": len(played),
+        "env_failures": len(rows) - len(played),
         "expert_success": sum(r["success"] for r in played) / len(played) if played else 0.0,
-        "turn_cap": args.max_turns, "mean_need": sum(needs) / len(needs) if needs else 0.0,
-        "p95_need": sorted(needs)[math.ceil(0.95 * len(needs)) - 1] if needs else 0, "max_need": max(needs, default=0),
-        "current_budget": current, "cut_at_current": sum(need > current for need in needs) / len(needs) if needs else 0.0,
+        "turn_cap": args.max_turns,
+        "mean_need": sum(needs) / len(needs) if needs else 0.0,
+        "p95_need": sorted(needs)[math.ceil(0.95 * len(needs)) - 1] if needs else 0,
+        "max_need": max(needs, default=0),
+        "current_budget": current,
+        "cut_at_current": sum(need > current for need in needs) / len(needs) if needs else 0.0,
         "won_cut_at_current": sum(need > current for need in won) / len(won) if won else 0.0,
         "budget_for_max_cut": smallest_budget(needs, max_cut) if needs else None,
         "seconds": round(time.perf_counter() - start, 1),
@@ -88,20 +108,26 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--envs", default=",".join(sorted(ENVS)), help="comma-separated envs (default: every env)")
     parser.add_argument("--n", type=int, default=50, help="expert episodes per env (its first n train tasks)")
     parser.add_argument("--max_cut", type=float, default=0.05, help="the share of episodes a budget may cut")
-    parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the tokenizer (default: the default model's)")
+    parser.add_argument(
+        "--tokenizer", default=None, help="Hugging Face folder with the tokenizer (default: the default model's)"
+    )
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     rows = []
     for env in [e.strip() for e in args.envs.split(",") if e.strip()]:
         rows.append(measure(env, args.n, args.max_cut, args.tokenizer))
         print(json.dumps(rows[-1]), flush=True)
-    print(f"\n| env | episodes | expert success | turn cap | mean / p95 / max needed | budget | cut at it (won) | "
-          f"budget cutting <= {args.max_cut:.0%} |")
+    print(
+        f"\n| env | episodes | expert success | turn cap | mean / p95 / max needed | budget | cut at it (won) | "
+        f"budget cutting <= {args.max_cut:.0%} |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['env']} | {r['episodes']} | {r['expert_success']:.2f} | {r['turn_cap']} | {r['mean_need']:.0f} / "
-              f"{r['p95_need']} / {r['max_need']} | {r['current_budget']} | {r['cut_at_current']:.1%} "
-              f"({r['won_cut_at_current']:.1%}) | {r['budget_for_max_cut']} |")
+        print(
+            f"| {r['env']} | {r['episodes']} | {r['expert_success']:.2f} | {r['turn_cap']} | {r['mean_need']:.0f} / "
+            f"{r['p95_need']} / {r['max_need']} | {r['current_budget']} | {r['cut_at_current']:.1%} "
+            f"({r['won_cut_at_current']:.1%}) | {r['budget_for_max_cut']} |"
+        )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")

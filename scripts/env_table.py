@@ -38,9 +38,12 @@ def main() -> None:
         with serve_subprocess(env, timeout_s=120) as url:
             score = evaluate_expert(env, "test", args.n, url, max_turns=args.max_turns, request_timeout_s=120)
         low, high = wilson_interval(sum(score.successes), score.n)
-        print(f"| `{env}` | {sizes['train']:,} | {sizes['dev']:,} | {sizes['test']:,} | "
-              f"{sum(score.successes)}/{score.n} = {score.success_rate:.2f} [{low:.2f}, {high:.2f}] | "
-              f"{sum(score.steps) / score.n:.1f} | {time.perf_counter() - began:.0f} |", flush=True)
+        print(
+            f"| `{env}` | {sizes['train']:,} | {sizes['dev']:,} | {sizes['test']:,} | "
+            f"{sum(score.successes)}/{score.n} = {score.success_rate:.2f} [{low:.2f}, {high:.2f}] | "
+            f"{sum(score.steps) / score.n:.1f} | {time.perf_counter() - began:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The policy worker's CUDA path, checked on one GPU: nccl, bf16 autocast, HF rollout, updates, LoRA, FSDP2, checkpoints.
+"""The policy worker's CUDA path, checked on one GPU:
+nccl, bf16 autocast, HF rollout, updates, LoRA, FSDP2, checkpoints.
 
     python scripts/gpu_check.py --model DIR          # a Hugging Face causal LM folder
     python scripts/gpu_check.py --shape_of DIR       # a randomly initialised model with DIR's config and tokenizer
@@ -41,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_workers, for the recorded batch
 
 from verl.protocol import DataProto  # noqa: E402
+from verl.single_controller.base.worker import default_backend  # noqa: E402
 from verl.utils import fsdp_utils  # noqa: E402
 from verl.utils.batch import packed_proto  # noqa: E402
-from verl.single_controller.base.worker import default_backend  # noqa: E402
 from verl.workers.fsdp_workers import ActorRolloutRefWorker  # noqa: E402
 
 FAILED: list[str] = []
@@ -76,8 +77,13 @@ def sync() -> None:
 def worker_config(model: str, device: str, rows: int, lora_rank: int = 0) -> dict:
     return {
         "model": {"path": model, "lora_rank": lora_rank, "lora_alpha": LORA_ALPHA},
-        "actor": {"ppo_mini_batch_size": rows, "ppo_micro_batch_size_per_gpu": 8, "use_dynamic_bsz": False, "shuffle": False,
-                  "optim": {"lr": 1e-4, "weight_decay": 0.0}},
+        "actor": {
+            "ppo_mini_batch_size": rows,
+            "ppo_micro_batch_size_per_gpu": 8,
+            "use_dynamic_bsz": False,
+            "shuffle": False,
+            "optim": {"lr": 1e-4, "weight_decay": 0.0},
+        },
         "rollout": {"name": "hf", "max_model_len": 2048},
         "device": device,
     }
@@ -104,15 +110,20 @@ def cpu_fp32_log_probs(model: str, data: DataProto) -> torch.Tensor:
     with torch.no_grad():
         logits = lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
     T = data.batch["responses"].shape[1]
-    picked = torch.log_softmax(logits[:, -T - 1:-1], dim=-1).gather(-1, data.batch["responses"].unsqueeze(-1)).squeeze(-1)
+    picked = (
+        torch.log_softmax(logits[:, -T - 1 : -1], dim=-1).gather(-1, data.batch["responses"].unsqueeze(-1)).squeeze(-1)
+    )
     return picked * data.batch["response_mask"]
 
 
 def merged_by_hand(module: torch.nn.Module, scale: float) -> dict[str, torch.Tensor]:
     """``W + scale * B @ A`` for every adapted layer of ``module`` (fp32, on the CPU), under its weight's name."""
     params = {n: p.detach().float().cpu() for n, p in module.named_parameters()}
-    return {n[: -len("lora_A")] + "weight": params[n[: -len("lora_A")] + "weight"] + scale * params[n[:-1] + "B"] @ a
-            for n, a in params.items() if n.endswith("lora_A")}
+    return {
+        n[: -len("lora_A")] + "weight": params[n[: -len("lora_A")] + "weight"] + scale * params[n[:-1] + "B"] @ a
+        for n, a in params.items()
+        if n.endswith("lora_A")
+    }
 
 
 def update(worker: ActorRolloutRefWorker, data: DataProto, steps: int) -> float:
@@ -147,10 +158,10 @@ def timed(fn, repeats: int = 5) -> tuple[object, float]:
 
 def tree_check(model: str, device: str, records: str) -> None:
     """Tree attention on ``device``: packed log-probs equal the padded forward's, SDPA's fused kernels only."""
+    from bench_workers import recorded_batch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bench_workers import recorded_batch
     from verl.utils.prefix_tree import pack_rows, use_tree_attention
 
     data = recorded_batch(records, AutoTokenizer.from_pretrained(model), pad_id=0)
@@ -162,20 +173,26 @@ def tree_check(model: str, device: str, records: str) -> None:
     cols, nexts = torch.cat([c for _, c, _ in pairs]), torch.cat([n for _, _, n in pairs])
     targets = ids[rows, nexts]
     with_prefix = sum(seg.keys is not None for seg in tree.segments)
-    print(f"[info] {records}: {len(data)} rows, {tree.flat_tokens:,} real tokens, tree {tree.tokens:,} "
-          f"({len(tree.segments)} segments, {with_prefix} after a shared prefix)", flush=True)
+    print(
+        f"[info] {records}: {len(data)} rows, {tree.flat_tokens:,} real tokens, tree {tree.tokens:,} "
+        f"({len(tree.segments)} segments, {with_prefix} after a shared prefix)",
+        flush=True,
+    )
     fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
     for dtype, limit in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)):
         lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, attn_implementation="sdpa").to(device).eval()
         use_tree_attention(lm)
         with torch.no_grad():
-            flat, flat_s = timed(lambda: lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits)
+            flat, flat_s = timed(lambda lm=lm: lm(input_ids=ids, attention_mask=mask, position_ids=pos).logits)
             flat = picked_log_probs(flat[rows, cols], targets)
             with sdpa_kernel(fused):
-                packed, tree_s = timed(lambda: lm(**tree.model_inputs()).logits[0])
+                packed, tree_s = timed(lambda lm=lm: lm(**tree.model_inputs()).logits[0])
             packed = picked_log_probs(packed[tree.index[rows, cols]], targets)
             kernels = {}
-            for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            for name, backend in (
+                ("flash", SDPBackend.FLASH_ATTENTION),
+                ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ):
                 try:
                     with sdpa_kernel([backend]):
                         lm(**tree.model_inputs())
@@ -184,11 +201,13 @@ def tree_check(model: str, device: str, records: str) -> None:
                     kernels[name] = "refuses some segment"
         gap = (packed - flat).abs()
         name = str(dtype).removeprefix("torch.")
-        check(f"tree attention = padded forward ({name}, SDPA fused kernels only)",
-              float(gap.mean() if dtype == torch.bfloat16 else gap.max()) < limit,
-              f"log-probs of {len(targets):,} tokens: mean |diff| {gap.mean():.2e}, max {gap.max():.2e}; "
-              f"forward {flat_s * 1e3:.1f} ms padded, {tree_s * 1e3:.1f} ms packed ({flat_s / tree_s:.2f}x); "
-              + ", ".join(f"{k} alone {v}" for k, v in kernels.items()))
+        check(
+            f"tree attention = padded forward ({name}, SDPA fused kernels only)",
+            float(gap.mean() if dtype == torch.bfloat16 else gap.max()) < limit,
+            f"log-probs of {len(targets):,} tokens: mean |diff| {gap.mean():.2e}, max {gap.max():.2e}; "
+            f"forward {flat_s * 1e3:.1f} ms padded, {tree_s * 1e3:.1f} ms packed ({flat_s / tree_s:.2f}x); "
+            + ", ".join(f"{k} alone {v}" for k, v in kernels.items()),
+        )
         del lm
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -203,17 +222,25 @@ def main() -> None:
     parser.add_argument("--prompt_len", type=int, default=512)
     parser.add_argument("--new_tokens", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--device", default="cuda", help="cpu runs the same checks over gloo (a dry run of this script)")
+    parser.add_argument(
+        "--device", default="cuda", help="cpu runs the same checks over gloo (a dry run of this script)"
+    )
     parser.add_argument("--tree_only", action="store_true", help="check only tree attention on the device (see above)")
-    parser.add_argument("--records", default="data/bench/webshop_grpo_warmstart_step1.jsonl",
-                        help="with --tree_only: a rollout JSONL whose trajectories are packed")
+    parser.add_argument(
+        "--records",
+        default="data/bench/webshop_grpo_warmstart_step1.jsonl",
+        help="with --tree_only: a rollout JSONL whose trajectories are packed",
+    )
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: this script checks the GPU path (--device cpu for a dry run)")
     os.environ.setdefault("WORLD_SIZE", "1")
     work = Path(tempfile.mkdtemp(prefix="gpu_check_"))
     model = args.model or random_model(args.shape_of, work / "model")
-    print(f"{torch.cuda.get_device_name() if args.device == 'cuda' else 'CPU'}, torch {torch.__version__}, model {model}", flush=True)
+    print(
+        f"{torch.cuda.get_device_name() if args.device == 'cuda' else 'CPU'}, torch {torch.__version__}, model {model}",
+        flush=True,
+    )
     if args.tree_only:
         tree_check(model, args.device, args.records)
         print(f"\n{'all checks passed' if not FAILED else 'FAILED: ' + ', '.join(FAILED)}")
@@ -224,16 +251,22 @@ def main() -> None:
     dtypes = {role: p.dtype for role, p in worker.precision.items()}
     placed = {p.device.type for p in worker.actor.module.parameters()} == {args.device}
     bf16 = args.device != "cuda" or set(dtypes.values()) == {"bfloat16"}
-    check("set-up", dist.get_backend() == default_backend(args.device) and placed and bf16,
-          f"backend {dist.get_backend()}, policy on {args.device if placed else 'several devices'}, dtypes {dtypes}")
+    check(
+        "set-up",
+        dist.get_backend() == default_backend(args.device) and placed and bf16,
+        f"backend {dist.get_backend()}, policy on {args.device if placed else 'several devices'}, dtypes {dtypes}",
+    )
 
     vocab = worker.actor.module.config.vocab_size
     g = torch.Generator().manual_seed(1)
     prompts = torch.randint(100, vocab - 100, (args.prompts, args.prompt_len), generator=g).tolist()
     sync()
     start = time.perf_counter()
-    out = worker.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": prompts},
-                                                        meta_info={"do_sample": False, "max_tokens": args.new_tokens}))
+    out = worker.generate_sequences(
+        DataProto.from_dict(
+            non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": args.new_tokens}
+        )
+    )
     gen_s = time.perf_counter() - start
     responses = [list(map(int, r)) for r in out.non_tensor_batch["response_ids"]]
     data = batch(prompts, responses, worker.rollout.pad_id)
@@ -244,16 +277,26 @@ def main() -> None:
     for row, lps in enumerate(out.non_tensor_batch["response_log_probs"]):
         engine[row, : len(lps)] = torch.tensor(lps)
     gap = (policy - engine)[mask].abs()
-    check("engine vs trainer log-probs (greedy tokens)", float(gap.mean()) < 0.05,
-          f"mean |diff| {gap.mean():.4f}, max {gap.max():.4f} over {int(mask.sum())} tokens")
+    check(
+        "engine vs trainer log-probs (greedy tokens)",
+        float(gap.mean()) < 0.05,
+        f"mean |diff| {gap.mean():.4f}, max {gap.max():.4f} over {int(mask.sum())} tokens",
+    )
 
     cpu = cpu_fp32_log_probs(model, data)
     gap = (policy.cpu().float() - cpu)[mask].abs()
-    check("these log-probs vs a plain fp32 forward on the CPU", float(gap.mean()) < 0.05, f"mean |diff| {gap.mean():.4f}, max {gap.max():.4f}")
+    check(
+        "these log-probs vs a plain fp32 forward on the CPU",
+        float(gap.mean()) < 0.05,
+        f"mean |diff| {gap.mean():.4f}, max {gap.max():.4f}",
+    )
 
     ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
-    check("reference = policy before an update (separate model)", torch.equal(ref, policy), "bit-identical" if torch.equal(ref, policy) else
-          f"max |diff| {(ref - policy).abs().max():.2e}")
+    check(
+        "reference = policy before an update (separate model)",
+        torch.equal(ref, policy),
+        "bit-identical" if torch.equal(ref, policy) else f"max |diff| {(ref - policy).abs().max():.2e}",
+    )
 
     worker.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
     plain_one = worker.compute_log_prob(data).batch["old_log_probs"]
@@ -262,19 +305,28 @@ def main() -> None:
     upd_tps = update(worker, data, args.steps)
     after = worker.compute_log_prob(data).batch["old_log_probs"]
     rise = row_means(after, data) - row_means(policy, data)
-    check(f"{1 + args.steps} updates raise every rewarded row", bool((rise > 0).all()),
-          f"mean log-prob rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}")
+    check(
+        f"{1 + args.steps} updates raise every rewarded row",
+        bool((rise > 0).all()),
+        f"mean log-prob rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}",
+    )
     worker.load_checkpoint(str(ckpt / "a"))
     worker.save_checkpoint(str(ckpt / "b"), hf_export=False)
     a, b = (torch.load(ckpt / x / "actor.pt", weights_only=False) for x in ("a", "b"))
     same = all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and a["scheduler"] == b["scheduler"]
-    same = same and all(torch.equal(torch.as_tensor(v), torch.as_tensor(b["optimizer"]["state"][pid][k]))
-                        for pid, st in a["optimizer"]["state"].items() for k, v in st.items())
+    same = same and all(
+        torch.equal(torch.as_tensor(v), torch.as_tensor(b["optimizer"]["state"][pid][k]))
+        for pid, st in a["optimizer"]["state"].items()
+        for k, v in st.items()
+    )
     reloaded = worker.compute_log_prob(data).batch["old_log_probs"]
     same_lp = torch.equal(reloaded, plain_one)
-    check("checkpoint round trip (save, update, load, save)", same and same_lp,
-          f"weights, optimiser and scheduler {'bit-identical' if same else 'differ'}; log-probs after the load "
-          + ("bit-identical" if same_lp else f"differ by up to {(reloaded - plain_one).abs().max():.2e}"))
+    check(
+        "checkpoint round trip (save, update, load, save)",
+        same and same_lp,
+        f"weights, optimiser and scheduler {'bit-identical' if same else 'differ'}; log-probs after the load "
+        + ("bit-identical" if same_lp else f"differ by up to {(reloaded - plain_one).abs().max():.2e}"),
+    )
     worker.shutdown()
     del worker
     if args.device == "cuda":
@@ -291,9 +343,12 @@ def main() -> None:
         sharded.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
         fsdp_one = sharded.compute_log_prob(data).batch["old_log_probs"]
         gap0, gap1 = (first - policy)[mask].abs(), (fsdp_one - plain_one)[mask].abs()
-        check("FSDP2 on a one-rank mesh = the plain module", is_fsdp and float(gap0.mean()) < 1e-3 and float(gap1.mean()) < 1e-2,
-              f"{type(sharded.actor.module).__name__}; mean |diff| before {gap0.mean():.1e} (max {gap0.max():.1e}), "
-              f"after one update {gap1.mean():.1e} (max {gap1.max():.1e})")
+        check(
+            "FSDP2 on a one-rank mesh = the plain module",
+            is_fsdp and float(gap0.mean()) < 1e-3 and float(gap1.mean()) < 1e-2,
+            f"{type(sharded.actor.module).__name__}; mean |diff| before {gap0.mean():.1e} (max {gap0.max():.1e}), "
+            f"after one update {gap1.mean():.1e} (max {gap1.max():.1e})",
+        )
         sharded.shutdown()
         del sharded
     finally:
@@ -305,39 +360,59 @@ def main() -> None:
     lora.init_model()
     lp = lora.compute_log_prob(data).batch["old_log_probs"]
     ref = lora.compute_ref_log_prob(data).batch["ref_log_prob"]
-    check("LoRA: reference (adapters off) = policy before an update", torch.equal(ref, lp),
-          "bit-identical" if torch.equal(ref, lp) else f"max |diff| {(ref - lp).abs().max():.2e}")
+    check(
+        "LoRA: reference (adapters off) = policy before an update",
+        torch.equal(ref, lp),
+        "bit-identical" if torch.equal(ref, lp) else f"max |diff| {(ref - lp).abs().max():.2e}",
+    )
     base = {n: p.detach().clone() for n, p in lora.actor.module.named_parameters() if not p.requires_grad}
     lora_tps = update(lora, data, args.steps)
     moved_base = [n for n, p in lora.actor.module.named_parameters() if n in base and not torch.equal(p, base[n])]
     lp_after = lora.compute_log_prob(data).batch["old_log_probs"]
     rise = row_means(lp_after, data) - row_means(lp, data)
-    check("LoRA: updates move the adapters only and raise every row", not moved_base and bool((rise > 0).all()),
-          f"{len(base)} frozen tensors, {len(moved_base)} moved; rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}")
+    check(
+        "LoRA: updates move the adapters only and raise every row",
+        not moved_base and bool((rise > 0).all()),
+        f"{len(base)} frozen tensors, {len(moved_base)} moved; "
+        f"rise per row {float(rise.min()):.3f} to {float(rise.max()):.3f}",
+    )
     lora.save_checkpoint(str(work / "lora"))
     expected = merged_by_hand(lora.actor.module, LORA_ALPHA / LORA_RANK)
     lora.shutdown()
     del lora
     if args.device == "cuda":
         torch.cuda.empty_cache()
-    merged = ActorRolloutRefWorker(worker_config(str(work / "lora" / "huggingface"), args.device, args.prompts), role="actor")
+    merged = ActorRolloutRefWorker(
+        worker_config(str(work / "lora" / "huggingface"), args.device, args.prompts), role="actor"
+    )
     merged.init_model()
     from safetensors.torch import load_file
 
     exported = load_file(str(work / "lora" / "huggingface" / "model.safetensors"))
     worst = max(float((exported[k].float() - v).abs().max()) for k, v in expected.items())
-    check("LoRA: the merged export holds W + (alpha/r) B A", exported.keys() >= expected.keys() and worst < 1e-5,
-          f"{len(expected)} tensors, max |diff| {worst:.1e}")
+    check(
+        "LoRA: the merged export holds W + (alpha/r) B A",
+        exported.keys() >= expected.keys() and worst < 1e-5,
+        f"{len(expected)} tensors, max |diff| {worst:.1e}",
+    )
     gap = (merged.compute_log_prob(data).batch["old_log_probs"] - lp_after)[mask].abs()
-    print(f"[info] the merged model's log-probs vs the LoRA policy's: mean |diff| {gap.mean():.4f}, max {gap.max():.4f} "
-          f"({dtypes['actor']} compute: the merged weights are rounded to it as one, the LoRA path keeps B A apart)", flush=True)
+    print(
+        f"[info] the merged model's log-probs vs the LoRA policy's: mean |diff| {gap.mean():.4f}, max {gap.max():.4f} "
+        f"({dtypes['actor']} compute: the merged weights are rounded to it as one, the LoRA path keeps B A apart)",
+        flush=True,
+    )
     merged.shutdown()
 
     gen_tokens = sum(len(r) for r in responses)
-    print(f"\ngeneration (HF engine, greedy, {args.prompts} x {args.prompt_len}-token prompts): {gen_tokens / gen_s:.0f} new tokens/s")
-    print(f"update_actor, full fine-tuning: {upd_tps:.0f} tokens/s; LoRA rank {LORA_RANK}: {lora_tps:.0f} tokens/s "
-          f"({lora_tps / upd_tps:.2f}x)" + (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
-                                            if args.device == "cuda" else ""))
+    print(
+        f"\ngeneration (HF engine, greedy, {args.prompts} x {args.prompt_len}-token prompts): "
+        f"{gen_tokens / gen_s:.0f} new tokens/s"
+    )
+    print(
+        f"update_actor, full fine-tuning: {upd_tps:.0f} tokens/s; LoRA rank {LORA_RANK}: {lora_tps:.0f} tokens/s "
+        f"({lora_tps / upd_tps:.2f}x)"
+        + (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB" if args.device == "cuda" else "")
+    )
     print(f"\n{'all checks passed' if not FAILED else 'FAILED: ' + ', '.join(FAILED)}")
     sys.exit(1 if FAILED else 0)
 

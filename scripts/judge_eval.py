@@ -54,14 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = range(len(data.ids)) if args.limit < 0 else range(min(args.limit, len(data.ids)))
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.serve)
     episodes = [tokenizer.decode(data.ids[i], skip_special_tokens=True) for i in rows]
-    cfg = from_dict(JudgeConfig, {"base_url": args.base_url, "rubric": args.rubric, "answer": args.answer,
-                                  "api_key_env": args.api_key_env}, "judge")
+    cfg = from_dict(
+        JudgeConfig,
+        {"base_url": args.base_url, "rubric": args.rubric, "answer": args.answer, "api_key_env": args.api_key_env},
+        "judge",
+    )
     server = None
     if args.serve:
         from verl.workers.judge_server import JudgeServer
 
-        server = JudgeServer(args.serve, {"dtype": args.dtype, "kv_cache_gb": 2.0, "max_model_len": 4096},
-                             num_threads=args.threads)
+        server = JudgeServer(
+            args.serve, {"dtype": args.dtype, "kv_cache_gb": 2.0, "max_model_len": 4096}, num_threads=args.threads
+        )
     try:
         base_url = server.url() if server else args.base_url
         key = cfg.api_key()
@@ -78,13 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     success = [bool(data.success[i]) for i, _ in scored]
     pairs = [(c, r) for c, r in data.pairs() if c in scores and r in scores]
     figures = {
-        "data": args.data, "judge": args.serve or base_url, "model": model, "answer": args.answer,
-        "episodes": len(episodes), "failures": len(episodes) - len(scored), "success_rate": float(np.mean(success)),
+        "data": args.data,
+        "judge": args.serve or base_url,
+        "model": model,
+        "answer": args.answer,
+        "episodes": len(episodes),
+        "failures": len(episodes) - len(scored),
+        "success_rate": float(np.mean(success)),
         "auc": roc_auc([s for _, s in scored], success),
-        "pair_accuracy": float(np.mean([1.0 if scores[c] > scores[r] else 0.5 if scores[c] == scores[r] else 0.0
-                                        for c, r in pairs])) if pairs else None,
+        "pair_accuracy": float(
+            np.mean([1.0 if scores[c] > scores[r] else 0.5 if scores[c] == scores[r] else 0.0 for c, r in pairs])
+        )
+        if pairs
+        else None,
         "score_mean": float(np.mean([s for _, s in scored])) if scored else None,
-        "wall_s": wall, **{k.removeprefix("reward_model/"): v for k, v in calls.items()},
+        "wall_s": wall,
+        **{k.removeprefix("reward_model/"): v for k, v in calls.items()},
     }
     errors = [r for r in results if isinstance(r, str)]
     if errors:

@@ -34,8 +34,18 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-COLUMNS = ["task_id", "policy", "sample", "success", "env_reward", "num_turns", "input_ids", "prompt_length",
-           "turn_ends", "data_source"]
+COLUMNS = [
+    "task_id",
+    "policy",
+    "sample",
+    "success",
+    "env_reward",
+    "num_turns",
+    "input_ids",
+    "prompt_length",
+    "turn_ends",
+    "data_source",
+]
 
 
 def trajectory_rows(out: Any, policy: str) -> tuple[list[dict[str, Any]], int]:
@@ -52,26 +62,48 @@ def trajectory_rows(out: Any, policy: str) -> tuple[list[dict[str, Any]], int]:
             continue
         mask = batch["attention_mask"][i].bool()
         prompt_length = int(mask[:prompt_width].sum())
-        rows.append({
-            "task_id": task, "policy": policy, "sample": copies[task], "success": bool(nt["success"][i]),
-            "env_reward": float(nt["env_reward"][i]), "num_turns": int(nt["num_turns"][i]),
-            "input_ids": batch["input_ids"][i][mask].tolist(), "prompt_length": prompt_length,
-            "turn_ends": [prompt_length + int(e) for e in nt["turn_ends"][i]],
-            "data_source": str(nt["data_source"][i]),
-        })
+        rows.append(
+            {
+                "task_id": task,
+                "policy": policy,
+                "sample": copies[task],
+                "success": bool(nt["success"][i]),
+                "env_reward": float(nt["env_reward"][i]),
+                "num_turns": int(nt["num_turns"][i]),
+                "input_ids": batch["input_ids"][i][mask].tolist(),
+                "prompt_length": prompt_length,
+                "turn_ends": [prompt_length + int(e) for e in nt["turn_ends"][i]],
+                "data_source": str(nt["data_source"][i]),
+            }
+        )
     return rows, failed
 
 
 def default_policies(env: str) -> dict[str, str]:
     """``{"warm_start": <the default warm start's folder>}`` (built and cached by ``scripts/warm_start.py``)."""
-    base = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_model.py")], check=True,
-                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    warm = subprocess.run([sys.executable, str(ROOT / "scripts" / "warm_start.py"), "--env_name", env, "--model", base],
-                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+    base = (
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "prepare_model.py")], check=True, capture_output=True, text=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    warm = (
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "warm_start.py"), "--env_name", env, "--model", base],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     return {"warm_start": warm}
 
 
-def play(policy: str, model: str, split: str, limit: int, args: argparse.Namespace, server_url: str) -> tuple[list[dict], int]:
+def play(
+    policy: str, model: str, split: str, limit: int, args: argparse.Namespace, server_url: str
+) -> tuple[list[dict], int]:
     """``--n`` sampled episodes of each of the first ``limit`` tasks of ``split`` by ``model``."""
     from transformers import AutoTokenizer
 
@@ -80,9 +112,24 @@ def play(policy: str, model: str, split: str, limit: int, args: argparse.Namespa
     from openmanus_rl.evaluation.tasks import ensure_task_file
     from verl.utils.dataset import read_tasks
 
-    ev = build_parser().parse_args(["--model", model, "--env_name", args.env_name, "--split", split, "--n", str(args.n),
-                                    "--temperature", str(args.temperature), "--seed", str(args.seed),
-                                    "--kv_cache_gb", str(args.kv_cache_gb)])
+    ev = build_parser().parse_args(
+        [
+            "--model",
+            model,
+            "--env_name",
+            args.env_name,
+            "--split",
+            split,
+            "--n",
+            str(args.n),
+            "--temperature",
+            str(args.temperature),
+            "--seed",
+            str(args.seed),
+            "--kv_cache_gb",
+            str(args.kv_cache_gb),
+        ]
+    )
     tasks = read_tasks(ensure_task_file(args.data_dir, args.env_name, split), max_rows=limit)
     tokenizer = AutoTokenizer.from_pretrained(model)
     worker = rollout_worker(model, ev)
@@ -102,12 +149,20 @@ def write_split(frame: pd.DataFrame, out: Path, name: str) -> dict[str, Any]:
     frame.to_parquet(out / f"{name}.parquet", index=False)
     from verl.trainer.rm_trainer import same_task_pairs
 
-    pairs = pd.DataFrame([{"task_id": int(frame.at[c, "task_id"]), "chosen": c, "rejected": r}
-                          for c, r in same_task_pairs(frame["task_id"].tolist(), frame["env_reward"].tolist())],
-                         columns=["task_id", "chosen", "rejected"])
+    pairs = pd.DataFrame(
+        [
+            {"task_id": int(frame.at[c, "task_id"]), "chosen": c, "rejected": r}
+            for c, r in same_task_pairs(frame["task_id"].tolist(), frame["env_reward"].tolist())
+        ],
+        columns=["task_id", "chosen", "rejected"],
+    )
     pairs.to_parquet(out / f"{name}_pairs.parquet", index=False)
-    counts = {"trajectories": len(frame), "tasks": int(frame["task_id"].nunique()) if len(frame) else 0,
-              "success_rate": float(frame["success"].mean()) if len(frame) else 0.0, "pairs": len(pairs)}
+    counts = {
+        "trajectories": len(frame),
+        "tasks": int(frame["task_id"].nunique()) if len(frame) else 0,
+        "success_rate": float(frame["success"].mean()) if len(frame) else 0.0,
+        "pairs": len(pairs),
+    }
     print(f"[rm-data] {name}: {counts}", flush=True)
     return counts
 
@@ -115,8 +170,13 @@ def write_split(frame: pd.DataFrame, out: Path, name: str) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env_name", default="webshop")
-    parser.add_argument("--policy", action="append", default=[], metavar="NAME=HF_FOLDER",
-                        help="a policy to play (repeatable); default: the default warm start")
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="NAME=HF_FOLDER",
+        help="a policy to play (repeatable); default: the default warm start",
+    )
     parser.add_argument("--n", type=int, default=4, help="sampled episodes per task and policy")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--train_tasks", type=int, default=200, help="first N tasks of the train split")
@@ -152,14 +212,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows, lost = play(name, path, split, limit, args, url)
                 played[key] += rows
                 failed += lost
-                print(f"[rm-data] {name} on {split}: {len(rows)} trajectories ({lost} failed), "
-                      f"{time.perf_counter() - start:.0f}s", flush=True)
+                print(
+                    f"[rm-data] {name} on {split}: {len(rows)} trajectories ({lost} failed), "
+                    f"{time.perf_counter() - start:.0f}s",
+                    flush=True,
+                )
     train = pd.DataFrame(played["train"], columns=COLUMNS)
     held = train["task_id"] % args.dev_every == 0
-    meta = {"env": args.env_name, "policies": policies, "n": args.n, "temperature": args.temperature,
-            "seed": args.seed, "failed_episodes": failed, "wall_s": time.perf_counter() - start,
-            "splits": {"train": write_split(train[~held], out, "train"), "dev": write_split(train[held], out, "dev"),
-                       "eval": write_split(pd.DataFrame(played["eval"], columns=COLUMNS), out, "eval")}}
+    meta = {
+        "env": args.env_name,
+        "policies": policies,
+        "n": args.n,
+        "temperature": args.temperature,
+        "seed": args.seed,
+        "failed_episodes": failed,
+        "wall_s": time.perf_counter() - start,
+        "splits": {
+            "train": write_split(train[~held], out, "train"),
+            "dev": write_split(train[held], out, "dev"),
+            "eval": write_split(pd.DataFrame(played["eval"], columns=COLUMNS), out, "eval"),
+        },
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"[rm-data] wrote {out}", flush=True)
     return 0

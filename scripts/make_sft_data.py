@@ -70,24 +70,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_yaml_argument(parser, "--env_name", "agent.env_name")
     parser.add_argument("--n", type=int, default=100, help="episodes to play")
-    parser.add_argument("--split", choices=("train", "dev"), default="train",
-                        help="train: demonstrations for SFT; dev: held-out demonstrations (SFT dev loss). Never test.")
-    add_yaml_argument(parser, "--action_format", "agent.action_format",
-                      "the agent's action template (react | xml | tool_call)")
+    parser.add_argument(
+        "--split",
+        choices=("train", "dev"),
+        default="train",
+        help="train: demonstrations for SFT; dev: held-out demonstrations (SFT dev loss). Never test.",
+    )
+    add_yaml_argument(
+        parser, "--action_format", "agent.action_format", "the agent's action template (react | xml | tool_call)"
+    )
     parser.add_argument("--out", required=True, help="the parquet file to write")
     parser.add_argument("--server_url", default=None, help="a running env server (default: start one)")
     parser.add_argument("--noise", type=float, default=0.0, help="expert noise in [0, 1] (0: the best expert)")
     parser.add_argument("--seed", type=int, default=0, help="agent seed (trajectory seeds, expert noise, --sample)")
     parser.add_argument("--sample", action="store_true", help="a seeded sample of n train ids instead of the first n")
-    add_yaml_argument(parser, "--max_turns", "agent.max_turns", "unset: the env's own cap (EnvSpec.max_turns)", type=int)
+    add_yaml_argument(
+        parser, "--max_turns", "agent.max_turns", "unset: the env's own cap (EnvSpec.max_turns)", type=int
+    )
     for limit in ("max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length"):
         add_yaml_argument(parser, f"--{limit}", f"agent.{limit}", type=int)
     parser.add_argument("--keep", choices=KEEP, default=None, help="unset: the env's own rule (EnvSpec.demos_keep)")
-    parser.add_argument("--batch_size", type=int, default=64,
-                        help="episodes per agent call (at most the server's env cap, GET /health's max_envs)")
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        default=64,
+        help="episodes per agent call (at most the server's env cap, GET /health's max_envs)",
+    )
     parser.add_argument("--tokenizer", default=None, help="Hugging Face folder with the model's tokenizer")
-    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
-                        help="demonstrations of this agent program, played through the gateway (format tool_call)")
+    parser.add_argument(
+        "--program",
+        default=None,
+        metavar="PACKAGE.MODULE:FUNCTION",
+        help="demonstrations of this agent program, played through the gateway (format tool_call)",
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
@@ -136,11 +151,18 @@ def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
     if not parts.scheme or not parts.hostname or not parts.port:
         raise ValueError(f"--server_url must look like http://host:port, got {server_url!r}")
     return {
-        "env_name": args.env_name, "env_server_base": f"{parts.scheme}://{parts.hostname}", "env_ports": [parts.port],
-        "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
-        "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
-        "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
-        "seed": args.seed, "n": 1, "write_viewer": False,
+        "env_name": args.env_name,
+        "env_server_base": f"{parts.scheme}://{parts.hostname}",
+        "env_ports": [parts.port],
+        "max_turns": args.max_turns,
+        "max_prompt_length": args.max_prompt_length,
+        "max_response_length": args.max_response_length,
+        "max_obs_length": args.max_obs_length,
+        "max_trajectory_length": args.max_trajectory_length,
+        "action_format": args.action_format,
+        "seed": args.seed,
+        "n": 1,
+        "write_viewer": False,
     }
 
 
@@ -165,12 +187,21 @@ def samples_from_batch(out: Any, env_name: str, action_format: str, split: str =
     rows = []
     for b in range(len(out)):
         input_ids, loss_mask = row_tokens(out, b)
-        rows.append({
-            "input_ids": input_ids, "loss_mask": loss_mask, "task_id": int(nt["task_id"][b]),
-            "success": bool(nt["success"][b]), "env_reward": float(reward[b]),
-            "num_turns": int(nt["num_turns"][b]), "status": str(nt["status"][b]), "failed": bool(nt["failed"][b]),
-            "env_name": env_name, "action_format": action_format, "split": split,
-        })
+        rows.append(
+            {
+                "input_ids": input_ids,
+                "loss_mask": loss_mask,
+                "task_id": int(nt["task_id"][b]),
+                "success": bool(nt["success"][b]),
+                "env_reward": float(reward[b]),
+                "num_turns": int(nt["num_turns"][b]),
+                "status": str(nt["status"][b]),
+                "failed": bool(nt["failed"][b]),
+                "env_name": env_name,
+                "action_format": action_format,
+                "split": split,
+            }
+        )
     return rows
 
 
@@ -191,17 +222,18 @@ def play(args: argparse.Namespace, server_url: str, tokenizer: Any, tasks: list[
     from openmanus_rl.experts import ExpertGenerator
     from verl.protocol import DataProto
 
-    generator = ExpertGenerator(tokenizer, args.env_name, args.action_format,
-                                expert_kwargs=expert_kwargs(args))
+    generator = ExpertGenerator(tokenizer, args.env_name, args.action_format, expert_kwargs=expert_kwargs(args))
     rows: list[dict[str, Any]] = []
     batch_size = min(args.batch_size, env_cap(server_url, args.batch_size))
     with OpenManusAgent(tokenizer, generator, agent_config(args, server_url)) as agent:
         for step, start in enumerate(range(0, len(tasks), batch_size)):
-            chunk = tasks[start:start + batch_size]
-            batch = DataProto.from_dict(non_tensors={
-                "data_source": [args.env_name] * len(chunk),
-                "extra_info": [{"index": t, "split": args.split} for t in chunk],
-            })
+            chunk = tasks[start : start + batch_size]
+            batch = DataProto.from_dict(
+                non_tensors={
+                    "data_source": [args.env_name] * len(chunk),
+                    "extra_info": [{"index": t, "split": args.split} for t in chunk],
+                }
+            )
             generator.reset()
             out = agent.run_llm_loop(batch, global_step=step)
             rows += samples_from_batch(out, args.env_name, args.action_format, args.split)
@@ -216,13 +248,21 @@ def play_program(args: argparse.Namespace, server_url: str, tokenizer: Any, task
     from verl.protocol import DataProto
 
     expert = ProgramExpert(tokenizer, args.env_name, expert_kwargs(args))
-    config = GatewayConfig(program=args.program, n=1, concurrency=1, max_prompt_length=args.max_prompt_length,
-                           max_response_length=args.max_response_length,
-                           max_trajectory_length=args.max_trajectory_length, seed=args.seed)
-    batch = DataProto.from_dict(non_tensors={
-        "data_source": [args.env_name] * len(tasks),
-        "extra_info": [{"index": t, "split": args.split, "env_url": server_url} for t in tasks],
-    })
+    config = GatewayConfig(
+        program=args.program,
+        n=1,
+        concurrency=1,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        max_trajectory_length=args.max_trajectory_length,
+        seed=args.seed,
+    )
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": [args.env_name] * len(tasks),
+            "extra_info": [{"index": t, "split": args.split, "env_url": server_url} for t in tasks],
+        }
+    )
     with GatewayRollout(tokenizer, expert, config) as rollout:
         out = rollout.run_llm_loop(batch, do_sample=False)
     rows = samples_from_batch(out, args.env_name, "tool_call", args.split)
@@ -262,21 +302,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     kept = keep(rows, args.keep)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    columns = ["input_ids", "loss_mask", "task_id", "success", "env_reward", "num_turns", "status", "env_name",
-               "action_format", "split"]
+    columns = [
+        "input_ids",
+        "loss_mask",
+        "task_id",
+        "success",
+        "env_reward",
+        "num_turns",
+        "status",
+        "env_name",
+        "action_format",
+        "split",
+    ]
     pd.DataFrame([{c: r[c] for c in columns} for r in kept], columns=columns).to_parquet(out, index=False)
     scored = [r for r in rows if not r["failed"]]
     stats = {
-        "played": len(rows), "env_failures": len(rows) - len(scored), "kept": len(kept), "keep": args.keep,
+        "played": len(rows),
+        "env_failures": len(rows) - len(scored),
+        "kept": len(kept),
+        "keep": args.keep,
         "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
         "mean_env_reward": sum(r["env_reward"] for r in scored) / len(scored) if scored else 0.0,
         "mean_tokens": sum(len(r["input_ids"]) for r in kept) / len(kept) if kept else 0.0,
         "max_tokens": max((len(r["input_ids"]) for r in kept), default=0),
-        "out": str(out), "seconds": round(time.perf_counter() - start, 1),
+        "out": str(out),
+        "seconds": round(time.perf_counter() - start, 1),
     }
-    print(f"[sft] played {stats['played']} episodes ({stats['env_failures']} env failures), success rate "
-          f"{stats['success_rate']:.3f}, mean env reward {stats['mean_env_reward']:.3f}; kept {stats['kept']} "
-          f"({args.keep}) -> {out}")
+    print(
+        f"[sft] played {stats['played']} episodes ({stats['env_failures']} env failures), success rate "
+        f"{stats['success_rate']:.3f}, mean env reward {stats['mean_env_reward']:.3f}; kept {stats['kept']} "
+        f"({args.keep}) -> {out}"
+    )
     print(json.dumps(stats))
     return stats
 

@@ -41,7 +41,11 @@ def gguf_path(install: bool = True) -> Path:
 
 
 def _complete(folder: Path) -> bool:
-    return (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file() and any(folder.glob("*.safetensors"))
+    return (
+        (folder / "config.json").is_file()
+        and (folder / "tokenizer.json").is_file()
+        and any(folder.glob("*.safetensors"))
+    )
 
 
 def prepare_tokenizer(out_dir: Path | None = None) -> Path:

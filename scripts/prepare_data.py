@@ -32,7 +32,6 @@ from pathlib import Path
 
 import pandas as pd
 
-
 from agentgym.registry import ENV_SPECS
 from agentgym.spec import load_object
 
@@ -80,8 +79,11 @@ def main() -> int:
     parser.add_argument("--train_size", type=int, default=-1, help="keep the first N train tasks of each env (-1: all)")
     parser.add_argument("--dev_size", type=int, default=-1, help="keep the first N dev tasks of each env (-1: all)")
     parser.add_argument("--test_size", type=int, default=-1, help="keep the first N test tasks of each env (-1: all)")
-    parser.add_argument("--if_changed", action="store_true",
-                        help="leave the files as they are when they were written from the same tasks and sizes")
+    parser.add_argument(
+        "--if_changed",
+        action="store_true",
+        help="leave the files as they are when they were written from the same tasks and sizes",
+    )
     args = parser.parse_args()
     with_tasks = sorted(name for name, spec in ENV_SPECS.items() if spec.tasks)
     envs = [name.strip() for name in args.env_name.split(",")]

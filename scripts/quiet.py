@@ -23,7 +23,9 @@ from typing import BinaryIO, Iterable, Iterator, TextIO
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RAY_PREFIX = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?")
-TAGGED = re.compile(r"^\[[a-z][\w\- ]*(?:/\d+)?\](?:\s|$)")  # [step 3], [summary], [env-supervisor]; not torch's [rank0]:
+TAGGED = re.compile(
+    r"^\[[a-z][\w\- ]*(?:/\d+)?\](?:\s|$)"
+)  # [step 3], [summary], [env-supervisor]; not torch's [rank0]:
 ERROR = re.compile(r"^(Traceback \(most recent call last\)|[\w.]*(Error|Exception)\b|.{0,60}\b(ERROR|CRITICAL)\b)")
 
 

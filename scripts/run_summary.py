@@ -26,8 +26,9 @@ def _row(name: str, seconds: float, note: str = "") -> str:
     return f"  {name:<34} {seconds:>8.1f} s" + (f"  ({note})" if note else "")
 
 
-def summary_lines(phases: list[tuple[str, float]], warm_start: Path | None, trainer_s: float | None,
-                  metrics: Path | None) -> list[str]:
+def summary_lines(
+    phases: list[tuple[str, float]], warm_start: Path | None, trainer_s: float | None, metrics: Path | None
+) -> list[str]:
     """The summary as text lines (see the module docstring)."""
     lines = ["[summary] where the time went"]
     total = 0.0
@@ -54,8 +55,13 @@ def summary_lines(phases: list[tuple[str, float]], warm_start: Path | None, trai
             if "timing_s/validation" in row:
                 lines.append(_row(f"validation at step {row['step']}", row["timing_s/validation"]))
                 inside += row["timing_s/validation"]
-        lines.append(_row("trainer start-up and shutdown", max(0.0, trainer_s - inside),
-                          "Ray, workers, engine, env servers, checkpoints"))
+        lines.append(
+            _row(
+                "trainer start-up and shutdown",
+                max(0.0, trainer_s - inside),
+                "Ray, workers, engine, env servers, checkpoints",
+            )
+        )
         total += trainer_s
     lines.append(_row("total", total))
     return lines

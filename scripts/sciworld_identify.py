@@ -7,7 +7,8 @@ env), shows the expert its first observation (task description + first ``look ar
 expert's pick of gold path in the real env, up to `MAX_ACTIONS` actions. Every variation that starts alike
 with the real one (the same description and the same first-room words) is a tie the first observation cannot
 break. Per task type it prints: variations examined, how many start alike with another variation, how many have
-a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. Two JVMs: one for the real envs, the expert's own; each candidate's first room is loaded once.
+a gold path longer than the action limit (which no gold-path player finishes), and how many the expert wins. Two JVMs:
+one for the real envs, the expert's own; each candidate's first room is loaded once.
 """
 
 from __future__ import annotations
@@ -68,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                 row["n"] += 1
                 row["starts_alike"] += len(expert.candidates(observation)) > 1
                 row["expert_wins"] += wins(env, observation, expert)
-            print(f"{title:45s} {row['n']:3d} {row['starts_alike']:3d} {row['gold_path_too_long']:3d} {row['expert_wins']:3d}  "
-                  f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{title:45s} {row['n']:3d} {row['starts_alike']:3d} {row['gold_path_too_long']:3d} "
+                f"{row['expert_wins']:3d}  ({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         expert.close()
         env.close()
@@ -79,8 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     for title, row in [*rows.items(), ("all", total)]:
         print(f"| {title} | {row['n']} | {row['starts_alike']} | {row['gold_path_too_long']} | {row['expert_wins']} |")
     if args.out:
-        args.out.write_text(json.dumps({"split": args.split, "per_task": args.per_task, "max_actions": MAX_ACTIONS,
-                                        "types": {t: dict(r) for t, r in rows.items()}}, indent=2) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "split": args.split,
+                    "per_task": args.per_task,
+                    "max_actions": MAX_ACTIONS,
+                    "types": {t: dict(r) for t, r in rows.items()},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -54,8 +54,16 @@ def report(rows: list[dict], warmup: int) -> dict[str, dict[str, float]]:
     for n in names:
         y = np.array([r[SERIES[n]] for r in after], dtype=float)
         slope, noise = slope_mib_per_100(x, y) if len(x) > 2 else (0.0, 0.0)
-        summary[n] = {"first_gb": float(y[0]), "last_gb": float(y[-1]), "slope_mib_per_100_steps": slope, "noise_mib": noise}
-        print(f"  {n:<18} {y[0]:.3f} -> {y[-1]:.3f} GiB   slope {slope:+.1f} MiB/100 steps   (residual std {noise:.1f} MiB)")
+        summary[n] = {
+            "first_gb": float(y[0]),
+            "last_gb": float(y[-1]),
+            "slope_mib_per_100_steps": slope,
+            "noise_mib": noise,
+        }
+        print(
+            f"  {n:<18} {y[0]:.3f} -> {y[-1]:.3f} GiB   slope {slope:+.1f} MiB/100 steps   "
+            f"(residual std {noise:.1f} MiB)"
+        )
     return summary
 
 
@@ -71,25 +79,64 @@ def main() -> int:
 
     out = Path(args.out).absolute()
     model = build_tiny_model(out / "tiny_model")
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out / "data"),
-                    "--train_size", "64", "--dev_size", "2", "--test_size", "2"], cwd=ROOT, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/prepare_data.py",
+            "--env_name",
+            "webshop",
+            "--out",
+            str(out / "data"),
+            "--train_size",
+            "64",
+            "--dev_size",
+            "2",
+            "--test_size",
+            "2",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
     tasks = out / "data" / "webshop"
     run = out / "run"
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo",
-           f"actor_rollout_ref.model.path={model}", f"data.train_files={tasks}/train.parquet", f"data.val_files={tasks}/dev.parquet",
-           "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-           "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
-           f"agent.env_ports=[{args.port}]", "agent.manage_servers=true", "agent.max_turns=3", "agent.max_response_length=16",
-           "agent.max_obs_length=96", "agent.max_prompt_length=1024", "agent.max_trajectory_length=1536",
-           f"trainer.total_training_steps={args.steps}", "trainer.val_before_train=false", "trainer.test_freq=0",
-           "trainer.save_freq=0", "trainer.resume_mode=disable", "trainer.logger=[jsonl]", f"trainer.output_dir={run}",
-           "trainer.experiment_name=soak", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={tasks}/train.parquet",
+        f"data.val_files={tasks}/dev.parquet",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.max_model_len=2048",
+        "actor_rollout_ref.rollout.kv_cache_gb=1",
+        f"agent.env_ports=[{args.port}]",
+        "agent.manage_servers=true",
+        "agent.max_turns=3",
+        "agent.max_response_length=16",
+        "agent.max_obs_length=96",
+        "agent.max_prompt_length=1024",
+        "agent.max_trajectory_length=1536",
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.resume_mode=disable",
+        "trainer.logger=[jsonl]",
+        f"trainer.output_dir={run}",
+        "trainer.experiment_name=soak",
+        *overrides,
+    ]
     (run / "metrics.jsonl").unlink(missing_ok=True)
     print("[soak] " + " ".join(cmd[3:]), flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     summary = report(rows, args.warmup)
-    (out / "soak_summary.json").write_text(json.dumps({"steps": args.steps, "warmup": args.warmup, "series": summary}, indent=2))
+    (out / "soak_summary.json").write_text(
+        json.dumps({"steps": args.steps, "warmup": args.warmup, "series": summary}, indent=2)
+    )
     print(f"[soak] wrote {out / 'soak_summary.json'}")
     return 0
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the test suite: installs the project first if needed (scripts/setup.sh is
 # idempotent and quick when nothing changed), with the env extras the tests need
-# (sciworld: ScienceWorld and Java; alfworld: its engine), then pytest with any arguments.
+# (sciworld: ScienceWorld and Java; alfworld: its engine), then the linter (scripts/lint.sh), then pytest with any
+# arguments.
 #
 #   scripts/test.sh                 # everything (what CI runs)
 #   scripts/test.sh -m "not slow"   # the fast tier: no servers, Ray or inference engines
@@ -10,6 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 OPENMANUS_EXTRAS="sciworld,alfworld${OPENMANUS_EXTRAS:+,$OPENMANUS_EXTRAS}" bash scripts/setup.sh
 PYBIN="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
+bash scripts/lint.sh   # ruff: the linter and the formatter, before any test
 export PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled
 # Two pytest workers (pytest-xdist): most of a test's time is process start-up and waiting (one process kept 0.7
 # of one core busy). Each test file runs whole on one worker, and the files that start engines inside the pytest

@@ -10,8 +10,8 @@ files), the env, the action format, the number of demonstrations, the agent
 limits (``ppo_trainer.yaml``'s, with the run's ``agent.*`` overrides: ``run_training.sh`` passes them on, so
 the demonstrations are cut exactly as RL's episodes are; an ``agent.action_format=`` override is the format
 the demonstrations are written in), the envs' task lists (``prepare_data.task_fingerprint``:
-a new WebShop catalogue is a new key), which episodes each env keeps (``EnvSpec.demos_keep``), the SFT defaults (``sft_trainer.yaml``) and the SFT
-overrides (every other ``key=value``); changing any of them rebuilds the warm start,
+a new WebShop catalogue is a new key), which episodes each env keeps (``EnvSpec.demos_keep``), the SFT defaults
+(``sft_trainer.yaml``) and the SFT overrides (every other ``key=value``); changing any of them rebuilds the warm start,
 and the script says which it did. The last line printed is the warm-started
 Hugging Face folder (what ``actor_rollout_ref.model.path`` takes). Without
 ``--server_url`` the demonstration script starts its own env server.  With
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
+from prepare_data import task_fingerprint
 
 from agentgym.registry import get_env_spec
-from prepare_data import task_fingerprint
 from verl.utils.cache import cache_root
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ def longest_trajectory(limits: dict[str, int | None], envs: Sequence[str]) -> in
     envs' own budgets (``EnvSpec.max_trajectory_length``), as in RL."""
     from openmanus_rl.agent import AgentConfig
 
-    return AgentConfig(env_name=",".join(envs), max_trajectory_length=limits["max_trajectory_length"]).longest_trajectory
+    return AgentConfig(
+        env_name=",".join(envs), max_trajectory_length=limits["max_trajectory_length"]
+    ).longest_trajectory
 
 
 def action_format(default: str, agent_overrides: Sequence[str] = ()) -> str:
@@ -86,27 +88,37 @@ def cache_key(args: argparse.Namespace, model: Path, dtype: str) -> str:
     """The warm start's identity: model files, env tasks, format, demonstrations, agent limits, the SFT overrides and
     defaults, and ``dtype``, the one SFT trains in here (`sft_dtype`)."""
     envs = [name.strip() for name in args.env_name.split(",")]
-    fields = {"model": model_fingerprint(model), "env": args.env_name, "tasks": task_fingerprint(envs),
-              "action_format": args.action_format,
-              "n_demos": args.n_demos, "n_dev_demos": args.n_dev_demos, "noise": args.noise,
-              "agent": agent_limits(args.agent_overrides),
-              "keep": [get_env_spec(env).demos_keep for env in envs],
-              "sft": sorted(args.sft_overrides),
-              "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text(),
-              "sft_dtype": dtype}
+    fields = {
+        "model": model_fingerprint(model),
+        "env": args.env_name,
+        "tasks": task_fingerprint(envs),
+        "action_format": args.action_format,
+        "n_demos": args.n_demos,
+        "n_dev_demos": args.n_dev_demos,
+        "noise": args.noise,
+        "agent": agent_limits(args.agent_overrides),
+        "keep": [get_env_spec(env).demos_keep for env in envs],
+        "sft": sorted(args.sft_overrides),
+        "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text(),
+        "sft_dtype": dtype,
+    }
     if args.program:
         fields["program"] = [args.program, program_source_sha256(args.program)]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def sft_config(model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]) -> SFTConfig:
+def sft_config(
+    model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]
+) -> SFTConfig:
     """The SFT config this warm start will run, composed and validated once, before any demonstration is played: a bad
     override fails in seconds, not after the expert's episodes (the data files are checked when SFT starts: they are
     written first). Raises `ConfigError`."""
     from verl.trainer.main_sft import load_sft_config
 
-    return load_sft_config([f"model.path={model}", f"data.max_length={longest_trajectory(limits, envs)}", *sft_overrides],
-                           check_files=False)
+    return load_sft_config(
+        [f"model.path={model}", f"data.max_length={longest_trajectory(limits, envs)}", *sft_overrides],
+        check_files=False,
+    )
 
 
 def sft_dtype(cfg: SFTConfig) -> str:
@@ -162,17 +174,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_yaml_argument(parser, "--env_name", "agent.env_name", "an env, or several comma-separated")
-    parser.add_argument("--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)")
-    parser.add_argument("--n_demos", type=int, default=32, help="expert episodes played on train tasks (successful ones are kept)")
-    parser.add_argument("--n_dev_demos", type=int, default=8, help="expert episodes played on dev tasks (held-out loss)")
+    parser.add_argument(
+        "--model", default=None, help="the base model folder (default: the prepared SmolLM2-135M-Instruct)"
+    )
+    parser.add_argument(
+        "--n_demos", type=int, default=32, help="expert episodes played on train tasks (successful ones are kept)"
+    )
+    parser.add_argument(
+        "--n_dev_demos", type=int, default=8, help="expert episodes played on dev tasks (held-out loss)"
+    )
     parser.add_argument("--noise", type=float, default=0.0, help="the expert's noise level")
     add_yaml_argument(parser, "--action_format", "agent.action_format")
     parser.add_argument("--server_url", default=None)
-    parser.add_argument("--program", default=None, metavar="PACKAGE.MODULE:FUNCTION",
-                        help="demonstrations of this agent program through the gateway (format tool_call)")
-    parser.add_argument("--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start")
-    parser.add_argument("overrides", nargs="*", help="agent.<limit>=value (the RL run's agent limits, e.g. "
-                        "agent.max_turns=12) or Hydra overrides for verl.trainer.main_sft")
+    parser.add_argument(
+        "--program",
+        default=None,
+        metavar="PACKAGE.MODULE:FUNCTION",
+        help="demonstrations of this agent program through the gateway (format tool_call)",
+    )
+    parser.add_argument(
+        "--cache_dir", default=None, help="default: $OPENMANUS_CACHE/warm_start or ~/.cache/openmanus_rl/warm_start"
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="agent.<limit>=value (the RL run's agent limits, e.g. "
+        "agent.max_turns=12) or Hydra overrides for verl.trainer.main_sft",
+    )
     return parser
 
 
@@ -215,9 +243,24 @@ def main() -> None:
         parts = []
         for env in envs:
             parts.append(folder / f"demos_{split}_{env}.parquet")
-            cmd = [py, "scripts/make_sft_data.py", "--env_name", env, "--split", split, "--n", str(n),
-                   "--action_format", args.action_format, "--noise", str(args.noise), "--tokenizer", str(model),
-                   "--out", str(parts[-1])] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
+            cmd = [
+                py,
+                "scripts/make_sft_data.py",
+                "--env_name",
+                env,
+                "--split",
+                split,
+                "--n",
+                str(n),
+                "--action_format",
+                args.action_format,
+                "--noise",
+                str(args.noise),
+                "--tokenizer",
+                str(model),
+                "--out",
+                str(parts[-1]),
+            ] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
             if args.server_url:
                 cmd += ["--server_url", args.server_url]
             if args.program:
@@ -225,9 +268,20 @@ def main() -> None:
             run(cmd)
         pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
     demos_s = time.perf_counter() - started
-    run([py, "-m", "verl.trainer.main_sft", f"model.path={model}", f"data.train_files={demos['train']}",
-         f"data.val_files={demos['dev']}", f"data.max_length={longest_trajectory(limits, envs)}",
-         f"trainer.output_dir={folder / 'sft'}", f"trainer.experiment_name=sft_{'+'.join(envs)}", *args.sft_overrides])
+    run(
+        [
+            py,
+            "-m",
+            "verl.trainer.main_sft",
+            f"model.path={model}",
+            f"data.train_files={demos['train']}",
+            f"data.val_files={demos['dev']}",
+            f"data.max_length={longest_trajectory(limits, envs)}",
+            f"trainer.output_dir={folder / 'sft'}",
+            f"trainer.experiment_name=sft_{'+'.join(envs)}",
+            *args.sft_overrides,
+        ]
+    )
     sft_s = time.perf_counter() - started - demos_s
     (folder / TIMING_FILE).write_text(json.dumps({"demonstrations_s": demos_s, "sft_s": sft_s}) + "\n")
     print(hf)

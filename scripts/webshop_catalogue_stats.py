@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentgym.webshop.catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE
 from agentgym.cache import cache_root
+from agentgym.webshop.catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE
 from agentgym.webshop.data import load_shop, parse_products
 from agentgym.webshop.search import SearchEngine
 from openmanus_rl.experts.webshop import parse_instruction, search_keywords
@@ -113,8 +113,11 @@ def search_stats(data_dir: Path, n_goals: int) -> dict[str, float]:
         results.append(len(hits))
         categories.append(len({p.category for p in first}))
         found.append(any(p.asin == goal.asin for p in first))
-    return {"search: results": _mean(results), "search: categories on page 1": _mean(categories),
-            "search: target on page 1": _mean(found)}
+    return {
+        "search: results": _mean(results),
+        "search: categories on page 1": _mean(categories),
+        "search: target on page 1": _mean(found),
+    }
 
 
 def catalogue_stats(data_dir: Path, n_goals: int) -> dict[str, float]:

@@ -56,7 +56,13 @@ def ray_local():
 
     # worker classes defined in test modules must be importable inside Ray's worker processes
     test_dirs = [str(Path(__file__).parent / sub) for sub in ("", "verl", "openmanus_rl")]
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(test_dirs)}})
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(test_dirs)}},
+    )
     yield ray
     ray.shutdown()
 
@@ -88,11 +94,15 @@ def shop(cache_dir: Path) -> Any:
 
 
 @contextlib.contextmanager
-def running_server(cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None) -> Iterator[ServerUrl]:
+def running_server(
+    cache_dir: Path, log_path: Path, *args: str, command: list[str] | None = None
+) -> Iterator[ServerUrl]:
     """A WebShop server process on the session's cache; its base URL once ``GET /`` answers ``"ok"``."""
     env = dict(os.environ, OPENMANUS_CACHE=str(cache_dir), PYTHONUNBUFFERED="1")
     env.pop("WEBSHOP_DATA_DIR", None)
-    server = ServerProcess("webshop", args=args, command=command, environ=env, log_path=log_path, timeout_s=START_TIMEOUT_S)
+    server = ServerProcess(
+        "webshop", args=args, command=command, environ=env, log_path=log_path, timeout_s=START_TIMEOUT_S
+    )
     try:
         server.start()
     except RuntimeError as exc:
@@ -123,21 +133,55 @@ def server(start_server: Callable[..., Any]) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
-    """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks: the folder of its parquet files."""
+    """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks:
+    the folder of its parquet files."""
     import subprocess
 
     out = tmp_path_factory.mktemp("data")
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "webshop", "--out", str(out), "--train_size", "16",
-                    "--test_size", "2"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/prepare_data.py",
+            "--env_name",
+            "webshop",
+            "--out",
+            str(out),
+            "--train_size",
+            "16",
+            "--test_size",
+            "2",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     return out / "webshop"
 
 
 @pytest.fixture(scope="session")
 def countdown_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0): the folder of its parquet files."""
+    """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0):
+    the folder of its parquet files."""
     import subprocess
 
     out = tmp_path_factory.mktemp("countdown")
-    subprocess.run([sys.executable, "scripts/make_countdown_data.py", "--out_dir", str(out), "--n_train", "8", "--n_dev", "2",
-                    "--n_test", "2", "--seed", "0"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/make_countdown_data.py",
+            "--out_dir",
+            str(out),
+            "--n_train",
+            "8",
+            "--n_dev",
+            "2",
+            "--n_test",
+            "2",
+            "--seed",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     return out

@@ -141,7 +141,10 @@ class DataProto:
     def __repr__(self) -> str:
         tensors = ", ".join(f"{k}: {tuple(v.shape)} {v.dtype}" for k, v in self.batch.items())
         arrays = ", ".join(self.non_tensor_batch)
-        return f"DataProto(len={len(self)}, batch={{{tensors}}}, non_tensor_batch=[{arrays}], meta_info={list(self.meta_info)})"
+        return (
+            f"DataProto(len={len(self)}, batch={{{tensors}}}, non_tensor_batch=[{arrays}], "
+            f"meta_info={list(self.meta_info)})"
+        )
 
     def __getitem__(self, idx: Any) -> "DataProto | DataProtoItem":
         """``data[i]`` gives one `DataProtoItem`; a slice, index list/tensor or bool mask gives a `DataProto`."""
@@ -256,7 +259,9 @@ class DataProto:
                 )
         return DataProto(
             batch={k: torch.cat([d.batch[k] for d in data], dim=0) for k in first.batch},
-            non_tensor_batch={k: np.concatenate([d.non_tensor_batch[k] for d in data], axis=0) for k in first.non_tensor_batch},
+            non_tensor_batch={
+                k: np.concatenate([d.non_tensor_batch[k] for d in data], axis=0) for k in first.non_tensor_batch
+            },
             meta_info=dict(first.meta_info),
         )
 

@@ -50,8 +50,12 @@ class ResetRequest(BaseModel):
     world_type: Literal["Text"] = "Text"
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    data_dir: str | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+) -> FastAPI:
     """The ALFWorld app: generated games, or the real ALFWorld games under ``data_dir``; ``max_steps`` per episode;
     an env idle for ``idle_timeout_s`` is closed and its engine released (0: never)."""
     from .data import GameFolder, generated_game
@@ -60,8 +64,9 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     games = GameFolder(data_dir).__getitem__ if data_dir else generated_game
-    registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(lambda: AlfWorldEnv(games, max_steps), max_envs, "id",
-                                                     idle_timeout_s)
+    registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(
+        lambda: AlfWorldEnv(games, max_steps), max_envs, "id", idle_timeout_s
+    )
     app = create_app("ALFWorld", registry, Family.B)
 
     @app.post("/reset")
@@ -95,11 +100,15 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, data_dir: str | None = None,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """ALFWorld's server options."""
     add_server_options(parser, DEFAULT_MAX_ENVS)
-    parser.add_argument("--data-dir", default=None,
-                        help="serve the real ALFWorld games under this folder (game.tw-pddl beside traj_data.json) "
-                             "instead of generated ones")
-    parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
-                        help="actions per episode (default %(default)s)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="serve the real ALFWorld games under this folder (game.tw-pddl beside traj_data.json) "
+        "instead of generated ones",
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)"
+    )
 
 
 app_from_args = app_factory(build_app)

@@ -185,8 +185,13 @@ class AlfWorldEnv:
         self.game, self.done, self.won, self.steps = game, False, False, 0
         text = state.feedback.replace(BANNER, "").strip()
         self._observe(text, state)
-        return {"observation": self.observation, "available_actions": list(self.available_actions),
-                "task_type": game.task_type, "reward": 0.0, "done": False}
+        return {
+            "observation": self.observation,
+            "available_actions": list(self.available_actions),
+            "task_type": game.task_type,
+            "reward": 0.0,
+            "done": False,
+        }
 
     def step(self, action: str) -> StepResult:
         if self.engine is None or self.game is None:

@@ -35,14 +35,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
-ROOMS = {"Kitchen": range(1, 31), "LivingRoom": range(201, 231), "Bedroom": range(301, 331),
-         "Bathroom": range(401, 431)}
-APPLIANCE = {"pick_clean_then_place_in_recep": "SinkBasin", "pick_heat_then_place_in_recep": "Microwave",
-             "pick_cool_then_place_in_recep": "Fridge"}
-ABILITY = {"pick_clean_then_place_in_recep": "Cleanable", "pick_heat_then_place_in_recep": "Heatable",
-           "pick_cool_then_place_in_recep": "Coolable"}
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+ROOMS = {
+    "Kitchen": range(1, 31),
+    "LivingRoom": range(201, 231),
+    "Bedroom": range(301, 331),
+    "Bathroom": range(401, 431),
+}
+APPLIANCE = {
+    "pick_clean_then_place_in_recep": "SinkBasin",
+    "pick_heat_then_place_in_recep": "Microwave",
+    "pick_cool_then_place_in_recep": "Fridge",
+}
+ABILITY = {
+    "pick_clean_then_place_in_recep": "Cleanable",
+    "pick_heat_then_place_in_recep": "Heatable",
+    "pick_cool_then_place_in_recep": "Coolable",
+}
 LAMPS = ("DeskLamp", "FloorLamp")
 LAMP_STANDS = ("Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "TVStand", "ArmChair", "Sofa")
 MAX_INSTANCES = 3
@@ -117,8 +133,15 @@ def scene(scene_number: int) -> tuple[dict[str, tuple[str, str]], tuple[str, ...
     for n, kind in enumerate(sorted(set(listed) & set(c.VAL_RECEPTACLE_OBJECTS) - set(c.MOVABLE_RECEPTACLES) - have)):
         receptacles[receptacle_id(kind, [f"+09.{n:02d}", "+00.00", "+09.00"])] = (kind, f"loc|appliance|{n}")
     holdable = set().union(*c.VAL_RECEPTACLE_OBJECTS.values())
-    small = tuple(sorted({t for t in listed if (t in holdable and t not in c.VAL_RECEPTACLE_OBJECTS)
-                          or t in c.MOVABLE_RECEPTACLES or t in LAMPS}))
+    small = tuple(
+        sorted(
+            {
+                t
+                for t in listed
+                if (t in holdable and t not in c.VAL_RECEPTACLE_OBJECTS) or t in c.MOVABLE_RECEPTACLES or t in LAMPS
+            }
+        )
+    )
     return receptacles, small
 
 
@@ -143,8 +166,13 @@ def _targets(task_type: str, scene_number: int) -> list[tuple[str, str, str]]:
     if appliance and appliance not in kinds:
         return []
     able = c.VAL_ACTION_OBJECTS[ABILITY[task_type]] if appliance else set(pickable)
-    return [(o, r, "") for o in pickable if o in able for r in kinds
-            if r != appliance and o in c.VAL_RECEPTACLE_OBJECTS.get(r, ()) and _holders(o, receptacles, avoid=r)]
+    return [
+        (o, r, "")
+        for o in pickable
+        if o in able
+        for r in kinds
+        if r != appliance and o in c.VAL_RECEPTACLE_OBJECTS.get(r, ()) and _holders(o, receptacles, avoid=r)
+    ]
 
 
 def generate(task_id: int) -> Task:
@@ -182,8 +210,15 @@ def _goal_library() -> dict[str, Any]:
     return goal_library.gdict
 
 
-def _problem(task_id: int, task_type: str, obj: str, recep: str, lamp: str,
-             receptacles: dict[str, tuple[str, str]], placed: list[tuple[str, str]]) -> str:
+def _problem(
+    task_id: int,
+    task_type: str,
+    obj: str,
+    recep: str,
+    lamp: str,
+    receptacles: dict[str, tuple[str, str]],
+    placed: list[tuple[str, str]],
+) -> str:
     """The PDDL problem: objects, initial facts, and ALFRED's goal formula for the task type."""
     c = _constants()
     start = "loc|start"
@@ -194,9 +229,14 @@ def _problem(task_id: int, task_type: str, obj: str, recep: str, lamp: str,
     rtypes = sorted({kind for kind, _ in receptacles.values()} | set(DOMAIN_RTYPES))
     otypes = sorted({kind for _, kind, _ in objects} | set(DOMAIN_OTYPES))
     locations = sorted({start} | {loc for _, loc in receptacles.values()})
-    declare = (["agent1 - agent"] + [f"{mangle(l)} - location" for l in locations]
-               + [f"{mangle(r)} - receptacle" for r in receptacles] + [f"{mangle(o)} - object" for o, _, _ in objects]
-               + [f"{t}Type - otype" for t in otypes] + [f"{t}Type - rtype" for t in rtypes])
+    declare = (
+        ["agent1 - agent"]
+        + [f"{mangle(loc)} - location" for loc in locations]
+        + [f"{mangle(r)} - receptacle" for r in receptacles]
+        + [f"{mangle(o)} - object" for o, _, _ in objects]
+        + [f"{t}Type - otype" for t in otypes]
+        + [f"{t}Type - rtype" for t in rtypes]
+    )
     facts = [f"(atLocation agent1 {mangle(start)})"]
     for rid, (kind, loc) in receptacles.items():
         facts += [f"(receptacleType {mangle(rid)} {kind}Type)", f"(receptacleAtLocation {mangle(rid)} {mangle(loc)})"]
@@ -208,20 +248,39 @@ def _problem(task_id: int, task_type: str, obj: str, recep: str, lamp: str,
         facts += [f"(canContain {rkind}Type {o}Type)" for o in held]
     for oid, kind, holder in objects:
         name = mangle(oid)
-        facts += [f"(objectType {name} {kind}Type)", f"(inReceptacle {name} {mangle(holder)})",
-                  f"(objectAtLocation {name} {mangle(receptacles[holder][1])})"]
+        facts += [
+            f"(objectType {name} {kind}Type)",
+            f"(inReceptacle {name} {mangle(holder)})",
+            f"(objectAtLocation {name} {mangle(receptacles[holder][1])})",
+        ]
         if kind in LAMPS:
             facts.append(f"(toggleable {name})")
             continue
         facts.append(f"(pickupable {name})")
-        facts += [f"({fact} {name})" for fact, ability in (("cleanable", "Cleanable"), ("heatable", "Heatable"),
-                                                          ("coolable", "Coolable"))
-                  if kind in c.VAL_ACTION_OBJECTS[ability]]
+        facts += [
+            f"({fact} {name})"
+            for fact, ability in (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"))
+            if kind in c.VAL_ACTION_OBJECTS[ability]
+        ]
         if kind in c.MOVABLE_RECEPTACLES:
             facts.append(f"(isReceptacleObject {name})")
     goal = _goal_library()[task_type]["pddl"].format(obj=obj, recep=recep, toggle=lamp, mrecep="").replace("#", "-")
-    return "\n".join([f"(define (problem generated_{task_id})", "(:domain alfred)", "(:objects", *declare, ")",
-                      "(:init", *facts, ")", goal.strip()]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"(define (problem generated_{task_id})",
+                "(:domain alfred)",
+                "(:objects",
+                *declare,
+                ")",
+                "(:init",
+                *facts,
+                ")",
+                goal.strip(),
+            ]
+        )
+        + "\n"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -234,5 +293,10 @@ def _logic_files() -> tuple[str, str]:
 def game_data(task: Task) -> dict[str, Any]:
     """``task`` as ALFWorld's ``game.tw-pddl`` holds a game: domain, grammar with the task sentence, problem."""
     domain, grammar = _logic_files()
-    return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task.goal),
-            "pddl_problem": task.pddl_problem, "solvable": True, "walkthrough": None}
+    return {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", task.goal),
+        "pddl_problem": task.pddl_problem,
+        "solvable": True,
+        "walkthrough": None,
+    }

@@ -19,16 +19,22 @@ SPEC = EnvSpec(
         "inventory. Any other action changes nothing. You succeed (reward 1) when the task is done within 50 actions."
     ),
     tools=(
-        EnvTool("act", "Take one of the actions listed under AVAILABLE ACTIONS.", "{action}",
-                {"action": text("the action as listed, e.g. go to countertop 1")}),
+        EnvTool(
+            "act",
+            "Take one of the actions listed under AVAILABLE ACTIONS.",
+            "{action}",
+            {"action": text("the action as listed, e.g. go to countertop 1")},
+        ),
     ),
     app="agentgym.alfworld.app",
     tasks="agentgym.alfworld.data:task_list",
     splits="3,600 games generated from ALFWorld's 120 room layouts, the six task types in turn: test ids 0-299, "
-           "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
+    "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
     expert="openmanus_rl.experts.alfworld:AlfWorldExpert",
-    max_turns=20,  # its observations list the admissible actions: 3,072 tokens end a third of its expert's episodes first
-    max_trajectory_length=6656,  # cuts 5% of its expert's episodes (3072 cut 35%; scripts/budget_cuts.py, 40 train tasks)
+    # its observations list the admissible actions: 3,072 tokens end a third of its expert's episodes first
+    max_turns=20,
+    # cuts 5% of its expert's episodes (3072 cut 35%; scripts/budget_cuts.py, 40 train tasks)
+    max_trajectory_length=6656,
     reset_timeout_s=180.0,  # a server loads games one at a time (Fast Downward's translator): 1-2 s each
     extra="alfworld",
 )

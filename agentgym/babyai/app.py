@@ -54,8 +54,13 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     def reset(body: ResetRequest) -> dict[str, Any]:
         with registry.use(body.id) as env:
             observation = env.reset(body.data_idx)
-            return {"observation": observation, "reward": env.reward, "score": env.score, "deleted": False,
-                    "done": env.done}
+            return {
+                "observation": observation,
+                "reward": env.reward,
+                "score": env.score,
+                "deleted": False,
+                "done": env.done,
+            }
 
     @app.post("/step")
     def step(body: StepRequest) -> dict[str, Any]:
@@ -68,8 +73,13 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
         with registry.use(id) as env:
             if env.gym is None:
                 raise EpisodeStateError("no episode yet: POST /reset first")
-            return {"observation": env.observation, "reward": env.reward, "score": env.score, "done": env.done,
-                    "deleted": False}
+            return {
+                "observation": env.observation,
+                "reward": env.reward,
+                "score": env.score,
+                "done": env.done,
+                "deleted": False,
+            }
 
     return app
 

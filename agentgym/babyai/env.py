@@ -174,7 +174,7 @@ class BabyAIEnv:
                 self.done = True
                 self.score += self.reward
                 end = "success" if self.reward > 0 else "failure" if terminated else "timeout"
-                finished = all(rest == FORWARD_IF_FREE for rest in command.steps[index + 1:])
+                finished = all(rest == FORWARD_IF_FREE for rest in command.steps[index + 1 :])
                 return f"{command.message + ' ' if finished else ''}{_END[end]} The episode is over."
         self.score += self.reward
         return command.message
@@ -184,8 +184,11 @@ class BabyAIEnv:
         self.things = look(self.gym, self._image)
         self.commands, self.refusals = self._table()
         lines = [message] if message else []
-        lines += [f"Your goal: {self.gym.mission}", describe(self.gym, self.things),
-                  "Available actions: " + json.dumps(list(self.commands))]
+        lines += [
+            f"Your goal: {self.gym.mission}",
+            describe(self.gym, self.things),
+            "Available actions: " + json.dumps(list(self.commands)),
+        ]
         self.observation = "\n".join(lines)
         return self.observation
 
@@ -193,15 +196,20 @@ class BabyAIEnv:
         """The actions valid now (with their steps) and, for the refused ones that name something, why not."""
         gym, carried = self.gym, self.gym.carrying
         front = gym.grid.get(*gym.front_pos)
-        commands = {"turn left": Command((LEFT,), "You turned left."),
-                    "turn right": Command((RIGHT,), "You turned right.")}
+        commands = {
+            "turn left": Command((LEFT,), "You turned left."),
+            "turn right": Command((RIGHT,), "You turned right."),
+        }
         refusals: dict[str, str] = {}
         if self.passable(*gym.front_pos):
             commands["move forward"] = Command((FORWARD,), "You moved forward.")
         else:
             refusals["move forward"] = "the way ahead is blocked"
-        reach = Reach(self.passable, (int(gym.agent_pos[0]), int(gym.agent_pos[1]), int(gym.agent_dir)),
-                      [t.pos for t in self.things])
+        reach = Reach(
+            self.passable,
+            (int(gym.agent_pos[0]), int(gym.agent_pos[1]), int(gym.agent_dir)),
+            [t.pos for t in self.things],
+        )
         no_way = "no known way leads to it"
         for thing in self.things:
             path = reach.path_to_face(thing.pos)
@@ -228,8 +236,11 @@ class BabyAIEnv:
                 if path is None:
                     refusals[through] = no_way
                 else:
-                    commands[through] = Command(steps + (FORWARD, FORWARD_IF_FREE), f"You went through {name}.",
-                                                f"You stepped into {name}; the cell beyond it is not free.")
+                    commands[through] = Command(
+                        steps + (FORWARD, FORWARD_IF_FREE),
+                        f"You went through {name}.",
+                        f"You stepped into {name}; the cell beyond it is not free.",
+                    )
                 continue
             refusals[through] = f"it is {thing.state}; toggle it first"
             has_key = carried is not None and carried.type == "key" and carried.color == thing.colour
@@ -239,9 +250,11 @@ class BabyAIEnv:
                 refusals[opening] = no_way
             else:
                 verb = "unlocked" if thing.state == "locked" else "opened"
-                commands[opening] = Command(steps + (TOGGLE, FORWARD, FORWARD_IF_FREE),
-                                            f"You {verb} {name} and went through it.",
-                                            f"You {verb} {name} and stepped into it; the cell beyond it is not free.")
+                commands[opening] = Command(
+                    steps + (TOGGLE, FORWARD, FORWARD_IF_FREE),
+                    f"You {verb} {name} and went through it.",
+                    f"You {verb} {name} and stepped into it; the cell beyond it is not free.",
+                )
         toggle = self._toggle(front, carried)
         if isinstance(toggle, Command):
             commands["toggle"] = toggle
@@ -271,4 +284,3 @@ class BabyAIEnv:
         if carried is not None and carried.type == "key" and carried.color == front.color:
             return Command((TOGGLE,), f"You unlocked {name}.")
         return f"the door in front of you is locked and you are not carrying a {front.color} key"
-

@@ -43,8 +43,9 @@ class Reach:
     `path_to_face` answers for those cells then.
     """
 
-    def __init__(self, passable: Callable[[int, int], bool], start: Pose,
-                 targets: Iterable[Cell] | None = None) -> None:
+    def __init__(
+        self, passable: Callable[[int, int], bool], start: Pose, targets: Iterable[Cell] | None = None
+    ) -> None:
         self.start = start
         self.came: dict[Pose, tuple[Pose, int] | None] = {start: None}
         self.faced: dict[Cell, Pose] = {}  # cell -> the first pose found facing it

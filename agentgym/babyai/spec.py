@@ -17,8 +17,10 @@ SPEC = EnvSpec(
     name="babyai",
     family="B",
     reset_field="data_idx",
-    action_pattern=(r"(turn left|turn right|move forward|go to \w+ \w+ \d+|pick ?up \w+ \w+ \d+|go through \w+ door \d+"
-                    r"|toggle and go through \w+ door \d+|toggle|drop|check available actions)\.?"),
+    action_pattern=(
+        r"(turn left|turn right|move forward|go to \w+ \w+ \d+|pick ?up \w+ \w+ \d+|go through \w+ door \d+"
+        r"|toggle and go through \w+ door \d+|toggle|drop|check available actions)\.?"
+    ),
     instructions=(
         "You control an agent in a grid world of rooms and must accomplish the mission given after 'Your goal:'.\n"
         "Each observation describes what you see in front of you: each key, ball, box and door, named by colour, "
@@ -38,8 +40,9 @@ SPEC = EnvSpec(
         EnvTool("go_to", "Walk up to an object and face it.", "go to {object}", {"object": _OBJECT}),
         EnvTool("pickup", "Pick up an object.", "pickup {object}", {"object": _OBJECT}),
         EnvTool("go_through", "Go through an open door.", "go through {door}", {"door": _DOOR}),
-        EnvTool("toggle_and_go_through", "Open a door and go through it.", "toggle and go through {door}",
-                {"door": _DOOR}),
+        EnvTool(
+            "toggle_and_go_through", "Open a door and go through it.", "toggle and go through {door}", {"door": _DOOR}
+        ),
         EnvTool("toggle", "Open or close the door, or open the box, in front of you.", "toggle"),
         EnvTool("drop", "Put down what you carry.", "drop"),
         EnvTool("check_available_actions", "List the actions you can take now.", "check available actions"),
@@ -48,8 +51,9 @@ SPEC = EnvSpec(
     app="agentgym.babyai.app",
     tasks="agentgym.babyai.data:task_list",
     splits="4,000 tasks: AgentGym's 40 BabyAI levels x seeds 0-99 (task i: level i % 40, seed i // 40); "
-           "test ids 0-199 (seeds 0-4), dev 200-399 (seeds 5-9), train 400-3999",
+    "test ids 0-199 (seeds 0-4), dev 200-399 (seeds 5-9), train 400-3999",
     expert="openmanus_rl.experts.babyai:BabyAIExpert",
     max_turns=15,  # its expert wins 70 of 100 train tasks within 15 actions; longer episodes outgrow the token budget
-    max_trajectory_length=3584,  # cuts at most 5% of its expert's episodes (3072 cut 25%; scripts/budget_cuts.py, 40 train tasks)
+    # cuts at most 5% of its expert's episodes (3072 cut 25%; scripts/budget_cuts.py, 40 train tasks)
+    max_trajectory_length=3584,
 )

@@ -99,8 +99,11 @@ def thing_sentence(thing: Thing) -> str:
 def wall_sentence(gym: Any) -> str | None:
     """Which of the cells in front, left and right of the agent are walls, or None."""
     (px, py), (fx, fy) = gym.agent_pos, DIRECTIONS[gym.agent_dir]
-    sides = [("in front of you", (px + fx, py + fy)), ("to your left", (px + fy, py - fx)),
-             ("to your right", (px - fy, py + fx))]
+    sides = [
+        ("in front of you", (px + fx, py + fy)),
+        ("to your left", (px + fy, py - fx)),
+        ("to your right", (px - fy, py + fx)),
+    ]
     walls = [name for name, (x, y) in sides if (cell := gym.grid.get(x, y)) is not None and cell.type == "wall"]
     if not walls:
         return None

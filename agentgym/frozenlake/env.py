@@ -64,8 +64,9 @@ class FrozenLakeEnv:
         self.gym.reset(seed=task_id)
         self.rows, self.done, self.steps = rows, False, 0
         side = len(rows)
-        return self._observe(f"Frozen lake {side}x{side}: walk from the start S to the goal G without stepping "
-                             "into a hole H.")
+        return self._observe(
+            f"Frozen lake {side}x{side}: walk from the start S to the goal G without stepping into a hole H."
+        )
 
     def step(self, action: str) -> StepResult:
         require_episode(self.gym is not None, self.done)
@@ -78,8 +79,13 @@ class FrozenLakeEnv:
         else:
             _, gained, terminated, _, _ = self.gym.step(GYM_ACTIONS[move])
             reward, self.done = float(gained), bool(terminated)
-            message = (f"You moved {move} and reached the goal." if reward == 1.0
-                       else f"You moved {move} into a hole." if terminated else f"You moved {move}.")
+            message = (
+                f"You moved {move} and reached the goal."
+                if reward == 1.0
+                else f"You moved {move} into a hole."
+                if terminated
+                else f"You moved {move}."
+            )
         if not self.done and self.steps >= MAX_STEPS:
             self.done = True
             message += " You are out of moves."
@@ -103,8 +109,10 @@ class FrozenLakeEnv:
         rendered = self.gym.render().split("\n")[1:]  # the first line names the last action
         grid = [" ".join(_HIGHLIGHT.sub("P", line)) for line in rendered if line]
         (row, col), side = self.position(), len(self.rows)
-        status = (f"You are at row {row + 1}, column {col + 1}; the goal is at row {side}, column {side}. "
-                  f"Moves left: {MAX_STEPS - self.steps}.")
+        status = (
+            f"You are at row {row + 1}, column {col + 1}; the goal is at row {side}, column {side}. "
+            f"Moves left: {MAX_STEPS - self.steps}."
+        )
         if self.done:
             status += " The episode is over."
         self.observation = "\n".join([message, LEGEND, *grid, status])

@@ -46,8 +46,14 @@ from pydantic import StrictInt
 
 from ..episodes import EpisodeReset, add_episode_routes
 from ..options import add_server_options, app_factory
-from ..server import (DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app, install_error_handlers,
-                      registries_lifespan)
+from ..server import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    EnvRegistry,
+    Family,
+    create_app,
+    install_error_handlers,
+    registries_lifespan,
+)
 
 DEFAULT_PORT = 36103
 DEFAULT_MAX_ENVS = 4096
@@ -93,8 +99,9 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     mazes = EnvRegistry(MazeEnv, max_envs, "id", idle_timeout_s)
     words = EnvRegistry(WordleEnv, max_envs, "id", idle_timeout_s)
     # a mounted app's lifespan never runs: the top app sweeps and closes both games' envs
-    app = FastAPI(title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None,
-                  lifespan=registries_lifespan(mazes, words))
+    app = FastAPI(
+        title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None, lifespan=registries_lifespan(mazes, words)
+    )
     install_error_handlers(app)
 
     @app.get("/")
@@ -105,8 +112,12 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     async def health() -> dict[str, Any]:
         games = {"maze": mazes.health(), "wordle": words.health()}
         total = {key: sum(game[key] for game in games.values()) for key in ("open", "max_envs", "reaped", "in_flight")}
-        return {**total, "idle_timeout_s": idle_timeout_s,
-                "oldest_request_s": max(game["oldest_request_s"] for game in games.values()), "games": games}
+        return {
+            **total,
+            "idle_timeout_s": idle_timeout_s,
+            "oldest_request_s": max(game["oldest_request_s"] for game in games.values()),
+            "games": games,
+        }
 
     app.mount("/maze", _game_app("Maze", mazes, MazeReset))
     wordle = _game_app("Wordle", words, WordleReset)

@@ -83,5 +83,7 @@ task_ids = task_ids_by_split(SPLITS)
 
 def task_list(split: Split) -> list[tuple[int, str]]:
     """``[(task id, "walk from position 1, 1 to the goal at position 8, 6")]`` of ``split``."""
-    return [(i, f"walk from position {start_of(i)[0]}, {start_of(i)[1]} to the goal at position {GOAL[0]}, {GOAL[1]}")
-            for i in task_ids(split)]
+    return [
+        (i, f"walk from position {start_of(i)[0]}, {start_of(i)[1]} to the goal at position {GOAL[0]}, {GOAL[1]}")
+        for i in task_ids(split)
+    ]

@@ -27,7 +27,6 @@
 
 from __future__ import annotations
 
-
 from .. import game
 from ..game import StepResult, require_episode
 from ..server import EpisodeStateError, InvalidRequestError
@@ -79,8 +78,10 @@ class MazeEnv:
         self.steps += 1
         move, reward = parse_move(action), 0.0
         if move is None:
-            message = (f'Invalid action "{action.strip()}": the actions are move up, move down, move left and '
-                       "move right. Nothing changed.")
+            message = (
+                f'Invalid action "{action.strip()}": the actions are move up, move down, move left and '
+                "move right. Nothing changed."
+            )
         else:
             dr, dc = MOVES[move]
             target = (self.position[0] + dr, self.position[1] + dc)
@@ -105,9 +106,12 @@ class MazeEnv:
         assert self.position is not None
         (row, col), (goal_row, goal_col) = self.position, GOAL
         parts = [message] if message else []
-        parts += [f"The goal is at position {goal_row}, {goal_col}.",
-                  f"Your current position is at position {row}, {col}.",
-                  describe_walls(self.position), f"Moves left: {MAX_STEPS - self.steps}."]
+        parts += [
+            f"The goal is at position {goal_row}, {goal_col}.",
+            f"Your current position is at position {row}, {col}.",
+            describe_walls(self.position),
+            f"Moves left: {MAX_STEPS - self.steps}.",
+        ]
         if self.done:
             parts.append("The episode is over.")
         self._observation = " ".join(parts)

@@ -18,12 +18,18 @@ SPEC = EnvSpec(
         "a wall changes nothing.\n"
         "You succeed when you reach the goal within 50 moves; every action, valid or not, uses a move."
     ),
-    tools=(EnvTool("move", "Walk one cell that way; a move into a wall changes nothing.", "move {direction}",
-                   {"direction": choice("which way", *DIRECTIONS)}),),
+    tools=(
+        EnvTool(
+            "move",
+            "Walk one cell that way; a move into a wall changes nothing.",
+            "move {direction}",
+            {"direction": choice("which way", *DIRECTIONS)},
+        ),
+    ),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.maze.data:task_list",
     splits="26 start positions in one fixed double-T maze, task id = start (id % 26): test ids 0-25 (every start "
-           "once), dev 26-51, train 52-259 (repeats)",
+    "once), dev 26-51, train 52-259 (repeats)",
     expert="openmanus_rl.experts.maze:MazeExpert",
     max_turns=15,  # its expert's winning episodes on 100 train tasks take at most 13 actions
 )

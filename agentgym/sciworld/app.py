@@ -40,8 +40,12 @@ DEFAULT_PORT = 36104
 DEFAULT_MAX_ENVS = 16  # one JVM each
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
-              max_steps: int = DEFAULT_MAX_STEPS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    simplifications: str = "",
+    max_steps: int = DEFAULT_MAX_STEPS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+) -> FastAPI:
     """The SciWorld app; ``simplifications`` are ScienceWorld's (e.g. ``easy``), ``max_steps`` the episode cap;
     an env idle for ``idle_timeout_s`` is closed and its JVM ended (0: never)."""
     unknown = [s for s in simplifications.split(",") if s and s not in SIMPLIFICATIONS]
@@ -49,8 +53,9 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
         raise ValueError(f"unknown ScienceWorld simplifications {unknown}; known: {list(SIMPLIFICATIONS)}")
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-    registry: EnvRegistry[SciWorldEnv] = EnvRegistry(lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id",
-                                                     idle_timeout_s)
+    registry: EnvRegistry[SciWorldEnv] = EnvRegistry(
+        lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id", idle_timeout_s
+    )
     app = create_app("SciWorld", registry, Family.B)
 
     @app.post("/reset")
@@ -67,8 +72,13 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
     @app.get("/observation")
     def observation(id: int) -> dict[str, Any]:
         with registry.use(id) as env:
-            return {"observation": env.observation, "reward": 0.0, "score": env.score, "done": env.done,
-                    "deleted": False}
+            return {
+                "observation": env.observation,
+                "reward": 0.0,
+                "score": env.score,
+                "done": env.done,
+                "deleted": False,
+            }
 
     @app.get("/action_hint")
     def action_hint(id: int) -> list[str]:
@@ -86,9 +96,12 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, simplifications: str = "",
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """SciWorld's server options."""
     add_server_options(parser, DEFAULT_MAX_ENVS, "envs (JVMs)")
-    parser.add_argument("--simplifications", default="",
-                        help="ScienceWorld simplifications, comma-separated (e.g. easy); default none")
-    parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)")
+    parser.add_argument(
+        "--simplifications", default="", help="ScienceWorld simplifications, comma-separated (e.g. easy); default none"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="actions per episode (default %(default)s)"
+    )
 
 
 app_from_args = app_factory(build_app)

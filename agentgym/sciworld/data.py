@@ -71,8 +71,11 @@ class Task:
 
 @functools.lru_cache(maxsize=1)
 def _tasks() -> tuple[Task, ...]:
-    return tuple(Task(task_id, name, title, variation)
-                 for task_id, (name, title, count, _, _) in VARIATIONS.items() for variation in range(count))
+    return tuple(
+        Task(task_id, name, title, variation)
+        for task_id, (name, title, count, _, _) in VARIATIONS.items()
+        for variation in range(count)
+    )
 
 
 NUM_TASKS = sum(count for _, _, count, _, _ in VARIATIONS.values())

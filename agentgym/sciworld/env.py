@@ -29,8 +29,14 @@ from .data import Task, task
 
 DEFAULT_MAX_STEPS = 100
 JVM_HEAP = "768m"
-SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors",
-                   "noElectricalAction")
+SIMPLIFICATIONS = (
+    "easy",
+    "teleportAction",
+    "selfWateringFlowerPots",
+    "openContainers",
+    "openDoors",
+    "noElectricalAction",
+)
 JVM_EXIT_WAIT_S = 10.0
 
 
@@ -75,9 +81,16 @@ class SciWorldEnv:
         self.sim.server.reset()
         self.observation = str(self.sim.server.step("look around"))
         self.score, self.done, self.steps = 0.0, False, 0
-        return {"task_name": self.task.name, "var_num": self.task.variation,
-                "task_description": self.task_description(), "observation": self.observation,
-                "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
+        return {
+            "task_name": self.task.name,
+            "var_num": self.task.variation,
+            "task_description": self.task_description(),
+            "observation": self.observation,
+            "reward": 0.0,
+            "score": 0.0,
+            "deleted": False,
+            "done": False,
+        }
 
     def step(self, action: str) -> StepResult:
         require_episode(self.task is not None, self.done)

@@ -20,13 +20,17 @@ SPEC = EnvSpec(
         "Your score goes from 0 to 100; 100 means the task is done."
     ),
     tools=(
-        EnvTool("act", "Do one action in the world.", "{action}",
-                {"action": text("a short command, e.g. look around, go to kitchen, pick up thermometer")}),
+        EnvTool(
+            "act",
+            "Do one action in the world.",
+            "{action}",
+            {"action": text("a short command, e.g. look around, go to kitchen, pick up thermometer")},
+        ),
     ),
     app="agentgym.sciworld.app",
     tasks="agentgym.sciworld.data:task_list",
     splits="4,639 (task, variation) pairs of 23 ScienceWorld tasks, split by ScienceWorld's own variation splits: "
-           "train 2,312, dev 1,156, test 1,171",
+    "train 2,312, dev 1,156, test 1,171",
     expert="openmanus_rl.experts.sciworld:SciWorldExpert",
     max_turns=20,  # gold paths average 64 actions; the token budget ends episodes long before that
     demos_keep="progress",  # inside 20 turns the expert finishes 1 train task in 32 (score 100) but scores on most

@@ -45,8 +45,9 @@ MAX_DRAWS = 1000
 _CHARS = {"#", "_", "@", "$", ".", "*", "+"}
 
 
-def advance(walls: frozenset[Cell], player: Cell, boxes: frozenset[Cell],
-            move: str) -> tuple[Cell, frozenset[Cell], str]:
+def advance(
+    walls: frozenset[Cell], player: Cell, boxes: frozenset[Cell], move: str
+) -> tuple[Cell, frozenset[Cell], str]:
     """The player's ``move`` under the rule (see the module docstring): (player, boxes, event)."""
     dr, dc = MOVES[move]
     to = (player[0] + dr, player[1] + dc)
@@ -97,7 +98,10 @@ def parse_board(rows: Sequence[str]) -> Board:
     cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
     if not cells or set(cells.values()) - _CHARS:
         raise ValueError(f"a board is rows of the cells {' '.join(sorted(_CHARS))}")
-    at = lambda *chars: frozenset(cell for cell, ch in cells.items() if ch in chars)
+
+    def at(*chars: str) -> frozenset[Cell]:
+        return frozenset(cell for cell, ch in cells.items() if ch in chars)
+
     players, boxes, targets = at("@", "+"), at("$", "*"), at(".", "*", "+")
     if len(players) != 1 or not boxes or len(boxes) != len(targets):
         raise ValueError("a board has one player and as many targets as boxes")

@@ -29,7 +29,6 @@
 
 from __future__ import annotations
 
-
 from ..game import StepResult, parse_move, require_episode
 from ..server import InvalidRequestError
 from .data import MOVES, Board, advance, level
@@ -87,8 +86,10 @@ class SokobanEnv:
         board = self.board
         assert board is not None
         row, col = board.player
-        status = (f"You are at row {row + 1}, column {col + 1}. Boxes on targets: {len(board.boxes & board.targets)} "
-                  f"of {len(board.boxes)}. Moves left: {MAX_STEPS - self.steps}.")
+        status = (
+            f"You are at row {row + 1}, column {col + 1}. Boxes on targets: {len(board.boxes & board.targets)} "
+            f"of {len(board.boxes)}. Moves left: {MAX_STEPS - self.steps}."
+        )
         if self.done:
             status += " The episode is over."
         self.observation = "\n".join([message, LEGEND, *board.rows(), status])

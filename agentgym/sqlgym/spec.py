@@ -14,6 +14,12 @@ SPEC = EnvSpec(
         "and the tables. Your action is a single SQL statement (SQLite dialect), written on one line. "
         "The reward is 1 when the result of your query equals the expected answer."
     ),
-    tools=(EnvTool("query", "Run your SQL query; its result is your answer.", "{sql}",
-                   {"sql": text("one SQL statement (SQLite dialect) on one line")}),),
+    tools=(
+        EnvTool(
+            "query",
+            "Run your SQL query; its result is your answer.",
+            "{sql}",
+            {"sql": text("one SQL statement (SQLite dialect) on one line")},
+        ),
+    ),
 )

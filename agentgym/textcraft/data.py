@@ -133,8 +133,11 @@ def _crafting_tree() -> Any:
 
 
 def _recipe(raw: Any) -> Recipe:
-    return Recipe(output=item_name(raw.output_item.item_tag.item_id), count=raw.output_item.count,
-                  inputs=tuple((item_name(i.item_tag.name), i.count) for i in raw.input_items))
+    return Recipe(
+        output=item_name(raw.output_item.item_tag.item_id),
+        count=raw.output_item.count,
+        inputs=tuple((item_name(i.item_tag.name), i.count) for i in raw.input_items),
+    )
 
 
 @functools.cache
@@ -144,14 +147,23 @@ def cookbook() -> Cookbook:
         tree = _crafting_tree()
     recipes = {item_name(i): tuple(_recipe(r) for r in rs) for i, rs in sorted(tree.itemid_recipes.items())}
     kind_of = {item_name(i): item_name(t) for i, t in sorted(tree.item_id_to_tag.items()) if t in tree.tag_set}
-    kinds = {item_name(t): tuple(sorted(i for i, k in kind_of.items() if k == item_name(t))) for t in sorted(tree.tag_set)}
+    kinds = {
+        item_name(t): tuple(sorted(i for i, k in kind_of.items() if k == item_name(t))) for t in sorted(tree.tag_set)
+    }
     kind_recipes = {item_name(t): tuple(_recipe(r) for r in tree.tag_recipes.get(t, ())) for t in sorted(tree.tag_set)}
     crafted = set(recipes) | {item_name(t) for t in tree.tag_recipes}
     base = frozenset(item_name(i) for i in tree.itemid_set) - crafted - set(kinds)
     depth = {item_name(i): tree.get_min_depth(i) for i in tree.itemid_recipes}
     goals = tuple(sorted((n for n, d in depth.items() if d >= 1), key=lambda n: (depth[n], n)))
-    return Cookbook(recipes=recipes, kinds=kinds, kind_recipes=kind_recipes, kind_of=kind_of, base=base,
-                    goals=goals, depth={g: depth[g] for g in goals})
+    return Cookbook(
+        recipes=recipes,
+        kinds=kinds,
+        kind_recipes=kind_recipes,
+        kind_of=kind_of,
+        base=base,
+        goals=goals,
+        depth={g: depth[g] for g in goals},
+    )
 
 
 def _split_ids() -> dict[Split, list[int]]:

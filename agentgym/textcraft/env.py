@@ -102,16 +102,20 @@ class TextCraftEnv:
     def reset(self, task_id: int) -> str:
         goals = self.book.goals
         if not 0 <= task_id < len(goals):
-            raise InvalidRequestError(f"invalid request: data_idx {task_id} out of range: "
-                                      f"expected 0 <= data_idx < {len(goals)}")
+            raise InvalidRequestError(
+                f"invalid request: data_idx {task_id} out of range: expected 0 <= data_idx < {len(goals)}"
+            )
         return self.start(goals[task_id])
 
     def start(self, goal: str, commands: str | None = None) -> str:
         """Start an episode for ``goal`` (an item a recipe makes), listing ``commands`` or the generated ones."""
         name = goal_item(self.book, goal)
         self.goal, self.inventory, self.done = name, Counter(), False
-        self.observation = (f"Crafting commands:\n{commands}\n\nGoal: craft {name}." if commands is not None
-                            else first_observation(self.book, name))
+        self.observation = (
+            f"Crafting commands:\n{commands}\n\nGoal: craft {name}."
+            if commands is not None
+            else first_observation(self.book, name)
+        )
         return self.observation
 
     def step(self, action: str) -> StepResult:
@@ -183,8 +187,10 @@ class TextCraftEnv:
             need[item] += c
         for item, c in need.items():
             if self.inventory[item] < c:
-                raise ActionFailed(f"Could not find enough items to craft {name}: it takes {c} {item} and you have "
-                                   f"{self.inventory[item]}.")
+                raise ActionFailed(
+                    f"Could not find enough items to craft {name}: it takes {c} {item} and you have "
+                    f"{self.inventory[item]}."
+                )
         self.inventory.subtract(need)
         self.inventory += Counter()  # drop the items used up
         self.inventory[name] += recipe.count
@@ -196,8 +202,9 @@ class TextCraftEnv:
             return False
         free = list(given)
         for wanted, count in recipe.inputs:
-            hit = next((g for g in free if g[1] == count and (g[0] == wanted or self.book.kind_of.get(g[0]) == wanted)),
-                       None)
+            hit = next(
+                (g for g in free if g[1] == count and (g[0] == wanted or self.book.kind_of.get(g[0]) == wanted)), None
+            )
             if hit is None:
                 return False
             free.remove(hit)

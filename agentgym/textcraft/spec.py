@@ -20,12 +20,22 @@ SPEC = EnvSpec(
         "You succeed when you hold the goal item."
     ),
     tools=(
-        EnvTool("get", "Take base items (ones no crafting command makes).", "get {count} {item}",
-                {"count": integer("how many"), "item": text("the item, e.g. oak logs")}),
-        EnvTool("craft", "Use one crafting command as listed, naming the specific items you hold for a kind of item.",
-                "craft {count} {item} using {ingredients}",
-                {"count": integer("how many the command makes"), "item": text("the item it makes, e.g. stick"),
-                 "ingredients": text("what it uses, with counts, comma-separated, e.g. 2 oak planks")}),
+        EnvTool(
+            "get",
+            "Take base items (ones no crafting command makes).",
+            "get {count} {item}",
+            {"count": integer("how many"), "item": text("the item, e.g. oak logs")},
+        ),
+        EnvTool(
+            "craft",
+            "Use one crafting command as listed, naming the specific items you hold for a kind of item.",
+            "craft {count} {item} using {ingredients}",
+            {
+                "count": integer("how many the command makes"),
+                "item": text("the item it makes, e.g. stick"),
+                "ingredients": text("what it uses, with counts, comma-separated, e.g. 2 oak planks"),
+            },
+        ),
         EnvTool("inventory", "Show what you hold.", "inventory"),
     ),
     app="agentgym.textcraft.app",

@@ -57,20 +57,33 @@ class StepRequest(BaseModel):
     action: str = Field(max_length=MAX_ACTION_CHARS)
 
 
-def build_app(data_dir: str | None = None, goal_source: GoalSource = "synthetic",
-              max_envs: int = DEFAULT_MAX_ENVS, show_attrs: bool = False,
-              idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    data_dir: str | None = None,
+    goal_source: GoalSource = "synthetic",
+    max_envs: int = DEFAULT_MAX_ENVS,
+    show_attrs: bool = False,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+) -> FastAPI:
     """Load the shop and its search index, and return the WebShop app; envs idle for ``idle_timeout_s`` are
     closed (0: never)."""
     shop = load_shop(data_dir, goal_source)
     engine = SearchEngine(shop.products, shop.products_hash, cache_root())
-    registry: EnvRegistry[WebShopEnv] = EnvRegistry(lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx",
-                                                   idle_timeout_s)
+    registry: EnvRegistry[WebShopEnv] = EnvRegistry(
+        lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx", idle_timeout_s
+    )
     app = create_app("WebShop", registry, Family.A)
-    log.info("webshop ready", extra={"products": len(shop.products), "goals": len(shop.goals),
-                                     "goal_source": goal_source, "data_dir": str(shop.data_dir),
-                                     "data_hash": shop.data_hash, "max_envs": max_envs,
-                                     "idle_timeout_s": idle_timeout_s})
+    log.info(
+        "webshop ready",
+        extra={
+            "products": len(shop.products),
+            "goals": len(shop.goals),
+            "goal_source": goal_source,
+            "data_dir": str(shop.data_dir),
+            "data_hash": shop.data_hash,
+            "max_envs": max_envs,
+            "idle_timeout_s": idle_timeout_s,
+        },
+    )
 
     @app.post("/reset")
     def reset(body: ResetRequest) -> list[Any]:
@@ -108,11 +121,19 @@ def build_app(data_dir: str | None = None, goal_source: GoalSource = "synthetic"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """WebShop's server options (shared by ``agentgym serve webshop`` and ``webshop``)."""
-    parser.add_argument("--data-dir", default=os.environ.get("WEBSHOP_DATA_DIR"),
-                        help="directory with WebShop's data files (default: $WEBSHOP_DATA_DIR, else the "
-                             "catalogue generated into the cache)")
-    parser.add_argument("--goals", dest="goal_source", choices=("synthetic", "human"), default="synthetic",
-                        help="build goals from items_ins_v2_1000.json (synthetic) or items_human_ins.json (human)")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("WEBSHOP_DATA_DIR"),
+        help="directory with WebShop's data files (default: $WEBSHOP_DATA_DIR, else the "
+        "catalogue generated into the cache)",
+    )
+    parser.add_argument(
+        "--goals",
+        dest="goal_source",
+        choices=("synthetic", "human"),
+        default="synthetic",
+        help="build goals from items_ins_v2_1000.json (synthetic) or items_human_ins.json (human)",
+    )
     parser.add_argument("--show-attrs", action="store_true", help="show an Attributes button on item pages")
     add_server_options(parser, DEFAULT_MAX_ENVS)
 

@@ -44,8 +44,22 @@ from pathlib import Path
 from typing import Any
 
 from .reward import options_match
-from .vocab import (BRAND_HEADS, BRAND_TAILS, BULLET_BODIES, BULLET_FEATURE_BODIES, BULLET_FILLERS, BULLET_LEADS,
-                    CATEGORIES, COLOR_CODES, EXTRA_GROUPS, KINDS, LEADS, MORE_VALUES, TITLE_PADS, Kind)
+from .vocab import (
+    BRAND_HEADS,
+    BRAND_TAILS,
+    BULLET_BODIES,
+    BULLET_FEATURE_BODIES,
+    BULLET_FILLERS,
+    BULLET_LEADS,
+    CATEGORIES,
+    COLOR_CODES,
+    EXTRA_GROUPS,
+    KINDS,
+    LEADS,
+    MORE_VALUES,
+    TITLE_PADS,
+    Kind,
+)
 
 CATALOGUE_VERSION = 2
 DEFAULT_SEED = 1000
@@ -59,7 +73,33 @@ MAX_GOALS_PER_PRODUCT = 16
 TITLE_LENGTHS = (40, 50, 60, 70, 85, 95, 105, 115, 120, 125, 130, 140, 150, 165, 175, 190, 200, 215)
 NO_OPTIONS_SHARE = 0.6
 OPTION_GROUPS = (65, 33, 2)  # weights of 1, 2, 3 option groups, for a product with options
-VALUES_PER_GROUP = (6, 12, 14, 14, 11, 9, 7, 6, 4, 4, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)  # of 1, 2, ... values
+VALUES_PER_GROUP = (
+    6,
+    12,
+    14,
+    14,
+    11,
+    9,
+    7,
+    6,
+    4,
+    4,
+    3,
+    2,
+    2,
+    2,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+    1,
+)  # of 1, 2, ... values
 GOAL_ATTRIBUTES = (63, 29, 8)  # weights of 1, 2, 3 attributes in a goal
 GOAL_GROUPS = (5, 60, 35)  # weights of a goal naming 0, 1, 2 of its product's option groups
 COLOR_VARIANT_SHARE = 0.5
@@ -81,8 +121,10 @@ def _title_case(text: str, first_word: bool = True) -> str:
     """Capitalise each word but the small ones (``for``, ``with``, ...), which stay lower-case unless one
     starts the text and ``first_word``."""
     words = text.split()
-    return " ".join(w if ((i or not first_word) and w in _SMALL_WORDS) or not w[0].isalpha() else w[0].upper() + w[1:]
-                    for i, w in enumerate(words))
+    return " ".join(
+        w if ((i or not first_word) and w in _SMALL_WORDS) or not w[0].isalpha() else w[0].upper() + w[1:]
+        for i, w in enumerate(words)
+    )
 
 
 def _join(items: list[str]) -> str:
@@ -119,9 +161,12 @@ def _size_family(values: tuple[str, ...]) -> str | None:
         return "apparel size"
     if all(v.replace(".", "").isdigit() for v in values):
         return "shoe size"
-    for family, words in (("volume", ("fl oz", " ml", "liter")), ("weight", ("ounce", "pound")),
-                          ("count", ("pack", "count", "pieces", "pairs", "bars", "bottle", "stick")),
-                          ("dimension", ("inch", "feet", "tier"))):
+    for family, words in (
+        ("volume", ("fl oz", " ml", "liter")),
+        ("weight", ("ounce", "pound")),
+        ("count", ("pack", "count", "pieces", "pairs", "bars", "bottle", "stick")),
+        ("dimension", ("inch", "feet", "tier")),
+    ):
         if any(w in text for w in words):
             return family
     return None
@@ -156,8 +201,11 @@ def _pick_options(rng: random.Random, kind: Kind) -> dict[str, list[str]]:
     if rng.random() < NO_OPTIONS_SHARE:
         return {}
     extra_name, extra_values = rng.choice(EXTRA_GROUPS[kind.category])
-    candidates = [(g, pool, [v for v in pool if v in vs or v.endswith(vs)])
-                  for g, vs in kind.options.items() for pool in [_group_pool(rng, g, vs)]]
+    candidates = [
+        (g, pool, [v for v in pool if v in vs or v.endswith(vs)])
+        for g, vs in kind.options.items()
+        for pool in [_group_pool(rng, g, vs)]
+    ]
     candidates.append((extra_name, list(extra_values), list(extra_values)))
     n_groups = min(len(candidates), rng.choices(range(1, len(OPTION_GROUPS) + 1), weights=OPTION_GROUPS)[0])
     groups = candidates[:n_groups] if rng.random() < 0.8 else rng.sample(candidates, n_groups)
@@ -168,8 +216,12 @@ def _pick_options(rng: random.Random, kind: Kind) -> dict[str, list[str]]:
         chosen: list[str] = []
         # the kind's own values first (its shoppers ask for them), then the wider pool
         for value in rng.sample(own, len(own)) + rng.sample(pool, len(pool)):
-            if (len(chosen) < wanted and value not in chosen and value not in taken
-                    and not any(options_match(value, c) for c in chosen)):
+            if (
+                len(chosen) < wanted
+                and value not in chosen
+                and value not in taken
+                and not any(options_match(value, c) for c in chosen)
+            ):
                 chosen.append(value)
         taken.update(chosen)
         options[group] = sorted(chosen, key=pool.index)
@@ -198,8 +250,9 @@ def _goal_attributes(rng: random.Random, attributes: list[str]) -> list[str]:
     return rng.sample(attributes, min(n, len(attributes)))
 
 
-def _title(rng: random.Random, kind: Kind, brand: str, adjs: list[str], feats: list[str],
-           options: dict[str, list[str]]) -> str:
+def _title(
+    rng: random.Random, kind: Kind, brand: str, adjs: list[str], feats: list[str], options: dict[str, list[str]]
+) -> str:
     """A listing title padded the way real ones are: brand, the product, then selling points (attributes,
     features, category phrases) up to a length drawn from ``TITLE_LENGTHS``, and often one variant's
     options at the end (``..., (Color : Black)``)."""
@@ -255,14 +308,26 @@ def _description(rng: random.Random, kind: Kind, brand: str, adjs: list[str], fe
     if rng.random() >= DESCRIPTION_SHARE:
         return ""
     sentences = [
-        rng.choice((f"Meet the {brand} {kind.noun}.", f"{brand} made this {kind.noun} for people who care about the details.",
-                    f"Looking for a better {kind.noun}? {brand} has you covered.")),
+        rng.choice(
+            (
+                f"Meet the {brand} {kind.noun}.",
+                f"{brand} made this {kind.noun} for people who care about the details.",
+                f"Looking for a better {kind.noun}? {brand} has you covered.",
+            )
+        ),
         f"It is {_join(adjs)}" + (f", and it comes with {_join(feats)}." if feats else "."),
     ]
     if kind.purposes:
         sentences.append(f"Ideal {rng.choice(kind.purposes)} or as an everyday pick.")
-    sentences.append(rng.choice(("Order today and see the difference.", "Backed by our satisfaction promise.",
-                                 "Thousands of happy customers can't be wrong.")))
+    sentences.append(
+        rng.choice(
+            (
+                "Order today and see the difference.",
+                "Backed by our satisfaction promise.",
+                "Thousands of happy customers can't be wrong.",
+            )
+        )
+    )
     return " ".join(sentences)
 
 
@@ -281,7 +346,9 @@ def _request(rng: random.Random, kind: Kind, attrs: list[str]) -> str:
     adjs = [a for a in adjs if not set(a.split()) <= set(ask.split())]  # already said by the noun phrase
     if adjs:
         be = "are" if plural else "is"
-        parts.append(rng.choice((f"that {be}", f"which {be}", "that's" if not plural else "that are")) + " " + _join(adjs))
+        parts.append(
+            rng.choice((f"that {be}", f"which {be}", "that's" if not plural else "that are")) + " " + _join(adjs)
+        )
     if feats:
         has = "have" if plural else "has"
         link = rng.choice(("with", f"that {has}", "featuring", "with"))
@@ -304,7 +371,9 @@ _OPTION_PHRASES = {
 }
 
 
-def _human_request(rng: random.Random, kind: Kind, attrs: list[str], options: dict[str, list[str]]) -> tuple[str, list[str]]:
+def _human_request(
+    rng: random.Random, kind: Kind, attrs: list[str], options: dict[str, list[str]]
+) -> tuple[str, list[str]]:
     text = _request(rng, kind, attrs)
     picked: list[str] = []
     for group, values in options.items():
@@ -332,7 +401,7 @@ def generate(seed: int = DEFAULT_SEED) -> tuple[list[dict[str, Any]], dict[str, 
     brands = [h + t for h in BRAND_HEADS for t in BRAND_TAILS]
     rng.shuffle(brands)
     per_category = len(brands) // len(CATEGORIES)
-    brand_pool = {c: brands[i * per_category:(i + 1) * per_category] for i, c in enumerate(CATEGORIES)}
+    brand_pool = {c: brands[i * per_category : (i + 1) * per_category] for i, c in enumerate(CATEGORIES)}
     products: list[dict[str, Any]] = []
     ins: dict[str, Any] = {}
     human: dict[str, Any] = {}
@@ -344,18 +413,22 @@ def generate(seed: int = DEFAULT_SEED) -> tuple[list[dict[str, Any]], dict[str, 
             adjs = rng.sample(kind.adjs, rng.randint(2, min(4, len(kind.adjs))))
             feats = rng.sample(kind.feats, rng.randint(1, 2))
             options = _pick_options(rng, kind)
-            products.append({
-                "asin": asin,
-                "name": _title(rng, kind, brand, adjs, feats, options),
-                "brand": brand,
-                "category": kind.category,
-                "query": kind.query,
-                "product_category": kind.path,
-                "pricing": _price_text(rng, kind, bool(options)),
-                "small_description": _bullets(rng, kind, adjs, feats),
-                "full_description": _description(rng, kind, brand, adjs, feats),
-                "customization_options": {g: [{"value": v, "image": None} for v in vs] for g, vs in options.items()},
-            })
+            products.append(
+                {
+                    "asin": asin,
+                    "name": _title(rng, kind, brand, adjs, feats, options),
+                    "brand": brand,
+                    "category": kind.category,
+                    "query": kind.query,
+                    "product_category": kind.path,
+                    "pricing": _price_text(rng, kind, bool(options)),
+                    "small_description": _bullets(rng, kind, adjs, feats),
+                    "full_description": _description(rng, kind, brand, adjs, feats),
+                    "customization_options": {
+                        g: [{"value": v, "image": None} for v in vs] for g, vs in options.items()
+                    },
+                }
+            )
             attributes = adjs + feats
             goal_attrs = _goal_attributes(rng, attributes)
             instruction = _request(rng, kind, goal_attrs)
@@ -369,8 +442,14 @@ def generate(seed: int = DEFAULT_SEED) -> tuple[list[dict[str, Any]], dict[str, 
             for _ in range(requests):
                 human_attrs = _goal_attributes(rng, attributes)
                 text, picked = _human_request(rng, kind, human_attrs, options)
-                human.setdefault(asin, []).append({"asin": asin, "instruction": text,
-                                                   "instruction_attributes": human_attrs, "instruction_options": picked})
+                human.setdefault(asin, []).append(
+                    {
+                        "asin": asin,
+                        "instruction": text,
+                        "instruction_attributes": human_attrs,
+                        "instruction_options": picked,
+                    }
+                )
     rng.shuffle(products)
     return products, ins, human
 

@@ -180,9 +180,17 @@ def _price_limit(rng: random.Random, price: float) -> tuple[float, str]:
 
 
 def _goal(product: Product, text: str, attributes: list[str], options: list[str], upper: float) -> dict[str, Any]:
-    return dict(asin=product.asin, instruction=text, attributes=tuple(attributes), options=tuple(options),
-                price_upper=upper, query=product.query, category=product.category,
-                product_category=product.product_category, name=product.title)
+    return dict(
+        asin=product.asin,
+        instruction=text,
+        attributes=tuple(attributes),
+        options=tuple(options),
+        price_upper=upper,
+        query=product.query,
+        category=product.category,
+        product_category=product.product_category,
+        name=product.title,
+    )
 
 
 def _synthetic_goals(products: list[Product], ins: dict[str, Any]) -> list[dict[str, Any]]:
@@ -194,8 +202,11 @@ def _synthetic_goals(products: list[Product], ins: dict[str, Any]) -> list[dict[
             continue
         upper, price_clause = _price_limit(rng, product.price)
         wanted = entry.get("instruction_options")
-        groups = ({g.lower(): [v.lower() for v in vs] for g, vs in wanted.items()} if isinstance(wanted, dict) and wanted
-                  else {g: list(vs) for g, vs in product.options.items()})
+        groups = (
+            {g.lower(): [v.lower() for v in vs] for g, vs in wanted.items()}
+            if isinstance(wanted, dict) and wanted
+            else {g: list(vs) for g, vs in product.options.items()}
+        )
         names = sorted(groups)
         for combo in itertools.product(*(groups[n] for n in names)):
             option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
@@ -215,8 +226,15 @@ def _human_goals(products: list[Product], human: dict[str, Any]) -> list[dict[st
         for request in requests:
             if request.get("instruction_attributes"):
                 text = request["instruction"].strip(".") + price_clause
-                goals.append(_goal(product, text, request["instruction_attributes"],
-                                   [str(v).lower() for v in request.get("instruction_options") or []], upper))
+                goals.append(
+                    _goal(
+                        product,
+                        text,
+                        request["instruction_attributes"],
+                        [str(v).lower() for v in request.get("instruction_options") or []],
+                        upper,
+                    )
+                )
     return goals
 
 
@@ -237,8 +255,11 @@ def _load(data_dir: Path, goal_source: GoalSource) -> Shop:
     if not (data_dir / goal_file).is_file():
         raise FileNotFoundError(f"{data_dir} has no {goal_file}, needed for {goal_source} goals")
     goal_data = _read_json(data_dir / goal_file, digest)
-    ins = goal_data if goal_source == "synthetic" else (
-        _read_json(data_dir / ATTRIBUTES_FILE, digest) if (data_dir / ATTRIBUTES_FILE).is_file() else {})
+    ins = (
+        goal_data
+        if goal_source == "synthetic"
+        else (_read_json(data_dir / ATTRIBUTES_FILE, digest) if (data_dir / ATTRIBUTES_FILE).is_file() else {})
+    )
     products = parse_products(raw_products, ins)
     build = _synthetic_goals if goal_source == "synthetic" else _human_goals
     goal_dicts = build(products, goal_data)
@@ -246,8 +267,14 @@ def _load(data_dir: Path, goal_source: GoalSource) -> Shop:
     goals = [Goal(session_id=i, **g) for i, g in enumerate(goal_dicts)]
     if not goals:
         raise ValueError(f"no goals could be built from {data_dir} ({goal_source})")
-    return Shop(products=products, goals=goals, data_dir=data_dir, data_hash=digest.hexdigest()[:16],
-                products_hash=products_digest.hexdigest()[:16], goal_source=goal_source)
+    return Shop(
+        products=products,
+        goals=goals,
+        data_dir=data_dir,
+        data_hash=digest.hexdigest()[:16],
+        products_hash=products_digest.hexdigest()[:16],
+        goal_source=goal_source,
+    )
 
 
 def load_shop(data_dir: str | os.PathLike[str] | None = None, goal_source: GoalSource = "synthetic") -> Shop:
@@ -257,13 +284,15 @@ def load_shop(data_dir: str | os.PathLike[str] | None = None, goal_source: GoalS
     return _load(resolve_data_dir(data_dir), goal_source)
 
 
-def session_ids(split: Split, data_dir: str | os.PathLike[str] | None = None,
-                goal_source: GoalSource = "synthetic") -> range:
+def session_ids(
+    split: Split, data_dir: str | os.PathLike[str] | None = None, goal_source: GoalSource = "synthetic"
+) -> range:
     """Session ids (goal indices) of the ``train`` or ``test`` split."""
     return load_shop(data_dir, goal_source).session_ids(split)
 
 
 def task_list(split: Split) -> list[tuple[int, str]]:
-    """``[(session id, instruction)]`` of ``split`` (``train``, ``dev`` or ``test``): the env's task list for datasets."""
+    """``[(session id, instruction)]`` of ``split`` (``train``, ``dev`` or ``test``):
+    the env's task list for datasets."""
     shop = load_shop()
     return [(i, shop.goal(i).instruction) for i in shop.session_ids(split)]

@@ -168,7 +168,12 @@ class WebShopEnv:
         s = self._session()
         head = [Element("Instruction:"), Element(s.goal.instruction), Element("Back to Search", "button")]
         if s.page == "start":
-            els = [Element("WebShop"), Element("Instruction:"), Element(s.goal.instruction), Element("Search", "button")]
+            els = [
+                Element("WebShop"),
+                Element("Instruction:"),
+                Element(s.goal.instruction),
+                Element("Search", "button"),
+            ]
         elif s.page == "results":
             pages = max(1, -(-len(s.results) // RESULTS_PER_PAGE))
             els = head + [Element(f"Page {s.page_no} (Total results: {len(s.results)})")]
@@ -177,7 +182,7 @@ class WebShopEnv:
             if s.page_no < pages:
                 els.append(Element("Next >", "button"))
             start = (s.page_no - 1) * RESULTS_PER_PAGE
-            for i in s.results[start:start + RESULTS_PER_PAGE]:
+            for i in s.results[start : start + RESULTS_PER_PAGE]:
                 p = self._shop.products[i]
                 els += [Element(p.asin, "link", str(i)), Element(p.title), Element(p.price_text)]
         elif s.page == "item":
@@ -188,17 +193,24 @@ class WebShopEnv:
                 els.append(Element(group))
                 els += [Element(v, "option", group) for v in values]
             els += [Element(p.title), Element(f"Price: {p.price_text}"), Element("Rating: N.A.")]
-            els += [Element(name, "button") for name in SUB_PAGES[:4 if self._show_attrs else 3]]
+            els += [Element(name, "button") for name in SUB_PAGES[: 4 if self._show_attrs else 3]]
             els.append(Element("Buy Now", "button"))
         elif s.page == "sub":
             p = s.item
             assert p is not None
-            content = {"Description": [p.description] if p.description else [], "Features": list(p.bullets),
-                       "Reviews": [], "Attributes": list(p.attributes)}[s.sub_page]
+            content = {
+                "Description": [p.description] if p.description else [],
+                "Features": list(p.bullets),
+                "Reviews": [],
+                "Attributes": list(p.attributes),
+            }[s.sub_page]
             els = head + [Element("< Prev", "button")] + [Element(t) for t in content]
         else:
-            els = [Element("Thank you for shopping with us!"), Element("Your score (min 0.0, max 1.0)"),
-                   Element(str(round(s.reward, 4)))]
+            els = [
+                Element("Thank you for shopping with us!"),
+                Element("Your score (min 0.0, max 1.0)"),
+                Element(str(round(s.reward, 4))),
+            ]
         self._elements = els
 
     def _url(self) -> str:

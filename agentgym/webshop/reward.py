@@ -43,22 +43,27 @@ if TYPE_CHECKING:
 
 MATCH_THRESHOLD = 85.0
 
-COLOR_WORDS = frozenset("""
+COLOR_WORDS = frozenset(
+    """
     amber aqua auburn azure beige berry black blonde blue blush bronze brown burgundy camel caramel charcoal
     cherry chocolate copper coral cream crimson cyan denim emerald espresso fuchsia gold golden gray green grey
     indigo ivory khaki lavender lilac lime magenta maroon mauve mint mocha mustard navy nude olive orange peach
     pearl pink platinum plum purple red rose ruby rust sage salmon sand silver tan taupe teal turquoise violet
     walnut white wine yellow
-""".split())
+""".split()
+)
 
-_FUNCTION_WORDS = frozenset("""
+_FUNCTION_WORDS = frozenset(
+    """
     a an the and or nor but for with without of in on to by from at as into onto over under per up out off
     about than then this that these those it its is are be been being your our my his her their you we i me
     us them they he she x s t no not all any each every both other more most very so too can will just only
     also plus via vs amp
-""".split())
+""".split()
+)
 
-_ADJECTIVES = frozenset("""
+_ADJECTIVES = frozenset(
+    """
     new premium portable wireless soft small large big long short high low light lightweight heavy durable easy
     quick fast slim thin thick natural organic original classic modern vintage rustic adjustable compact
     waterproof breathable comfortable professional extra super ultra mini best great perfect full free pure
@@ -68,14 +73,17 @@ _ADJECTIVES = frozenset("""
     deluxe luxury matte glossy shiny sheer raw vegan kosher keto gourmet daily everyday universal
     nonstick non anti lean crisp crispy creamy
     rich mild bold smooth tough loose tight hooded insulated sporty athletic resistant proof friendly ready
-""".split())
+""".split()
+)
 
 _ADJ_SUFFIXES = ("ous", "ful", "ive", "able", "ible", "less", "ic", "ly")
-_ING_ED_NOUNS = frozenset("""
+_ING_ED_NOUNS = frozenset(
+    """
     clothing bedding lighting ring string king spring wing thing ceiling wedding filling seasoning pudding
     stuffing icing frosting topping dressing flooring railing building painting drawing sling swing bed red
     shed seed speed feed weed need steed breed
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -102,8 +110,9 @@ def title_nouns(title: str) -> set[str]:
     for word in _WORD.findall(title.lower()):
         if len(word) < 2 or word in _FUNCTION_WORDS or word in COLOR_WORDS or word in _ADJECTIVES:
             continue
-        if word not in _ING_ED_NOUNS and (word.endswith(_ADJ_SUFFIXES) or
-                                          (len(word) > 4 and word.endswith(("ed", "ing")))):
+        if word not in _ING_ED_NOUNS and (
+            word.endswith(_ADJ_SUFFIXES) or (len(word) > 4 and word.endswith(("ed", "ing")))
+        ):
             continue
         nouns.add(word)
     return nouns
@@ -114,8 +123,11 @@ def attribute_matched(goal_attr: str, product: "Product") -> bool:
     if any(fuzzy_match(p_attr, goal_attr) for p_attr in product.attributes):
         return True
     needle = goal_attr.lower()
-    return (needle in product.title.lower() or needle in " ".join(product.bullets).lower()
-            or needle in product.description.lower())
+    return (
+        needle in product.title.lower()
+        or needle in " ".join(product.bullets).lower()
+        or needle in product.description.lower()
+    )
 
 
 def count_option_matches(selected: Iterable[str], wanted: Iterable[str]) -> int:
@@ -137,8 +149,7 @@ def type_reward(product: "Product", goal: "Goal") -> dict[str, Any]:
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return {"r_type": r_type, "query_match": query_match, "category_match": category_match,
-            "title_score": title_score}
+    return {"r_type": r_type, "query_match": query_match, "category_match": category_match, "title_score": title_score}
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,23 @@ SPEC = EnvSpec(
         "the reward says how well the bought product matches the instruction."
     ),
     tools=(
-        EnvTool("search", "Type keywords into the search box (only on a page that has one).", "search[{query}]",
-                {"query": text("the keywords, e.g. waterproof hiking boots for men")}),
-        EnvTool("click", "Click something shown on the page: a product id, an option value or a button.",
-                "click[{target}]", {"target": text("exactly as the page shows it, e.g. B0123ABCDE, large, Next >, "
-                                                   "Back to Search, Description or Buy Now")}),
+        EnvTool(
+            "search",
+            "Type keywords into the search box (only on a page that has one).",
+            "search[{query}]",
+            {"query": text("the keywords, e.g. waterproof hiking boots for men")},
+        ),
+        EnvTool(
+            "click",
+            "Click something shown on the page: a product id, an option value or a button.",
+            "click[{target}]",
+            {
+                "target": text(
+                    "exactly as the page shows it, e.g. B0123ABCDE, large, Next >, "
+                    "Back to Search, Description or Buy Now"
+                )
+            },
+        ),
     ),
     app="agentgym.webshop.app",
     tasks="agentgym.webshop.data:task_list",

@@ -35,9 +35,11 @@ from ..server import EpisodeStateError, InvalidRequestError
 from .data import MAX_GUESSES, feedback, guesses, secret_of, spell
 
 START = "Let's start Wordle!"
-INSTRUCTION = (f"Find the secret five-letter word in at most {MAX_GUESSES} guesses. Write a guess as its five letters "
-               "separated by spaces, e.g. s h i r e. Each guess is answered with one letter per position: g right "
-               "letter in the right place, y in the word but elsewhere, b not in the word.")
+INSTRUCTION = (
+    f"Find the secret five-letter word in at most {MAX_GUESSES} guesses. Write a guess as its five letters "
+    "separated by spaces, e.g. s h i r e. Each guess is answered with one letter per position: g right "
+    "letter in the right place, y in the word but elsewhere, b not in the word."
+)
 _GUESS = re.compile(r"^([a-z] ){4}[a-z]$")
 
 
@@ -75,8 +77,10 @@ class WordleEnv:
         require_episode(self.secret is not None, self.done, "/wordle/reset")
         word, reward = parse_guess(action), 0.0
         if word is None:
-            message = (f'invalid word: "{action.strip()}" is not five letters separated by spaces (e.g. s h i r e). '
-                       "Nothing changed; no guess was used.")
+            message = (
+                f'invalid word: "{action.strip()}" is not five letters separated by spaces (e.g. s h i r e). '
+                "Nothing changed; no guess was used."
+            )
         elif word not in guesses():
             message = f'invalid word: "{spell(word)}" is not in the word list. Nothing changed; no guess was used.'
         else:

@@ -33,6 +33,7 @@ def consistent(history: Iterable[tuple[str, str]], words: Iterable[str] | None =
 
 def best_guess(candidates: Sequence[str], pool: Sequence[str]) -> str:
     """The word of ``pool`` that leaves the fewest ``candidates`` on average (see the module docstring)."""
+
     def spread(guess: str) -> int:
         return sum(n * n for n in Counter(feedback(guess, word) for word in candidates).values())
 

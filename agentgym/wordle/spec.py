@@ -15,15 +15,21 @@ SPEC = EnvSpec(
         "its five lower-case letters separated by spaces, e.g. s h i r e. Each guess is answered with one "
         "letter per position: g (right letter, right place), y (in the word, elsewhere), b (not in the word; a "
         "letter guessed more often than the word has it is b for the extra copies). A guess that is not an "
-        "English word of the game's list is answered \"invalid word\" and does not use a guess.\n"
+        'English word of the game\'s list is answered "invalid word" and does not use a guess.\n'
         "You succeed when you guess the word; each observation lists your guesses so far with their colours."
     ),
-    tools=(EnvTool("guess", "Guess a five-letter word.", "{letters}",
-                   {"letters": text("the word's five lower-case letters separated by spaces, e.g. s h i r e")}),),
+    tools=(
+        EnvTool(
+            "guess",
+            "Guess a five-letter word.",
+            "{letters}",
+            {"letters": text("the word's five lower-case letters separated by spaces, e.g. s h i r e")},
+        ),
+    ),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.wordle.data:task_list",
     splits="2,135 secret words (common English words from SCOWL), task id = seed: test ids 0-199, dev 200-299, "
-           "train 300-2134",
+    "train 300-2134",
     expert="openmanus_rl.experts.wordle:WordleExpert",
     max_turns=8,  # six guesses, and a word outside the list costs none
 )

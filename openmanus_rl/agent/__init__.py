@@ -11,6 +11,13 @@ from .templates import (
 )
 
 __all__ = [
-    "ACTION_TEMPLATES", "ActionTemplate", "AgentConfig", "OpenManusAgent", "ParsedAction", "get_action_template",
-    "register_action_template", "trajectory_seed", "turn_seed",
+    "ACTION_TEMPLATES",
+    "ActionTemplate",
+    "AgentConfig",
+    "OpenManusAgent",
+    "ParsedAction",
+    "get_action_template",
+    "register_action_template",
+    "trajectory_seed",
+    "turn_seed",
 ]

@@ -38,17 +38,21 @@ class ChatFormat:
         separator, head, tail = self.message_wrapper("user")
         self.turn_head_ids, self.turn_tail_ids = self.encode(separator + head), self.encode(tail)
 
-    def _render(self, messages: list[dict[str, str]], generation_prompt: bool,
-                tools: list[dict[str, Any]] | None = None) -> str:
-        return self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=generation_prompt,
-                                                  tokenize=False)
+    def _render(
+        self, messages: list[dict[str, str]], generation_prompt: bool, tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=generation_prompt, tokenize=False
+        )
 
     @cached_property
     def native_tools(self) -> bool:
         """Whether the chat template renders ``tools=`` (one that raises on them does not)."""
         probe = [{"role": "user", "content": "?"}]
-        tool = {"type": "function", "function": {"name": "probe", "description": "probe",
-                                                 "parameters": {"type": "object", "properties": {}}}}
+        tool = {
+            "type": "function",
+            "function": {"name": "probe", "description": "probe", "parameters": {"type": "object", "properties": {}}},
+        }
         try:
             with_tools = self._render(probe, True, [tool])
         except Exception:  # noqa: BLE001 - a template that rejects tools does not render them
@@ -64,10 +68,12 @@ class ChatFormat:
         after = self._render(two + [{"role": role, "content": _OBS}], True)
         model_end = before.find(_MODEL + self.eot_text)
         if model_end < 0 or not after.startswith(before) or after.count(_OBS) != 1:
-            raise ValueError(f"cannot read the {role} message's wrapper off this chat template: an assistant turn must "
-                             f"end with {self.eot_text!r} and a longer conversation must extend a shorter one's rendering")
-        separator = before[model_end + len(_MODEL) + len(self.eot_text):]
-        head, tail = after[len(before):].split(_OBS)
+            raise ValueError(
+                f"cannot read the {role} message's wrapper off this chat template: an assistant turn must "
+                f"end with {self.eot_text!r} and a longer conversation must extend a shorter one's rendering"
+            )
+        separator = before[model_end + len(_MODEL) + len(self.eot_text) :]
+        head, tail = after[len(before) :].split(_OBS)
         return separator, head, tail
 
     def encode(self, text: str) -> list[int]:
@@ -86,7 +92,8 @@ class ChatFormat:
         return self.turn_head_ids + observation_ids + self.turn_tail_ids
 
     def truncate(self, text: str, max_tokens: int, marker: str = TRUNCATION_MARKER) -> tuple[list[int], bool]:
-        """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut), and whether it was cut."""
+        """``text``'s ids cut to at most ``max_tokens`` (ending with ``marker``'s ids when cut),
+        and whether it was cut."""
         ids = self.encode(text)
         if len(ids) <= max_tokens:
             return ids, False

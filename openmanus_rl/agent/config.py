@@ -105,7 +105,7 @@ class AgentConfig:
         """Each env's server ports: ``env_ports`` cut into one equal run per env, in ``env_names`` order."""
         names = self.env_names
         per_env = len(self.env_ports) // len(names)
-        return {name: self.env_ports[i * per_env:(i + 1) * per_env] for i, name in enumerate(names)}
+        return {name: self.env_ports[i * per_env : (i + 1) * per_env] for i, name in enumerate(names)}
 
     @property
     def listed_servers(self) -> dict[str, list[str]]:
@@ -116,11 +116,14 @@ class AgentConfig:
         """Each env's server URLs: its local ports on ``env_server_base`` (`ports_by_env`), then its ``env_servers``."""
         base = self.env_server_base.rstrip("/")
         listed = self.listed_servers
-        return {name: [f"{base}:{port}" for port in ports] + listed.get(name, [])
-                for name, ports in self.ports_by_env().items()}
+        return {
+            name: [f"{base}:{port}" for port in ports] + listed.get(name, [])
+            for name, ports in self.ports_by_env().items()
+        }
 
     def turn_cap(self, env: str) -> int:
-        """Model turns an episode of ``env`` may take: ``max_turns``, or the env's ``EnvSpec.max_turns`` when it is None."""
+        """Model turns an episode of ``env`` may take: ``max_turns``,
+        or the env's ``EnvSpec.max_turns`` when it is None."""
         from openmanus_rl.envs.specs import get_env_spec
 
         return self.max_turns if self.max_turns is not None else get_env_spec(env).max_turns
@@ -153,35 +156,49 @@ class AgentConfig:
 
         names = self.env_names
         if not all(names) or len(set(names)) != len(names):
-            raise ValueError(f"env_name must name one env or several distinct envs separated by commas, "
-                             f"got {self.env_name!r}")
+            raise ValueError(
+                f"env_name must name one env or several distinct envs separated by commas, got {self.env_name!r}"
+            )
         specs = [get_env_spec(name) for name in names]
         template = get_action_template(self.action_format)
         self._validate_env_servers()
         every_env_listed = set(names) <= set(self.env_servers or {})
-        if not isinstance(self.env_ports, list) or not (self.env_ports or every_env_listed) or not all(
-                isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in self.env_ports):
-            raise ValueError(f"env_ports must be a non-empty list of ports (1..65535; [] only when env_servers lists "
-                             f"every env), got {self.env_ports!r}")
+        if (
+            not isinstance(self.env_ports, list)
+            or not (self.env_ports or every_env_listed)
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in self.env_ports)
+        ):
+            raise ValueError(
+                f"env_ports must be a non-empty list of ports (1..65535; [] only when env_servers lists "
+                f"every env), got {self.env_ports!r}"
+            )
         if len(set(self.env_ports)) != len(self.env_ports):
             raise ValueError(f"env_ports lists a port twice: {self.env_ports!r}")
         if len(self.env_ports) % len(names):
-            raise ValueError(f"env_ports must list the same number of ports for each of the {len(names)} envs "
-                             f"{names} (the first run of ports serves the first env, and so on), "
-                             f"got {len(self.env_ports)} ports")
+            raise ValueError(
+                f"env_ports must list the same number of ports for each of the {len(names)} envs "
+                f"{names} (the first run of ports serves the first env, and so on), "
+                f"got {len(self.env_ports)} ports"
+            )
         if not self.env_server_base.startswith(("http://", "https://")):
             raise ValueError(f"env_server_base must start with http:// or https://, got {self.env_server_base!r}")
         for name, urls in self.servers_by_env().items():
             if twice := sorted({url for url in urls if urls.count(url) > 1}):
                 raise ValueError(f"{name} server {twice[0]} is listed twice (env_server_base + env_ports, env_servers)")
         if self.manage_servers and self.env_server_base.rstrip("/") != "http://127.0.0.1":
-            raise ValueError(f"manage_servers starts the servers on this machine (http://127.0.0.1), "
-                             f"but env_server_base is {self.env_server_base!r}")
+            raise ValueError(
+                f"manage_servers starts the servers on this machine (http://127.0.0.1), "
+                f"but env_server_base is {self.env_server_base!r}"
+            )
         if not is_label_selector(self.server_nodes):
-            raise ValueError(f"server_nodes maps Ray node label names to string values (quote them), got {self.server_nodes!r}")
+            raise ValueError(
+                f"server_nodes maps Ray node label names to string values (quote them), got {self.server_nodes!r}"
+            )
         if self.server_nodes and not self.manage_servers:
-            raise ValueError(f"server_nodes={self.server_nodes} says where the run starts its env servers: set "
-                             f"manage_servers=true (servers listed in env_servers are never started by the run)")
+            raise ValueError(
+                f"server_nodes={self.server_nodes} says where the run starts its env servers: set "
+                f"manage_servers=true (servers listed in env_servers are never started by the run)"
+            )
         for name in ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "n", "concurrency"):
             value = getattr(self, name)
             if name == "max_turns" and value is None:
@@ -189,40 +206,60 @@ class AgentConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 allowed = " (or null: each env's own cap)" if name == "max_turns" else ""
                 raise ValueError(f"{name} must be an int >= 1{allowed}, got {value!r}")
-        if self.max_trajectory_length is not None and (not isinstance(self.max_trajectory_length, int)
-                                                       or isinstance(self.max_trajectory_length, bool)):
-            raise ValueError(f"max_trajectory_length must be an int (or null: each env's own budget), "
-                             f"got {self.max_trajectory_length!r}")
+        if self.max_trajectory_length is not None and (
+            not isinstance(self.max_trajectory_length, int) or isinstance(self.max_trajectory_length, bool)
+        ):
+            raise ValueError(
+                f"max_trajectory_length must be an int (or null: each env's own budget), "
+                f"got {self.max_trajectory_length!r}"
+            )
         least = self.max_prompt_length + self.max_response_length + 1
         for name in names:
             budget = self.trajectory_budget(name)
             if budget < least:
-                source = ("max_trajectory_length" if self.max_trajectory_length is not None
-                          else f"{name}'s own max_trajectory_length (EnvSpec)")
+                source = (
+                    "max_trajectory_length"
+                    if self.max_trajectory_length is not None
+                    else f"{name}'s own max_trajectory_length (EnvSpec)"
+                )
                 raise ValueError(
                     f"{source} ({budget}) must leave room after max_prompt_length ({self.max_prompt_length}) for one "
                     f"model turn of max_response_length ({self.max_response_length}) plus its end-of-turn token: "
-                    f"at least {least}")
+                    f"at least {least}"
+                )
         if not isinstance(self.history_window, int) or isinstance(self.history_window, bool) or self.history_window < 0:
             raise ValueError(f"history_window must be an int >= 0 (0: trajectory mode), got {self.history_window!r}")
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         if not isinstance(self.max_in_flight, int) or isinstance(self.max_in_flight, bool) or self.max_in_flight < 0:
-            raise ValueError(f"max_in_flight must be an int >= 0 (0: every trajectory at once), got {self.max_in_flight!r}")
+            raise ValueError(
+                f"max_in_flight must be an int >= 0 (0: every trajectory at once), got {self.max_in_flight!r}"
+            )
         if self.max_in_flight and self.rollout_mode != "async":
-            raise ValueError(f"max_in_flight={self.max_in_flight} applies to the async rollout (each trajectory on its "
-                             f"own), not rollout_mode={self.rollout_mode!r}: set it to 0 or use rollout_mode=async")
+            raise ValueError(
+                f"max_in_flight={self.max_in_flight} applies to the async rollout (each trajectory on its "
+                f"own), not rollout_mode={self.rollout_mode!r}: set it to 0 or use rollout_mode=async"
+            )
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not isinstance(self.server_max_restarts, int) or self.server_max_restarts < 0 or self.server_hang_s <= 0:
-            raise ValueError(f"server_max_restarts must be an int >= 0 and server_hang_s > 0, "
-                             f"got {self.server_max_restarts!r} and {self.server_hang_s!r}")
-        if self.request_timeout_s <= 0 or self.env_retries < 0 or self.env_retry_backoff_s < 0 or self.env_cooldown_s < 0:
+            raise ValueError(
+                f"server_max_restarts must be an int >= 0 and server_hang_s > 0, "
+                f"got {self.server_max_restarts!r} and {self.server_hang_s!r}"
+            )
+        if (
+            self.request_timeout_s <= 0
+            or self.env_retries < 0
+            or self.env_retry_backoff_s < 0
+            or self.env_cooldown_s < 0
+        ):
             raise ValueError("request_timeout_s must be > 0 and env_retries, env_retry_backoff_s, env_cooldown_s >= 0")
         if not isinstance(self.reward_components, dict):
-            raise ValueError(f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}")
+            raise ValueError(
+                f"reward_components must be a mapping name -> weight or options, got {self.reward_components!r}"
+            )
         for spec in specs:
             RewardComposer.from_config(self.reward_components, spec.name, [template.format_pattern])
 
@@ -231,8 +268,10 @@ class AgentConfig:
         if self.env_servers is None:
             return
         if not isinstance(self.env_servers, dict):
-            raise ValueError(f"env_servers must map env names to lists of server URLs "
-                             f"({{webshop: [http://10.0.0.5:36001]}}), got {self.env_servers!r}")
+            raise ValueError(
+                f"env_servers must map env names to lists of server URLs "
+                f"({{webshop: [http://10.0.0.5:36001]}}), got {self.env_servers!r}"
+            )
         for name, urls in self.env_servers.items():
             if name not in self.env_names:
                 raise ValueError(f"env_servers.{name}: {name!r} is not an env of env_name {self.env_name!r}")
@@ -240,8 +279,10 @@ class AgentConfig:
                 raise ValueError(f"env_servers.{name} must be a non-empty list of server URLs, got {urls!r}")
             for url in urls:
                 if not _is_server_url(url):
-                    raise ValueError(f"env_servers.{name}: {url!r} is not a server URL "
-                                     f"(http:// or https://, a host, an optional port: http://10.0.0.5:36001)")
+                    raise ValueError(
+                        f"env_servers.{name}: {url!r} is not a server URL "
+                        f"(http:// or https://, a host, an optional port: http://10.0.0.5:36001)"
+                    )
 
 
 def _is_server_url(url: Any) -> bool:
@@ -253,4 +294,6 @@ def _is_server_url(url: Any) -> bool:
         port_ok = parts.port is None or parts.port > 0  # .port raises ValueError on a port out of range
     except ValueError:
         return False
-    return port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.query or parts.fragment)
+    return (
+        port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.query or parts.fragment)
+    )

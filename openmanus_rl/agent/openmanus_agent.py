@@ -100,8 +100,9 @@ class RolloutProgress:
         finished = sum(not t.running for t in self.trajectories)
         tokens = sum(t.model_tokens for t in self.trajectories)
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        self.bar.set_postfix(turns=sum(t.num_turns for t in self.trajectories), tok_s=f"{tokens / elapsed:.1f}",
-                             refresh=False)
+        self.bar.set_postfix(
+            turns=sum(t.num_turns for t in self.trajectories), tok_s=f"{tokens / elapsed:.1f}", refresh=False
+        )
         self.bar.update(finished - self.bar.n)
 
     def close(self) -> None:
@@ -150,21 +151,30 @@ class OpenManusAgent:
             instructions = f"{spec.instructions}\n\n{format_text}"
             bare_prompt = self.chat.prompt_ids(first_user_text(instructions, ""), tools)
             if len(bare_prompt) + MIN_FIRST_OBSERVATION_TOKENS > cfg.max_prompt_length:
-                raise ValueError(f"max_prompt_length {cfg.max_prompt_length} is too small: the {name} instructions "
-                                 f"alone take {len(bare_prompt)} tokens, and the first observation needs at least "
-                                 f"{MIN_FIRST_OBSERVATION_TOKENS}")
+                raise ValueError(
+                    f"max_prompt_length {cfg.max_prompt_length} is too small: the {name} instructions "
+                    f"alone take {len(bare_prompt)} tokens, and the first observation needs at least "
+                    f"{MIN_FIRST_OBSERVATION_TOKENS}"
+                )
             composer = RewardComposer.from_config(cfg.reward_components, name, [self.template.format_pattern])
-            self.envs[name] = EnvSide(spec, composer, instructions, tools, bare_prompt,
-                                      EnvPool(spec, urls, policy, cfg.env_cooldown_s),
-                                      cfg.turn_cap(name))
+            self.envs[name] = EnvSide(
+                spec,
+                composer,
+                instructions,
+                tools,
+                bare_prompt,
+                EnvPool(spec, urls, policy, cfg.env_cooldown_s),
+                cfg.turn_cap(name),
+            )
         self.specs = {name: side.spec for name, side in self.envs.items()}
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
         self._start_errors_reported = 0
         self._rollouts = 0  # numbers each streamed rollout's request ids
 
     # ------------------------------------------------------------------ public
-    def run_llm_loop(self, gen_batch: DataProto, output_dir: str | None = None, global_step: int = 0,
-                     do_sample: bool = True) -> DataProto:
+    def run_llm_loop(
+        self, gen_batch: DataProto, output_dir: str | None = None, global_step: int = 0, do_sample: bool = True
+    ) -> DataProto:
         """Roll out every row ``n`` times; returns ``len(gen_batch) * n`` rows (see `output`) with
         ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
         start = time.perf_counter()
@@ -179,8 +189,9 @@ class OpenManusAgent:
             progress.close()
         return self._finish(trajectories, timer, start, output_dir, global_step, gen_batch.non_tensor_batch)
 
-    def _run_single_rollout(self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single",
-                            data_source: str | None = None) -> DataProto:
+    def _run_single_rollout(
+        self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single", data_source: str | None = None
+    ) -> DataProto:
         """One trajectory, generated with batch size 1 and stepped without threads: the debugging path."""
         start = time.perf_counter()
         trajectory = Trajectory(0, 0, uid, task_id, data_source or self.config.env_names[0], seed)
@@ -190,7 +201,9 @@ class OpenManusAgent:
     @property
     def streams(self) -> bool:
         """Whether rollouts run asynchronously: ``rollout_mode`` async and a generator that streams."""
-        return self.config.rollout_mode == "async" and all(callable(getattr(self.generator, m, None)) for m in STREAMING)
+        return self.config.rollout_mode == "async" and all(
+            callable(getattr(self.generator, m, None)) for m in STREAMING
+        )
 
     def close(self) -> None:
         """Close every env client (``POST /close``) and the thread pool."""
@@ -210,8 +223,10 @@ class OpenManusAgent:
         if len(self.envs) == 1:
             return next(iter(self.envs))
         if data_source not in self.envs:
-            raise ValueError(f"row {row} has data_source {data_source!r}, which names none of the envs "
-                             f"{sorted(self.envs)} of agent.env_name")
+            raise ValueError(
+                f"row {row} has data_source {data_source!r}, which names none of the envs "
+                f"{sorted(self.envs)} of agent.env_name"
+            )
         return data_source
 
     def _trajectories(self, gen_batch: DataProto, global_step: int) -> list[Trajectory]:
@@ -234,7 +249,8 @@ class OpenManusAgent:
         return out
 
     def _first_prompt(self, side: EnvSide, observation: str) -> tuple[list[int], int, bool]:
-        """The first prompt's ids with the observation cut to fit; also the observation's tokens and whether it was cut."""
+        """The first prompt's ids with the observation cut to fit;
+        also the observation's tokens and whether it was cut."""
         cfg = self.config
         limit = min(cfg.max_obs_length, cfg.max_prompt_length - len(side.bare_prompt))
         while limit >= 0:
@@ -246,8 +262,13 @@ class OpenManusAgent:
         raise RuntimeError(f"cannot fit the first observation into max_prompt_length={cfg.max_prompt_length}")
 
     # ------------------------------------------------------------------ the loop
-    def _run(self, trajectories: list[Trajectory], do_sample: bool, parallel: bool = True,
-             progress: RolloutProgress | None = None) -> PhaseTimer:
+    def _run(
+        self,
+        trajectories: list[Trajectory],
+        do_sample: bool,
+        parallel: bool = True,
+        progress: RolloutProgress | None = None,
+    ) -> PhaseTimer:
         """The turn-synchronous loop: one batched generation call per turn."""
         timer = PhaseTimer()
 
@@ -343,8 +364,9 @@ class OpenManusAgent:
             self._release_clients(trajectories)
         return timer
 
-    def _submit(self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int],
-                do_sample: bool) -> list[int]:
+    def _submit(
+        self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int], do_sample: bool
+    ) -> list[int]:
         """Start the next turn of each ready trajectory that still takes one (see `_next_turn`); returns
         the others, which end here."""
         batch, ended = [], []
@@ -402,8 +424,9 @@ class OpenManusAgent:
         observation, t.pending_observation = t.pending_observation or "", None
         t.prompt_ids, tokens, cut = self._first_prompt(self.envs[t.env_name], observation)
         t.truncated_observations += cut
-        t.turns.append({"role": "observation", "text": observation, "tokens": tokens, "truncated": cut,
-                        "in_sequence": True})
+        t.turns.append(
+            {"role": "observation", "text": observation, "tokens": tokens, "truncated": cut, "in_sequence": True}
+        )
 
     def _request(self, active: list[Trajectory], do_sample: bool) -> DataProto:
         """The generation request for each trajectory's next turn (its turn index picks the seed)."""
@@ -411,18 +434,27 @@ class OpenManusAgent:
         for t in active:
             t.windows.append(t.window_start(cfg.history_window))
         return DataProto.from_dict(
-            non_tensors={"prompt_ids": objects([t.context(cfg.history_window) for t in active]),
-                         "seed": objects([turn_seed(t.seed, t.num_turns) for t in active])},
-            meta_info={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
-                       "max_tokens": cfg.max_response_length, "stop_token_ids": [self.chat.eot_id],
-                       "do_sample": do_sample},
+            non_tensors={
+                "prompt_ids": objects([t.context(cfg.history_window) for t in active]),
+                "seed": objects([turn_seed(t.seed, t.num_turns) for t in active]),
+            },
+            meta_info={
+                "temperature": cfg.temperature,
+                "top_p": cfg.top_p,
+                "top_k": cfg.top_k,
+                "max_tokens": cfg.max_response_length,
+                "stop_token_ids": [self.chat.eot_id],
+                "do_sample": do_sample,
+            },
         )
 
     def _reply_row(self, ids: Any, log_probs: Any, reason: Any) -> tuple[list[int], list[float], str]:
         """One generated row, cut after its first end-of-turn token (nothing after it, no padding)."""
         row_ids, row_lps = [int(x) for x in ids], [float(x) for x in log_probs]
         if len(row_ids) > self.config.max_response_length:
-            raise RuntimeError(f"generator returned {len(row_ids)} tokens, above max_tokens={self.config.max_response_length}")
+            raise RuntimeError(
+                f"generator returned {len(row_ids)} tokens, above max_tokens={self.config.max_response_length}"
+            )
         if self.chat.eot_id in row_ids:
             end = row_ids.index(self.chat.eot_id) + 1
             row_ids, row_lps = row_ids[:end], row_lps[:end]
@@ -440,9 +472,18 @@ class OpenManusAgent:
         text = self.chat.decode(ids)
         t.model_texts.append(text)
         parsed = self.template.parse(text, self.envs[t.env_name].spec)
-        t.turns.append({"role": "assistant", "text": text, "action": parsed.action, "kind": parsed.kind,
-                        "valid": parsed.valid, "tokens": len(ids), "finish_reason": reason,
-                        "end_of_turn_appended": appended})
+        t.turns.append(
+            {
+                "role": "assistant",
+                "text": text,
+                "action": parsed.action,
+                "kind": parsed.kind,
+                "valid": parsed.valid,
+                "tokens": len(ids),
+                "finish_reason": reason,
+                "end_of_turn_appended": appended,
+            }
+        )
         return parsed
 
     def _step(self, item: tuple[Trajectory, str]) -> None:
@@ -468,13 +509,21 @@ class OpenManusAgent:
         cfg = self.config
         assert t.pending_observation is not None
         budget = cfg.trajectory_budget(t.env_name)
-        limit = budget - cfg.max_prompt_length if t.pending_feedback else cfg.max_obs_length  # our own feedback is never cut
+        limit = (
+            budget - cfg.max_prompt_length if t.pending_feedback else cfg.max_obs_length
+        )  # our own feedback is never cut
         obs_ids, cut = self.chat.truncate(t.pending_observation, limit)
         wrapped = self.chat.observation_turn_ids(obs_ids)
         if not self._fits(t, len(wrapped)):
             t.status = "truncated"
-            log.info("trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
-                     t.uid, t.copy, t.task_id, t.num_turns, budget)
+            log.info(
+                "trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
+                t.uid,
+                t.copy,
+                t.task_id,
+                t.num_turns,
+                budget,
+            )
             return
         t.add_observation_turn(wrapped)
         t.truncated_observations += cut
@@ -498,8 +547,15 @@ class OpenManusAgent:
         log.warning("trajectory %s/%d (task %d) failed: %s", t.uid, t.copy, t.task_id, t.error)
 
     # ------------------------------------------------------------------ output
-    def _finish(self, trajectories: list[Trajectory], timer: PhaseTimer, start: float, output_dir: str | None,
-                global_step: int, dataset_columns: dict | None = None) -> DataProto:
+    def _finish(
+        self,
+        trajectories: list[Trajectory],
+        timer: PhaseTimer,
+        start: float,
+        output_dir: str | None,
+        global_step: int,
+        dataset_columns: dict | None = None,
+    ) -> DataProto:
         cfg = self.config
         composers = {name: side.composer for name, side in self.envs.items()}
         scores = score(trajectories, composers, self.specs)
@@ -511,14 +567,22 @@ class OpenManusAgent:
         metrics = rollout_metrics(trajectories, scores, self.specs, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors
         if output_dir is not None:
-            records = [trajectory_record(t, self.chat, s, self.specs[t.env_name], global_step)
-                       for t, s in zip(trajectories, scores)]
+            records = [
+                trajectory_record(t, self.chat, s, self.specs[t.env_name], global_step)
+                for t, s in zip(trajectories, scores)
+            ]
             write_jsonl(records, step_path(output_dir, global_step))
             if cfg.write_viewer:
                 write_viewer(records, step_path(output_dir, global_step, ".html"), f"Rollouts, step {global_step}")
         total = time.perf_counter() - start
         generation, env = timer.totals["generation"], timer.totals["env"]
-        metrics.update({"timing_s/generation": generation, "timing_s/env": env,
-                        "timing_s/overhead": max(0.0, total - generation - env), "timing_s/rollout_total": total})
+        metrics.update(
+            {
+                "timing_s/generation": generation,
+                "timing_s/env": env,
+                "timing_s/overhead": max(0.0, total - generation - env),
+                "timing_s/rollout_total": total,
+            }
+        )
         out.meta_info["metrics"] = metrics
         return out

@@ -37,12 +37,12 @@ from verl.utils.batch import pack_sequences
 from .chat import ChatFormat
 from .trajectory import Trajectory
 
-
 Specs = Mapping[str, EnvSpec]  # env name -> spec: the envs a rollout ran, found by `Trajectory.env_name`
 
 
-def score(trajectories: list[Trajectory], composers: Mapping[str, RewardComposer],
-          specs: Specs) -> list[tuple[float, dict[str, float]]]:
+def score(
+    trajectories: list[Trajectory], composers: Mapping[str, RewardComposer], specs: Specs
+) -> list[tuple[float, dict[str, float]]]:
     """``(total, breakdown)`` per trajectory, by its env's composer; a failed one gets ``(0.0, {name: 0.0})``
     and is never averaged in."""
     out = []
@@ -51,8 +51,9 @@ def score(trajectories: list[Trajectory], composers: Mapping[str, RewardComposer
         if t.failed:
             out.append((0.0, {name: 0.0 for name in composer.names}))
             continue
-        outcome = EpisodeOutcome(spec.name, t.env_reward, success(t, spec), spec.reward_scale, t.model_tokens,
-                                 tuple(t.model_texts))
+        outcome = EpisodeOutcome(
+            spec.name, t.env_reward, success(t, spec), spec.reward_scale, t.model_tokens, tuple(t.model_texts)
+        )
         out.append(composer(outcome))
     return out
 
@@ -68,9 +69,14 @@ def objects(values: list[Any]) -> np.ndarray:
     return arr
 
 
-def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
-                pad_id: int, dataset_columns: dict[str, np.ndarray],
-                composers: Mapping[str, RewardComposer] | None = None) -> DataProto:
+def build_batch(
+    trajectories: list[Trajectory],
+    scores: list[tuple[float, dict[str, float]]],
+    specs: Specs,
+    pad_id: int,
+    dataset_columns: dict[str, np.ndarray],
+    composers: Mapping[str, RewardComposer] | None = None,
+) -> DataProto:
     """The training `DataProto` (batch and non-tensors; no meta_info): one row per trajectory.
 
     Per row, one entry per model turn (empty for a failed trajectory): ``turn_ends`` (the turn's last token in
@@ -78,8 +84,12 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
     ``step_reward`` (what it earned on the way, as in `build_step_batch`): GiGPO's per-turn inputs.
     """
     masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
-    tensors = pack_sequences([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories],
-                             response_masks=masks, pad_id=pad_id)
+    tensors = pack_sequences(
+        [t.prompt_ids for t in trajectories],
+        [t.response_ids for t in trajectories],
+        response_masks=masks,
+        pad_id=pad_id,
+    )
     width = tensors["responses"].shape[1]
     log_probs = torch.zeros((len(trajectories), width), dtype=torch.float32)
     for b, t in enumerate(trajectories):
@@ -90,13 +100,18 @@ def build_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[s
     non_tensors["turn_ends"] = objects([[] if t.failed else list(t.turn_ends) for t in trajectories])
     non_tensors["anchor_obs"] = objects([[] if t.failed else turn_anchors(t) for t in trajectories])
     if composers is not None:
-        non_tensors["step_reward"] = objects([[] if t.failed else _paid_per_turn(t, composers[t.env_name], specs[t.env_name])
-                                              for t in trajectories])
+        non_tensors["step_reward"] = objects(
+            [[] if t.failed else _paid_per_turn(t, composers[t.env_name], specs[t.env_name]) for t in trajectories]
+        )
     return DataProto.from_dict(tensors, non_tensors)
 
 
-def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]],
-                      specs: Specs, dataset_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def build_non_tensors(
+    trajectories: list[Trajectory],
+    scores: list[tuple[float, dict[str, float]]],
+    specs: Specs,
+    dataset_columns: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
     """The per-trajectory non-tensor columns, then the dataset row's columns that the rollout did not set."""
     own = {
         "uid": objects([t.uid for t in trajectories]),
@@ -114,7 +129,9 @@ def build_non_tensors(trajectories: list[Trajectory], scores: list[tuple[float, 
         "seed": objects([t.seed for t in trajectories]),
         "env_server": objects([t.server for t in trajectories]),
     }
-    carried = {key: objects([values[t.row] for t in trajectories]) for key, values in dataset_columns.items() if key not in own}
+    carried = {
+        key: objects([values[t.row] for t in trajectories]) for key, values in dataset_columns.items() if key not in own
+    }
     return {**own, **carried}
 
 
@@ -123,9 +140,14 @@ def normalize_observation(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
-                     pad_id: int, dataset_columns: dict[str, np.ndarray],
-                     composers: Mapping[str, RewardComposer] | None = None) -> DataProto:
+def build_step_batch(
+    trajectories: list[Trajectory],
+    scores: list[tuple[float, dict[str, float]]],
+    specs: Specs,
+    pad_id: int,
+    dataset_columns: dict[str, np.ndarray],
+    composers: Mapping[str, RewardComposer] | None = None,
+) -> DataProto:
     """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
 
     Every row of a trajectory carries its ``reward_total`` (the reward path pays each row the trajectory's
@@ -142,7 +164,7 @@ def build_step_batch(trajectories: list[Trajectory], scores: list[tuple[float, d
     prompts, responses, masks, log_probs = [], [], [], []
     for b, k in rows:
         t, (start, end) = trajectories[b], trajectories[b].turn_spans[k]
-        prompts.append(t.prompt_ids + t.response_ids[t.windows[k]:start])
+        prompts.append(t.prompt_ids + t.response_ids[t.windows[k] : start])
         responses.append(t.response_ids[start:end])
         masks.append([0] * (end - start) if t.failed else t.response_mask[start:end])
         log_probs.append(t.log_probs[start:end])
@@ -175,9 +197,11 @@ def turn_anchors(t: Trajectory) -> list[str]:
         elif entry["role"] == "assistant":
             per_turn.append(state)
     if len(per_turn) < len(t.turn_spans):
-        raise RuntimeError(f"trajectory {t.uid}/{t.copy} records {len(per_turn)} assistant turns "
-                           f"but has {len(t.turn_spans)} model turns")
-    return per_turn[:len(t.turn_spans)]
+        raise RuntimeError(
+            f"trajectory {t.uid}/{t.copy} records {len(per_turn)} assistant turns "
+            f"but has {len(t.turn_spans)} model turns"
+        )
+    return per_turn[: len(t.turn_spans)]
 
 
 def _paid_per_turn(t: Trajectory, composer: RewardComposer, spec: EnvSpec) -> list[float]:
@@ -189,15 +213,16 @@ def _paid_per_turn(t: Trajectory, composer: RewardComposer, spec: EnvSpec) -> li
         if entry["role"] == "assistant":
             reward = float(entry.get("reward", reward))
             running.append(reward)
-    return composer.paid_per_turn(running[:len(t.turn_spans)], spec.reward_scale)
+    return composer.paid_per_turn(running[: len(t.turn_spans)], spec.reward_scale)
 
 
 def _mean(values: list[float]) -> float:
     return float(sum(values) / len(values)) if values else 0.0
 
 
-def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs,
-                    start_errors: int) -> dict[str, float]:
+def rollout_metrics(
+    trajectories: list[Trajectory], scores: list[tuple[float, dict[str, float]]], specs: Specs, start_errors: int
+) -> dict[str, float]:
     """Flat float metrics; means are over trajectories that did not fail.
 
     ``env/errors`` counts env calls that failed after their retries: ``start_errors``
@@ -235,32 +260,54 @@ def rollout_metrics(trajectories: list[Trajectory], scores: list[tuple[float, di
     if len(sources) > 1:
         for source in sources:
             mine = [(t, total) for t, (total, _) in ok if t.data_source == source]
-            metrics.update({
-                f"env/{source}/success_rate": _mean([float(success(t, specs[t.env_name])) for t, _ in mine]),
-                f"env/{source}/reward/mean": _mean([t.env_reward for t, _ in mine]),
-                f"env/{source}/turns/mean": _mean([float(t.num_turns) for t, _ in mine]),
-                f"env/{source}/trajectories": float(sum(t.data_source == source for t in trajectories)),
-                f"env/{source}/failed_trajectories": float(sum(t.failed and t.data_source == source
-                                                               for t in trajectories)),
-                f"reward/{source}/total/mean": _mean([total for _, total in mine]),
-            })
+            metrics.update(
+                {
+                    f"env/{source}/success_rate": _mean([float(success(t, specs[t.env_name])) for t, _ in mine]),
+                    f"env/{source}/reward/mean": _mean([t.env_reward for t, _ in mine]),
+                    f"env/{source}/turns/mean": _mean([float(t.num_turns) for t, _ in mine]),
+                    f"env/{source}/trajectories": float(sum(t.data_source == source for t in trajectories)),
+                    f"env/{source}/failed_trajectories": float(
+                        sum(t.failed and t.data_source == source for t in trajectories)
+                    ),
+                    f"reward/{source}/total/mean": _mean([total for _, total in mine]),
+                }
+            )
     return metrics
 
 
-def trajectory_record(t: Trajectory, chat: ChatFormat, scored: tuple[float, dict[str, float]], spec: EnvSpec,
-                      global_step: int) -> dict[str, Any]:
+def trajectory_record(
+    t: Trajectory, chat: ChatFormat, scored: tuple[float, dict[str, float]], spec: EnvSpec, global_step: int
+) -> dict[str, Any]:
     """A JSON-ready record of one trajectory (played on ``spec``'s env) for the JSONL files and the viewer."""
     total, breakdown = scored
     return {
-        "global_step": global_step, "uid": t.uid, "task_id": t.task_id, "copy": t.copy, "data_source": t.data_source,
-        "env": t.env_name, "seed": t.seed, "server": t.server, "status": t.status, "failed": t.failed, "error": t.error,
-        "success": success(t, spec), "env_reward": t.env_reward, "reward_total": total, "reward_breakdown": breakdown,
-        "num_turns": t.num_turns, "invalid_actions": t.invalid_actions,
-        "prompt_tokens": len(t.prompt_ids), "prompt_text": chat.tokenizer.decode(t.prompt_ids),
+        "global_step": global_step,
+        "uid": t.uid,
+        "task_id": t.task_id,
+        "copy": t.copy,
+        "data_source": t.data_source,
+        "env": t.env_name,
+        "seed": t.seed,
+        "server": t.server,
+        "status": t.status,
+        "failed": t.failed,
+        "error": t.error,
+        "success": success(t, spec),
+        "env_reward": t.env_reward,
+        "reward_total": total,
+        "reward_breakdown": breakdown,
+        "num_turns": t.num_turns,
+        "invalid_actions": t.invalid_actions,
+        "prompt_tokens": len(t.prompt_ids),
+        "prompt_text": chat.tokenizer.decode(t.prompt_ids),
         "turns": t.turns,
         "segments": [
-            {"kind": s.kind, "text": chat.tokenizer.decode(t.response_ids[s.start:s.end]), "tokens": s.end - s.start,
-             "mask": 0 if t.failed else int(s.kind == "model")}
+            {
+                "kind": s.kind,
+                "text": chat.tokenizer.decode(t.response_ids[s.start : s.end]),
+                "tokens": s.end - s.start,
+                "mask": 0 if t.failed else int(s.kind == "model"),
+            }
             for s in t.segments
         ],
     }

@@ -1,4 +1,5 @@
-"""The multi-turn agent as the trainer's rollout (``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
+"""The multi-turn agent as the trainer's rollout
+(``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
 
 The engine hands over the whole config; the agent reads its ``agent`` section
 (`AgentConfig`) and checks that the sampling keys it shares with the rollout
@@ -43,16 +44,23 @@ def _validate(cfg: Any) -> None:
     agent = from_dict(AgentConfig, cfg.agent, "agent")
     rollout = cfg.actor_rollout_ref.rollout
     if agent.longest_trajectory > rollout.max_model_len:
-        source = ("agent.max_trajectory_length" if agent.max_trajectory_length is not None else
-                  "the budget of " + " / ".join(f"{env} ({agent.trajectory_budget(env)})" for env in agent.env_names)
-                  + " (agent.max_trajectory_length: null takes each env's EnvSpec.max_trajectory_length)")
-        raise ConfigError(f"{source} allows trajectories of {agent.longest_trajectory} tokens, more than the engine's "
-                          f"context actor_rollout_ref.rollout.max_model_len={rollout.max_model_len}: raise "
-                          f"max_model_len or set agent.max_trajectory_length")
+        source = (
+            "agent.max_trajectory_length"
+            if agent.max_trajectory_length is not None
+            else "the budget of "
+            + " / ".join(f"{env} ({agent.trajectory_budget(env)})" for env in agent.env_names)
+            + " (agent.max_trajectory_length: null takes each env's EnvSpec.max_trajectory_length)"
+        )
+        raise ConfigError(
+            f"{source} allows trajectories of {agent.longest_trajectory} tokens, more than the engine's "
+            f"context actor_rollout_ref.rollout.max_model_len={rollout.max_model_len}: raise "
+            f"max_model_len or set agent.max_trajectory_length"
+        )
     for key in ("temperature", "top_p", "top_k"):
         if getattr(agent, key) != getattr(rollout, key):
             raise ConfigError(
-                f"agent.{key}={getattr(agent, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"agent.{key}={getattr(agent, key)} differs from "
+                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
                 f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
             )
 
@@ -67,9 +75,11 @@ def _preflight(cfg: Any) -> None:
         raise ConfigError(str(exc)) from None
     listed = [url for urls in agent.listed_servers.values() for url in urls]
     if silent := silent_servers(listed):
-        raise ConfigError(f"agent.env_servers: {len(silent)} of {len(listed)} servers do not answer GET / with \"ok\": "
-                          + "; ".join(f"{url} ({why})" for url, why in silent.items())
-                          + ". Start them on their hosts (the run never starts a listed server) or drop them from the list")
+        raise ConfigError(
+            f'agent.env_servers: {len(silent)} of {len(listed)} servers do not answer GET / with "ok": '
+            + "; ".join(f"{url} ({why})" for url, why in silent.items())
+            + ". Start them on their hosts (the run never starts a listed server) or drop them from the list"
+        )
 
 
 def stuck_request_s(agent: AgentConfig, env: str) -> float:
@@ -87,12 +97,16 @@ def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
     for env, ports in agent.ports_by_env().items() if agent.manage_servers else ():
         if not ports:
             continue
-        policy = {"max_restarts": agent.server_max_restarts, "hang_s": agent.server_hang_s,
-                  "stuck_request_s": stuck_request_s(agent, env)}
+        policy = {
+            "max_restarts": agent.server_max_restarts,
+            "hang_s": agent.server_hang_s,
+            "stuck_request_s": stuck_request_s(agent, env),
+        }
         if agent.server_nodes:
             try:
-                supervisors += remote_supervisors(env, ports, agent.server_nodes, output_dir / "env_logs",
-                                                  agent.env_server_base, policy)
+                supervisors += remote_supervisors(
+                    env, ports, agent.server_nodes, output_dir / "env_logs", agent.env_server_base, policy
+                )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         else:
@@ -107,5 +121,10 @@ def _start(cfg: Any, output_dir: Path) -> SupervisorGroup | None:
         raise ConfigError(f"could not start the {agent.env_name} servers: {exc}") from None
 
 
-PLUGIN = RolloutPlugin(build=_build, validate=_validate, preflight=_preflight, start=_start,
-                       response_budget=lambda cfg: AgentConfig(**cfg.agent).response_budget)
+PLUGIN = RolloutPlugin(
+    build=_build,
+    validate=_validate,
+    preflight=_preflight,
+    start=_start,
+    response_budget=lambda cfg: AgentConfig(**cfg.agent).response_budget,
+)

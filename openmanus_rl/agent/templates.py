@@ -94,9 +94,11 @@ class ReactTemplate(ActionTemplate):
     _thought = re.compile(r"Thought\s*:\s*(.*?)\s*(?:Action\s*:|$)", re.IGNORECASE | re.DOTALL)
 
     def format_instructions(self, spec: EnvSpec) -> str:
-        return ("Answer every turn in exactly this format:\n"
-                "Thought: <your reasoning about what to do next>\n"
-                "Action: <exactly one action>")
+        return (
+            "Answer every turn in exactly this format:\n"
+            "Thought: <your reasoning about what to do next>\n"
+            "Action: <exactly one action>"
+        )
 
     def parse(self, text: str, spec: EnvSpec) -> ParsedAction:
         thought_match = self._thought.search(text)
@@ -111,8 +113,10 @@ class ReactTemplate(ActionTemplate):
         return INVALID
 
     def invalid_feedback(self, spec: EnvSpec) -> str:
-        return ("Invalid action: your reply has no 'Action:' line, so nothing happened. "
-                "Reply with 'Thought: ...' and then 'Action: <exactly one action>'.")
+        return (
+            "Invalid action: your reply has no 'Action:' line, so nothing happened. "
+            "Reply with 'Thought: ...' and then 'Action: <exactly one action>'."
+        )
 
     def format_reply(self, thought: str, action: str, spec: EnvSpec | None = None) -> str:
         return f"Thought: {thought}\nAction: {action}"
@@ -124,9 +128,11 @@ class XmlTemplate(ActionTemplate):
     _tag = {t: re.compile(rf"<{t}>(.*?)</{t}>", re.DOTALL) for t in ("think", "action", "answer")}
 
     def format_instructions(self, spec: EnvSpec) -> str:
-        text = ("Answer every turn in exactly this format:\n"
-                "<think>your reasoning about what to do next</think>\n"
-                "<action>exactly one action</action>")
+        text = (
+            "Answer every turn in exactly this format:\n"
+            "<think>your reasoning about what to do next</think>\n"
+            "<action>exactly one action</action>"
+        )
         if spec.accepts_answer:
             text += "\nWhen you know the final answer, reply <think>...</think><answer>the answer</answer> instead."
         return text
@@ -159,26 +165,37 @@ class ToolCallTemplate(ActionTemplate):
     @staticmethod
     def _tools(spec: EnvSpec) -> tuple[EnvTool, ...]:
         if not spec.tools:
-            raise ValueError(f"env {spec.name!r} declares no tools (EnvSpec.tools), so it cannot use the "
-                             "tool_call action format")
+            raise ValueError(
+                f"env {spec.name!r} declares no tools (EnvSpec.tools), so it cannot use the tool_call action format"
+            )
         return spec.tools
 
     def format_instructions(self, spec: EnvSpec) -> str:
         tools = "\n".join(f"- {tool.signature()}" for tool in self._tools(spec))
-        return (f"You act by calling one of these tools:\n{tools}\n"
-                "Answer every turn with your reasoning about what to do next, then exactly one tool call "
-                f"on its own line:\n{self._block}\nThe call's result is the next observation.")
+        return (
+            f"You act by calling one of these tools:\n{tools}\n"
+            "Answer every turn with your reasoning about what to do next, then exactly one tool call "
+            f"on its own line:\n{self._block}\nThe call's result is the next observation."
+        )
 
     def prompt(self, spec: EnvSpec, native_tools: bool) -> tuple[str, list[dict[str, Any]] | None]:
         if not native_tools:
             return self.format_instructions(spec), None
-        return ("Answer every turn with your reasoning about what to do next, then exactly one call of one of "
-                "your tools. The call's result is the next observation.", [t.schema() for t in self._tools(spec)])
+        return (
+            "Answer every turn with your reasoning about what to do next, then exactly one call of one of "
+            "your tools. The call's result is the next observation.",
+            [t.schema() for t in self._tools(spec)],
+        )
 
     def _invalid(self, problem: str) -> ParsedAction:
-        return ParsedAction(None, "invalid", feedback=(
-            f"Invalid action: {problem}, so nothing happened. Reply with your reasoning, then exactly one "
-            f"tool call: {self._block}"))
+        return ParsedAction(
+            None,
+            "invalid",
+            feedback=(
+                f"Invalid action: {problem}, so nothing happened. Reply with your reasoning, then exactly one "
+                f"tool call: {self._block}"
+            ),
+        )
 
     def parse(self, text: str, spec: EnvSpec) -> ParsedAction:
         blocks = TOOL_CALL.findall(text)

@@ -112,7 +112,7 @@ class Trajectory:
 
     def context(self, history_window: int) -> list[int]:
         """The next turn's generation context: the prompt, then the history from `window_start` on."""
-        return self.prompt_ids + self.response_ids[self.window_start(history_window):]
+        return self.prompt_ids + self.response_ids[self.window_start(history_window) :]
 
     def add_observation_turn(self, ids: list[int]) -> None:
         """Append a wrapped observation turn (mask 0)."""

@@ -18,7 +18,24 @@ from .pool import EnvPool
 from .specs import ENV_SPECS, EnvSpec, get_env_spec, register_env
 
 __all__ = [
-    "ADDRESSES", "ENV_SPECS", "EnvCapacityError", "EnvClient", "EnvClientError", "EnvConnectionError", "EnvPool", "EnvProtocolError",
-    "EnvRequestError", "EnvServerError", "EnvSpec", "EnvTimeoutError", "EnvUnavailableError", "JsonHttp",
-    "NoEnvServerError", "RetryPolicy", "ServerAddresses", "StepResult", "get_env_spec", "register_env",
+    "ADDRESSES",
+    "ENV_SPECS",
+    "EnvCapacityError",
+    "EnvClient",
+    "EnvClientError",
+    "EnvConnectionError",
+    "EnvPool",
+    "EnvProtocolError",
+    "EnvRequestError",
+    "EnvServerError",
+    "EnvSpec",
+    "EnvTimeoutError",
+    "EnvUnavailableError",
+    "JsonHttp",
+    "NoEnvServerError",
+    "RetryPolicy",
+    "ServerAddresses",
+    "StepResult",
+    "get_env_spec",
+    "register_env",
 ]

@@ -86,8 +86,9 @@ class EnvClient:
             answer = self._create_when_free(self.reset_timeout_s if capacity_wait_s is None else capacity_wait_s)
         env_id = answer.get("id") if isinstance(answer, dict) else answer
         if not isinstance(env_id, int) or isinstance(env_id, bool):
-            raise EnvProtocolError(f"{self.server_url}: /create answered {str(answer)[:200]!r}, expected an env id",
-                                   self.server_url)
+            raise EnvProtocolError(
+                f"{self.server_url}: /create answered {str(answer)[:200]!r}, expected an env id", self.server_url
+            )
         self.env_id = env_id
         return env_id
 
@@ -96,8 +97,11 @@ class EnvClient:
         pause = max(self.http.policy.backoff_s, 0.05)
         while True:
             if time.monotonic() + pause > deadline:
-                raise EnvCapacityError(f"POST {self.http.base_url}/create: the server stayed at its env cap (HTTP 503) "
-                                       f"for {wait_s:g}s", self.server_url, 503)
+                raise EnvCapacityError(
+                    f"POST {self.http.base_url}/create: the server stayed at its env cap (HTTP 503) for {wait_s:g}s",
+                    self.server_url,
+                    503,
+                )
             time.sleep(pause)
             pause = min(2 * pause, CAPACITY_PAUSE_MAX_S)
             try:
@@ -124,14 +128,17 @@ class EnvClient:
         """``POST /step``; the answer's observation, reward (the spec's ``reward_key``) and done flag."""
         answer = self.http.call("POST", "/step", json=self._body(action=action))
         if not isinstance(answer, dict):
-            raise EnvProtocolError(f"{self.server_url}: /step answered {str(answer)[:200]!r}, expected an object",
-                                   self.server_url)
+            raise EnvProtocolError(
+                f"{self.server_url}: /step answered {str(answer)[:200]!r}, expected an object", self.server_url
+            )
         observation = _observation(answer, self.spec.observation_keys, self.server_url)
         reward = answer.get(self.spec.reward_key, answer.get("reward"))
         try:
             reward = float(reward or 0.0)
         except (TypeError, ValueError):
-            raise EnvProtocolError(f"{self.server_url}: /step reward {reward!r} is not a number", self.server_url) from None
+            raise EnvProtocolError(
+                f"{self.server_url}: /step reward {reward!r} is not a number", self.server_url
+            ) from None
         return StepResult(observation or "", reward, bool(answer.get("done", False)), answer.get("info"))
 
     def observe(self) -> str:

@@ -100,14 +100,20 @@ class JsonHttp:
             except requests.RequestException as exc:  # anything else requests can raise: not worth repeating
                 raise EnvProtocolError(f"{method} {url}: {type(exc).__name__}: {exc}", url) from exc
             if response.status_code >= 500:
-                last = EnvServerError(f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
-                                      url, response.status_code)
+                last = EnvServerError(
+                    f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
+                    url,
+                    response.status_code,
+                )
                 if response.status_code in unretried:
                     break
                 continue
             if response.status_code >= 400:
-                raise EnvRequestError(f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
-                                      url, response.status_code)
+                raise EnvRequestError(
+                    f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
+                    url,
+                    response.status_code,
+                )
             try:
                 body = response.json()
             except ValueError as exc:

@@ -57,14 +57,20 @@ def check_servers(base_url: str, ports: list[int], addresses: ServerAddresses = 
         url = addresses.resolve(f"{base_url.rstrip('/')}:{port}") + "/"
         if not healthy(url):
             raise ConnectionError(
-                f"environment server {url} is not answering GET / with \"ok\"; "
+                f'environment server {url} is not answering GET / with "ok"; '
                 f"start it with `agentgym serve <env> --port {port}` (train_ppo.sh does this for you)"
             )
 
 
 class EnvPool:
-    def __init__(self, spec: EnvSpec, urls: list[str], policy: RetryPolicy,
-                 cooldown_s: float = 30.0, addresses: ServerAddresses = ADDRESSES) -> None:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        urls: list[str],
+        policy: RetryPolicy,
+        cooldown_s: float = 30.0,
+        addresses: ServerAddresses = ADDRESSES,
+    ) -> None:
         """``urls``: the env's servers (``http://host:port``), local or on any host, all treated alike."""
         if not urls:
             raise ValueError(f"env {spec.name!r}: no server URLs given")

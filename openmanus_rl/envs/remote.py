@@ -74,7 +74,10 @@ class ServerWatch:
             if time.monotonic() - began >= timeout_s:
                 env = waiting[0]
                 gone = "; ".join(f"{url} ({why})" for url, why in silent[env].items())
-                return (f"every {env} server is gone (none answered GET / with \"ok\" for {round(timeout_s, 1):g} s): {gone}. "
-                        f"The run never starts or restarts the servers listed in agent.env_servers: bring one back, "
-                        f"then re-run to resume")
+                return (
+                    f'every {env} server is gone (none answered GET / with "ok" '
+                    f"for {round(timeout_s, 1):g} s): {gone}. "
+                    f"The run never starts or restarts the servers listed in agent.env_servers: bring one back, "
+                    f"then re-run to resume"
+                )
             time.sleep(self.poll_s)

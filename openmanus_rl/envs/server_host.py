@@ -34,8 +34,9 @@ class ServerHost:
 
         self.node_ip = ray.util.get_node_ip_address()
         self.addresses = ServerAddresses()  # moves on this node; the driver reads them through `moves`
-        self.supervisor = ServerSupervisor(env, ports, Path(log_dir), addresses=self.addresses, host="0.0.0.0",
-                                           advertise=self.node_ip, **policy)
+        self.supervisor = ServerSupervisor(
+            env, ports, Path(log_dir), addresses=self.addresses, host="0.0.0.0", advertise=self.node_ip, **policy
+        )
 
     def start(self) -> list[str]:
         """Start the servers (each healthy, or `RuntimeError`); where each answers, in port order (a server whose
@@ -70,8 +71,16 @@ class RemoteSupervisor:
     keyword arguments (``max_restarts``, ``hang_s``, ``stuck_request_s``, ...).
     """
 
-    def __init__(self, env: str, ports: list[int], node_id: str, log_dir: Path, configured: list[str],
-                 policy: dict[str, float], addresses: ServerAddresses = ADDRESSES) -> None:
+    def __init__(
+        self,
+        env: str,
+        ports: list[int],
+        node_id: str,
+        log_dir: Path,
+        configured: list[str],
+        policy: dict[str, float],
+        addresses: ServerAddresses = ADDRESSES,
+    ) -> None:
         if len(configured) != len(ports):
             raise ValueError(f"{len(ports)} ports but {len(configured)} configured URLs")
         self.env, self.ports, self.node_id, self.log_dir = env, list(ports), node_id, log_dir
@@ -83,14 +92,17 @@ class RemoteSupervisor:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        host = ray.remote(ServerHost).options(num_cpus=0, max_concurrency=4,
-                                              scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False))
+        host = ray.remote(ServerHost).options(
+            num_cpus=0, max_concurrency=4, scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False)
+        )
         self._actor = host.remote(self.env, self.ports, str(self.log_dir), self.policy)
         try:
             urls = ray.get(self._actor.start.remote())
         except ray.exceptions.RayError as exc:
             self.close()
-            raise RuntimeError(f"{self.env} servers on Ray node {self.node_id[:8]} did not start: {_summary(exc)}") from None
+            raise RuntimeError(
+                f"{self.env} servers on Ray node {self.node_id[:8]} did not start: {_summary(exc)}"
+            ) from None
         for configured, url in zip(self.configured, urls):
             self.addresses.move(configured, url)
             _say(f"{self.env} server {configured} runs on Ray node {self.node_id[:8]} at {url}")
@@ -105,8 +117,10 @@ class RemoteSupervisor:
         try:
             return ray.get(getattr(self._actor, method).remote(*args))
         except ray.exceptions.RayError as exc:
-            self._gone = (f"the {self.env} server host on Ray node {self.node_id[:8]} (ports {self.ports}) is gone: "
-                          f"{_summary(exc)}")
+            self._gone = (
+                f"the {self.env} server host on Ray node {self.node_id[:8]} (ports {self.ports}) is gone: "
+                f"{_summary(exc)}"
+            )
             return None
 
     def _follow_moves(self) -> None:
@@ -145,8 +159,15 @@ class RemoteSupervisor:
             self.addresses.forget(configured)
 
 
-def remote_supervisors(env: str, ports: list[int], labels: dict[str, str], log_dir: Path, base_url: str,
-                       policy: dict[str, float], addresses: ServerAddresses = ADDRESSES) -> list[RemoteSupervisor]:
+def remote_supervisors(
+    env: str,
+    ports: list[int],
+    labels: dict[str, str],
+    log_dir: Path,
+    base_url: str,
+    policy: dict[str, float],
+    addresses: ServerAddresses = ADDRESSES,
+) -> list[RemoteSupervisor]:
     """One `RemoteSupervisor` per alive Ray node carrying ``labels`` (node order as Ray lists them), the ports dealt
     round-robin; nodes left without a port get none. `ValueError` naming the nodes when none carries the labels."""
     import ray
@@ -154,11 +175,16 @@ def remote_supervisors(env: str, ports: list[int], labels: dict[str, str], log_d
     alive = [n for n in ray.nodes() if n.get("Alive")]
     nodes = [n["NodeID"] for n in alive if carries(n, labels)]
     if not nodes:
-        raise ValueError(f"agent.server_nodes {labels}: no alive Ray node carries these labels (nodes: {describe(alive)})")
+        raise ValueError(
+            f"agent.server_nodes {labels}: no alive Ray node carries these labels (nodes: {describe(alive)})"
+        )
     dealt = {node: [port for i, port in enumerate(ports) if i % len(nodes) == k] for k, node in enumerate(nodes)}
     base = base_url.rstrip("/")
-    return [RemoteSupervisor(env, node_ports, node, log_dir, [f"{base}:{port}" for port in node_ports], policy, addresses)
-            for node, node_ports in dealt.items() if node_ports]
+    return [
+        RemoteSupervisor(env, node_ports, node, log_dir, [f"{base}:{port}" for port in node_ports], policy, addresses)
+        for node, node_ports in dealt.items()
+        if node_ports
+    ]
 
 
 def _summary(exc: BaseException) -> str:

@@ -16,7 +16,8 @@ __all__ = ["ENV_SPECS", "EnvSpec", "get_env_spec", "register_env"]
 
 
 def register_env(spec: EnvSpec, replace: bool = False) -> EnvSpec:
-    """`agentgym.registry.register_env`, and ``spec.reward_score`` scores rows whose ``data_source`` is ``spec.name``."""
+    """`agentgym.registry.register_env`, and ``spec.reward_score`` scores rows whose ``data_source`` is
+    ``spec.name``."""
     register_reward_score(spec.reward_score, data_sources=(spec.name,))
     return registry.register_env(spec, replace)
 

@@ -110,19 +110,37 @@ class _Server:
 
 
 class ServerSupervisor:
-    def __init__(self, env: str, ports: list[int], log_dir: Path, max_restarts: int = 3, backoff_s: float = 1.0,
-                 hang_s: float = 30.0, poll_s: float = 1.0, start_timeout_s: float = 120.0,
-                 addresses: ServerAddresses = ADDRESSES, stuck_request_s: float | None = None, host: str = "127.0.0.1",
-                 advertise: str | None = None) -> None:
+    def __init__(
+        self,
+        env: str,
+        ports: list[int],
+        log_dir: Path,
+        max_restarts: int = 3,
+        backoff_s: float = 1.0,
+        hang_s: float = 30.0,
+        poll_s: float = 1.0,
+        start_timeout_s: float = 120.0,
+        addresses: ServerAddresses = ADDRESSES,
+        stuck_request_s: float | None = None,
+        host: str = "127.0.0.1",
+        advertise: str | None = None,
+    ) -> None:
         """``stuck_request_s``: how old the oldest in-flight env call may get before the server counts as hung
         (default ``hang_s``; the trainer passes at least the agent's request timeout, so a call queued behind
         slow ones, e.g. ALFWorld's one-at-a-time game loading, is not mistaken for a hang before the agent
         itself would give up on it)."""
         stuck_request_s = hang_s if stuck_request_s is None else stuck_request_s
-        if (max_restarts < 0 or backoff_s < 0 or hang_s <= 0 or poll_s <= 0 or start_timeout_s <= 0
-                or stuck_request_s <= 0):
-            raise ValueError("max_restarts and backoff_s must be >= 0; hang_s, poll_s, start_timeout_s and "
-                             "stuck_request_s > 0")
+        if (
+            max_restarts < 0
+            or backoff_s < 0
+            or hang_s <= 0
+            or poll_s <= 0
+            or start_timeout_s <= 0
+            or stuck_request_s <= 0
+        ):
+            raise ValueError(
+                "max_restarts and backoff_s must be >= 0; hang_s, poll_s, start_timeout_s and stuck_request_s > 0"
+            )
         self.env, self.max_restarts, self.backoff_s = env, max_restarts, backoff_s
         self.hang_s, self.poll_s, self.start_timeout_s = hang_s, poll_s, start_timeout_s
         self.stuck_request_s = stuck_request_s
@@ -160,8 +178,15 @@ class ServerSupervisor:
             self.addresses.forget(server.home)
 
     def _process(self, port: int) -> ServerProcess:
-        return ServerProcess(self.env, port, log_path=self.log_dir / f"server_{port}.log", timeout_s=self.start_timeout_s,
-                             die_with_parent=True, host=self.host, advertise=self.advertise)
+        return ServerProcess(
+            self.env,
+            port,
+            log_path=self.log_dir / f"server_{port}.log",
+            timeout_s=self.start_timeout_s,
+            die_with_parent=True,
+            host=self.host,
+            advertise=self.advertise,
+        )
 
     # ------------------------------------------------------------------ queries
     def homes(self) -> list[str]:
@@ -181,7 +206,9 @@ class ServerSupervisor:
             return None
         return "; ".join(
             f"{self.env} server on port {s.process.port} is down and could not be restarted ({s.last_exit}); "
-            f"its log {s.process.log} ends:\n{s.process.log_tail(15)}" for s in lost)
+            f"its log {s.process.log} ends:\n{s.process.log_tail(15)}"
+            for s in lost
+        )
 
     def wait_ready(self, timeout_s: float) -> str | None:
         """Block until some server can serve (None), every server is given up (`problem`), or ``timeout_s``
@@ -198,8 +225,10 @@ class ServerSupervisor:
             if any(_serves(url, waited_s=time.monotonic() - began) for url in up):
                 return None
             if time.monotonic() - began >= timeout_s:
-                return (f"no {self.env} server could serve within {timeout_s:g} s (none answered its health check "
-                        "without an env call hanging from before)")
+                return (
+                    f"no {self.env} server could serve within {timeout_s:g} s (none answered its health check "
+                    "without an env call hanging from before)"
+                )
             with self._changed:
                 self._changed.wait(self.poll_s)
 
@@ -210,8 +239,11 @@ class ServerSupervisor:
             pids = [s.process.pid for s in self._servers if s.process.exit_code() is None]
             restarts = sum(s.restarts for s in self._servers)
             down = sum(s.state != "up" for s in self._servers)
-        return {"env_server/restarts": float(restarts), "env_server/down": float(down),
-                "memory/env_servers_rss_gb": sum(current_rss_gb(p) for p in pids)}
+        return {
+            "env_server/restarts": float(restarts),
+            "env_server/down": float(down),
+            "memory/env_servers_rss_gb": sum(current_rss_gb(p) for p in pids),
+        }
 
     # ------------------------------------------------------------------ the monitor
     def _monitor(self) -> None:
@@ -231,13 +263,18 @@ class ServerSupervisor:
                 stuck_s = float(health.get("oldest_request_s", 0.0))
                 if stuck_s >= self.stuck_request_s:
                     proc.kill()
-                    self._lost(server, f"has had an env request in flight for {stuck_s:.0f} s while its health check "
-                                       "answered (an env route hung); killed it")
+                    self._lost(
+                        server,
+                        f"has had an env request in flight for {stuck_s:.0f} s while its health check "
+                        "answered (an env route hung); killed it",
+                    )
             elif server.silent_since is None:
                 server.silent_since = now
             elif now - server.silent_since >= self.hang_s:
                 proc.kill()
-                self._lost(server, f"did not answer its health check for {now - server.silent_since:.0f} s (hung); killed it")
+                self._lost(
+                    server, f"did not answer its health check for {now - server.silent_since:.0f} s (hung); killed it"
+                )
         elif server.state == "backoff" and now >= server.next_at:
             if port_free(proc.port, self.host):
                 proc.launch()
@@ -252,9 +289,16 @@ class ServerSupervisor:
                 _say(f"{self.env} server on port {proc.port} is back (pid {proc.pid}, restart {server.restarts})")
             elif code is not None or now >= server.next_at:
                 proc.kill()
-                self._lost(server, f"restart attempt {server.attempts + 1} failed: "
-                                   + (f"exited with code {code}" if code is not None else f"not healthy within {self.start_timeout_s:.0f} s"),
-                           failed_attempt=True)
+                self._lost(
+                    server,
+                    f"restart attempt {server.attempts + 1} failed: "
+                    + (
+                        f"exited with code {code}"
+                        if code is not None
+                        else f"not healthy within {self.start_timeout_s:.0f} s"
+                    ),
+                    failed_attempt=True,
+                )
 
     def _lost(self, server: _Server, why: str, failed_attempt: bool = False) -> None:
         server.last_exit = why
@@ -266,8 +310,10 @@ class ServerSupervisor:
             return
         delay = self.backoff_s * 2**server.attempts
         self._set(server, "backoff", next_at=time.monotonic() + delay)
-        _say(f"{self.env} server on port {port} {why}; restarting in {delay:.1f} s "
-             f"(attempt {server.attempts + 1} of {self.max_restarts})")
+        _say(
+            f"{self.env} server on port {port} {why}; restarting in {delay:.1f} s "
+            f"(attempt {server.attempts + 1} of {self.max_restarts})"
+        )
 
     def _move(self, server: _Server, wait: bool = False) -> None:
         """Another process holds the server's port: launch it on a free port (``wait``: until it answers, as at
@@ -278,8 +324,10 @@ class ServerSupervisor:
         with self._lock:
             server.process = process
         self.addresses.move(server.home, process.url)
-        _say(f"{self.env} server on port {taken}: the port is taken by another process; {'starting' if wait else 'restarting'} "
-             f"on port {process.port} (the agent now uses {process.url})")
+        _say(
+            f"{self.env} server on port {taken}: the port is taken by another process; "
+            f"{'starting' if wait else 'restarting'} on port {process.port} (the agent now uses {process.url})"
+        )
 
     def _set(self, server: _Server, state: str, next_at: float = 0.0) -> None:
         with self._changed:

@@ -54,8 +54,10 @@ def resolve_model_path(path: str | os.PathLike[str]) -> Path:
             note = f" (found {', '.join(steps)} but no {LATEST_MARKER}: pass one of them)"
         elif (root / "actor").is_dir() or (root.name == "actor" and root.parent.name.startswith("global_step_")):
             note = " (a checkpoint step with no Hugging Face export: actor/huggingface/ is missing)"
-    raise ModelPathError(f"--model {root} is not a Hugging Face folder, checkpoint step or checkpoints folder{note}; "
-                         "looked for:\n  " + "\n  ".join(looked))
+    raise ModelPathError(
+        f"--model {root} is not a Hugging Face folder, checkpoint step or checkpoints folder{note}; "
+        "looked for:\n  " + "\n  ".join(looked)
+    )
 
 
 def model_label(hf: Path) -> str:

@@ -21,12 +21,15 @@ def provenance_warnings(a: str | os.PathLike[str], b: str | os.PathLike[str]) ->
     ha, hb = _task_file_sha256(a), _task_file_sha256(b)
     if ha is None or hb is None or ha == hb:
         return []
-    return [f"A and B read different task files (sha256 {ha[:12]}... and {hb[:12]}...): "
-            "the same task id may be a different task"]
+    return [
+        f"A and B read different task files (sha256 {ha[:12]}... and {hb[:12]}...): "
+        "the same task id may be a different task"
+    ]
 
 
-def compare(a: str | os.PathLike[str], b: str | os.PathLike[str], seed: int = 0,
-            resamples: int = COMPARE_RESAMPLES) -> dict[str, Any]:
+def compare(
+    a: str | os.PathLike[str], b: str | os.PathLike[str], seed: int = 0, resamples: int = COMPARE_RESAMPLES
+) -> dict[str, Any]:
     """Paired comparison of result B against result A over the tasks both scored.
 
     Per task: success = mean success over its non-failed rollouts (0/1 when greedy),
@@ -41,7 +44,11 @@ def compare(a: str | os.PathLike[str], b: str | os.PathLike[str], seed: int = 0,
     shared = [t for t in ta if t in tb]
     both_ids = ids_a & ids_b
     out: dict[str, Any] = {
-        "a": str(a), "b": str(b), "shared_tasks": len(shared), "only_a": len(ids_a - ids_b), "only_b": len(ids_b - ids_a),
+        "a": str(a),
+        "b": str(b),
+        "shared_tasks": len(shared),
+        "only_a": len(ids_a - ids_b),
+        "only_b": len(ids_b - ids_a),
         "unscored_shared": len(both_ids) - len(shared),  # in both files, but all rollouts failed in at least one
         "ci_method": f"paired percentile bootstrap over tasks ({resamples} resamples, seed {seed})",
         "warnings": provenance_warnings(a, b),
@@ -52,8 +59,12 @@ def compare(a: str | os.PathLike[str], b: str | os.PathLike[str], seed: int = 0,
     for key, value in (("success", lambda r: float(r.success)), ("reward", lambda r: r.env_reward)):
         va = np.array([np.mean([value(r) for r in ta[t]]) for t in shared])
         vb = np.array([np.mean([value(r) for r in tb[t]]) for t in shared])
-        out[key] = {"a_mean": float(va.mean()), "b_mean": float(vb.mean()), "gain": float((vb - va).mean()),
-                    "ci95": list(paired_bootstrap_ci(va, vb, resamples=resamples, seed=seed))}
+        out[key] = {
+            "a_mean": float(va.mean()),
+            "b_mean": float(vb.mean()),
+            "gain": float((vb - va).mean()),
+            "ci95": list(paired_bootstrap_ci(va, vb, resamples=resamples, seed=seed)),
+        }
     binary = all(len(ta[t]) == 1 and len(tb[t]) == 1 for t in shared)
     out["binary"] = binary
     if binary:

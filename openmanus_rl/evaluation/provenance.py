@@ -12,9 +12,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_FILE_PATTERNS = ("*.safetensors", "*.bin", "config.json", "tokenizer.json", "tokenizer_config.json",
-                       "tokenizer.model", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
-                       "chat_template.jinja")
+MODEL_FILE_PATTERNS = (
+    "*.safetensors",
+    "*.bin",
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+)
 PACKAGES = ("torch", "transformers", "vllm", "openmanus_rl")
 CHUNK_BYTES = 1 << 20
 
@@ -76,8 +86,9 @@ def git_commit(root: str | os.PathLike[str] = REPO) -> str | None:
     """The commit checked out in the git working tree holding ``root`` (``git rev-parse HEAD``); None when ``root``
     is in no repository, the repository has no commit, or git is not installed."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "HEAD"], capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, check=False
+        )
     except OSError:
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -87,6 +98,11 @@ def provenance(model: str | os.PathLike[str], task_file: str | os.PathLike[str])
     """The summary's ``provenance``: ``model_sha256`` and ``model_files`` (see `model_sha256`), ``task_file`` and
     ``task_file_sha256`` (`file_sha256`), ``versions`` (`package_versions`) and ``git_commit`` (`git_commit` of this
     package's source tree).  The flags of the run are the summary's ``config``."""
-    return {"model_sha256": model_sha256(model), "model_files": [p.name for p in model_files(model)],
-            "task_file": str(task_file), "task_file_sha256": file_sha256(task_file),
-            "versions": package_versions(), "git_commit": git_commit()}
+    return {
+        "model_sha256": model_sha256(model),
+        "model_files": [p.name for p in model_files(model)],
+        "task_file": str(task_file),
+        "task_file_sha256": file_sha256(task_file),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+    }

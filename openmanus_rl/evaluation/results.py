@@ -25,23 +25,40 @@ class TaskResult:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "sample": self.sample, "success": self.success, "env_reward": self.env_reward,
-                "turns": self.turns, "invalid_actions": self.invalid_actions, "failed": self.failed,
-                "data_source": self.data_source, "status": self.status, "error": self.error}
+        return {
+            "task_id": self.task_id,
+            "sample": self.sample,
+            "success": self.success,
+            "env_reward": self.env_reward,
+            "turns": self.turns,
+            "invalid_actions": self.invalid_actions,
+            "failed": self.failed,
+            "data_source": self.data_source,
+            "status": self.status,
+            "error": self.error,
+        }
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> "TaskResult":
-        return cls(task_id=int(row["task_id"]), sample=int(row.get("sample", 0)), success=bool(row["success"]),
-                   env_reward=float(row.get("env_reward", 0.0)), turns=int(row.get("turns", 0)),
-                   invalid_actions=int(row.get("invalid_actions", 0)), failed=bool(row.get("failed", False)),
-                   data_source=str(row.get("data_source", "")), status=str(row.get("status", "")),
-                   error=row.get("error"))
+        return cls(
+            task_id=int(row["task_id"]),
+            sample=int(row.get("sample", 0)),
+            success=bool(row["success"]),
+            env_reward=float(row.get("env_reward", 0.0)),
+            turns=int(row.get("turns", 0)),
+            invalid_actions=int(row.get("invalid_actions", 0)),
+            failed=bool(row.get("failed", False)),
+            data_source=str(row.get("data_source", "")),
+            status=str(row.get("status", "")),
+            error=row.get("error"),
+        )
 
 
 def _invalid_actions(turns: Any) -> int:
     """Assistant turns the action template could not parse (``valid`` False)."""
-    return sum(1 for t in (turns or []) if isinstance(t, Mapping) and t.get("role") == "assistant"
-               and t.get("valid") is False)
+    return sum(
+        1 for t in (turns or []) if isinstance(t, Mapping) and t.get("role") == "assistant" and t.get("valid") is False
+    )
 
 
 def task_results_from_batch(out: Any, n: int) -> list[TaskResult]:
@@ -50,13 +67,20 @@ def task_results_from_batch(out: Any, n: int) -> list[TaskResult]:
     results = []
     for i in range(len(nt["task_id"])):
         failed = bool(nt["failed"][i])
-        results.append(TaskResult(
-            task_id=int(nt["task_id"][i]), sample=i % n, success=bool(nt["success"][i]) and not failed,
-            env_reward=float(nt["env_reward"][i]), turns=int(nt["num_turns"][i]),
-            invalid_actions=_invalid_actions(nt["trajectory"][i]), failed=failed,
-            data_source=str(nt["data_source"][i]), status=str(nt["status"][i]),
-            error=str(nt["error"][i]) if nt["error"][i] else None,
-        ))
+        results.append(
+            TaskResult(
+                task_id=int(nt["task_id"][i]),
+                sample=i % n,
+                success=bool(nt["success"][i]) and not failed,
+                env_reward=float(nt["env_reward"][i]),
+                turns=int(nt["num_turns"][i]),
+                invalid_actions=_invalid_actions(nt["trajectory"][i]),
+                failed=failed,
+                data_source=str(nt["data_source"][i]),
+                status=str(nt["status"][i]),
+                error=str(nt["error"][i]) if nt["error"][i] else None,
+            )
+        )
     return results
 
 
@@ -79,11 +103,20 @@ def task_results_from_episodes(out: Any) -> list[TaskResult]:
     for session, i in first.items():
         task, failed, reward = int(nt["task_id"][i]), bool(nt["failed"][i]), float(nt["reward_total"][i])
         copies[task] = copies.get(task, -1) + 1
-        results.append(TaskResult(
-            task_id=task, sample=copies[task], success=bool(nt["success"][i]) and not failed, env_reward=reward,
-            turns=calls[session], invalid_actions=0, failed=failed, data_source=str(nt["data_source"][i]),
-            status=str(nt["status"][i]), error=str(nt["error"][i]) if nt["error"][i] else None,
-        ))
+        results.append(
+            TaskResult(
+                task_id=task,
+                sample=copies[task],
+                success=bool(nt["success"][i]) and not failed,
+                env_reward=reward,
+                turns=calls[session],
+                invalid_actions=0,
+                failed=failed,
+                data_source=str(nt["data_source"][i]),
+                status=str(nt["status"][i]),
+                error=str(nt["error"][i]) if nt["error"][i] else None,
+            )
+        )
     return results
 
 

@@ -16,7 +16,12 @@ import numpy as np
 from openmanus_rl.evaluation.checkpoints import model_label, resolve_model_path
 from openmanus_rl.evaluation.provenance import provenance
 from openmanus_rl.evaluation.report import format_summary
-from openmanus_rl.evaluation.results import TaskResult, task_results_from_batch, task_results_from_episodes, tasks_path_for
+from openmanus_rl.evaluation.results import (
+    TaskResult,
+    task_results_from_batch,
+    task_results_from_episodes,
+    tasks_path_for,
+)
 from openmanus_rl.evaluation.servers import env_server, server_url_list
 from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
@@ -26,33 +31,56 @@ def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     """An in-process rollout-only `ActorRolloutRefWorker` with its engine started."""
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker({
-        "model": {"path": model_path},
-        "num_threads": args.threads,
-        "device": args.device,
-        "seed": args.seed,
-        "rollout": {"name": args.engine, "dtype": args.dtype, "kv_cache_gb": args.kv_cache_gb, "seed": args.seed,
-                    "block_size": args.block_size,
-                    "max_model_len": args.max_trajectory_length + 64},
-    }, role="rollout")
+    worker = ActorRolloutRefWorker(
+        {
+            "model": {"path": model_path},
+            "num_threads": args.threads,
+            "device": args.device,
+            "seed": args.seed,
+            "rollout": {
+                "name": args.engine,
+                "dtype": args.dtype,
+                "kv_cache_gb": args.kv_cache_gb,
+                "seed": args.seed,
+                "block_size": args.block_size,
+                "max_model_len": args.max_trajectory_length + 64,
+            },
+        },
+        role="rollout",
+    )
     worker.init_model()
     return worker
 
 
-def builtin_agent(tokenizer: Any, worker: Any, args: argparse.Namespace, server_urls: list[str],
-                  max_in_flight: int = 0) -> Any:
+def builtin_agent(
+    tokenizer: Any, worker: Any, args: argparse.Namespace, server_urls: list[str], max_in_flight: int = 0
+) -> Any:
     """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``, with at
     most ``max_in_flight`` trajectories running at once (0: all; async rollout only)."""
     from openmanus_rl.agent import OpenManusAgent
 
-    return OpenManusAgent(tokenizer, worker, {
-        "env_name": args.env_name, "env_servers": {args.env_name: server_urls}, "env_ports": [], "n": args.n,
-        "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
-        "max_response_length": args.max_response_length, "max_obs_length": args.max_obs_length,
-        "max_trajectory_length": args.max_trajectory_length, "action_format": args.action_format,
-        "temperature": args.temperature, "seed": args.seed, "write_viewer": False,
-        "request_timeout_s": args.request_timeout_s, "rollout_mode": args.rollout_mode,
-        "max_in_flight": max_in_flight})
+    return OpenManusAgent(
+        tokenizer,
+        worker,
+        {
+            "env_name": args.env_name,
+            "env_servers": {args.env_name: server_urls},
+            "env_ports": [],
+            "n": args.n,
+            "max_turns": args.max_turns,
+            "max_prompt_length": args.max_prompt_length,
+            "max_response_length": args.max_response_length,
+            "max_obs_length": args.max_obs_length,
+            "max_trajectory_length": args.max_trajectory_length,
+            "action_format": args.action_format,
+            "temperature": args.temperature,
+            "seed": args.seed,
+            "write_viewer": False,
+            "request_timeout_s": args.request_timeout_s,
+            "rollout_mode": args.rollout_mode,
+            "max_in_flight": max_in_flight,
+        },
+    )
 
 
 def fit_servers(batch_size: int, n: int, server_urls: list[str]) -> int:
@@ -64,8 +92,11 @@ def fit_servers(batch_size: int, n: int, server_urls: list[str]) -> int:
     if batch_size * n <= capacity:
         return batch_size
     fitted = max(1, capacity // n)
-    print(f"[eval] the server(s) hold {capacity} envs at once (GET /health max_envs): {fitted} tasks per batch, "
-          f"not {batch_size}", flush=True)
+    print(
+        f"[eval] the server(s) hold {capacity} envs at once (GET /health max_envs): {fitted} tasks per batch, "
+        f"not {batch_size}",
+        flush=True,
+    )
     return fitted
 
 
@@ -76,9 +107,16 @@ def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch
     from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
     config = GatewayConfig(
-        program=args.program, episode_timeout_s=args.episode_timeout_s, n=args.n, concurrency=batch_size * args.n,
-        max_prompt_length=args.max_prompt_length, max_response_length=args.max_response_length,
-        max_trajectory_length=args.max_trajectory_length, temperature=args.temperature, seed=args.seed)
+        program=args.program,
+        episode_timeout_s=args.episode_timeout_s,
+        n=args.n,
+        concurrency=batch_size * args.n,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        max_trajectory_length=args.max_trajectory_length,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
     return GatewayRollout(tokenizer, worker, config, model=model_label(hf))
 
 
@@ -124,8 +162,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     get_env_spec(args.env_name)  # unknown env: fail before loading anything
     hf = resolve_model_path(args.model)
-    print(f"[eval] model: {hf}" + ("" if Path(args.model).resolve() == hf else f" (resolved from {args.model})"),
-          flush=True)
+    print(
+        f"[eval] model: {hf}" + ("" if Path(args.model).resolve() == hf else f" (resolved from {args.model})"),
+        flush=True,
+    )
     task_path = ensure_task_file(args.data_dir, args.env_name, args.split)
     frame = read_tasks(task_path, max_rows=args.limit)
     if len(frame) == 0:
@@ -146,8 +186,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             from agentgym.launcher import ENVS
 
             if args.env_name not in ENVS:
-                raise ValueError(f"no server can be started here for env {args.env_name!r} (servable: {sorted(ENVS)}); "
-                                 "start one and pass --server_url")
+                raise ValueError(
+                    f"no server can be started here for env {args.env_name!r} (servable: {sorted(ENVS)}); "
+                    "start one and pass --server_url"
+                )
             server_urls = [stack.enter_context(env_server(args.env_name)) for _ in range(args.num_servers)]
         batch_size = fit_servers(batch_size, args.n, server_urls)
         window = args.schedule == "window" and (args.program or args.rollout_mode == "async")
@@ -158,16 +200,23 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             agent = stack.enter_context(program_rollout(tokenizer, worker, args, batch_size, hf))
             how = f"the agent program {args.program} through the gateway"
         else:
-            agent = stack.enter_context(builtin_agent(tokenizer, worker, args, server_urls,
-                                                      batch_size * args.n if window else 0))
+            agent = stack.enter_context(
+                builtin_agent(tokenizer, worker, args, server_urls, batch_size * args.n if window else 0)
+            )
             how = f"{args.rollout_mode} rollout"
         # a window: one call, at most batch_size tasks' episodes running at once, the next starting as one ends
         batches = TaskDataLoader(frame, len(frame) if window else batch_size, shuffle=False).all_batches()
-        layout = (f"a window of {batch_size} tasks in flight" if window
-                  else f"{len(batches)} batch(es) of up to {batch_size} tasks")
-        print(f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
-              f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}), {layout}; "
-              f"server(s) {', '.join(server_urls)}; engine {args.engine}; {how}", flush=True)
+        layout = (
+            f"a window of {batch_size} tasks in flight"
+            if window
+            else f"{len(batches)} batch(es) of up to {batch_size} tasks"
+        )
+        print(
+            f"[eval] {len(frame)} {args.env_name}/{args.split} tasks x n={args.n} "
+            f"({'greedy' if greedy else f'sampled at temperature {args.temperature}'}), {layout}; "
+            f"server(s) {', '.join(server_urls)}; engine {args.engine}; {how}",
+            flush=True,
+        )
         cache_before = worker.prefix_cache_stats()
         for index, batch in enumerate(batches):
             # seeds come from (seed, task, copy), never from a place in a batch: the same samples whatever the
@@ -179,9 +228,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
                 results += task_results_from_batch(out, args.n)
             done = [r for r in results if not r.failed]
-            print(f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
-                  f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "
-                  f"failed {len(results) - len(done)}, {time.perf_counter() - start:.0f}s", flush=True)
+            print(
+                f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
+                f"success so far {np.mean([r.success for r in done]) if done else float('nan'):.3f}, "
+                f"failed {len(results) - len(done)}, {time.perf_counter() - start:.0f}s",
+                flush=True,
+            )
         cache = prefix_cache_use(cache_before, worker.prefix_cache_stats())
 
     summary = {"model": str(hf), "env": args.env_name, "split": args.split, "n": args.n, "greedy": greedy}
@@ -195,8 +247,13 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary["tasks_per_s"] = len({r.task_id for r in results}) / summary["wall_s"]
     summary["prefix_cache"] = cache
     summary["tasks_file"] = tasks_path_for(out_path).name
-    summary["config"] = {**vars(args), "model_arg": args.model, "model": str(hf), "server_urls": server_urls,
-                         "out": str(out_path)}
+    summary["config"] = {
+        **vars(args),
+        "model_arg": args.model,
+        "model": str(hf),
+        "server_urls": server_urls,
+        "out": str(out_path),
+    }
     summary["provenance"] = recorded
 
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,9 @@ from openmanus_rl.evaluation.results import load_task_results, per_task
 from openmanus_rl.evaluation.stats import COMPARE_RESAMPLES
 
 
-def pooled_bootstrap_ci(diffs: np.ndarray, resamples: int = COMPARE_RESAMPLES, seed: int = 0,
-                        level: float = 0.95) -> tuple[float, float]:
+def pooled_bootstrap_ci(
+    diffs: np.ndarray, resamples: int = COMPARE_RESAMPLES, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile interval of ``mean(diffs)`` for ``diffs`` of shape (seeds, tasks), both resampled (module docstring).
 
     A resample's mean over drawn seeds x tasks is ``v . diffs . w`` with ``v_s`` (``w_t``) the share of the draws that
@@ -48,8 +49,12 @@ def _success_by_task(path: str | os.PathLike[str]) -> dict[Any, float]:
     return {t: float(np.mean([r.success for r in rows])) for t, rows in per_task(load_task_results(path)).items()}
 
 
-def seeds_report(base: str | os.PathLike[str], arms: Sequence[str | os.PathLike[str]], seed: int = 0,
-                 resamples: int = COMPARE_RESAMPLES) -> dict[str, Any]:
+def seeds_report(
+    base: str | os.PathLike[str],
+    arms: Sequence[str | os.PathLike[str]],
+    seed: int = 0,
+    resamples: int = COMPARE_RESAMPLES,
+) -> dict[str, Any]:
     """Each arm (one per seed) against ``base`` (`compare`: gain, paired interval, McNemar), then the pooled success
     gain over the tasks every file scored, with `pooled_bootstrap_ci`, and how many seeds lost significantly
     (their own interval entirely below 0)."""
@@ -58,16 +63,26 @@ def seeds_report(base: str | os.PathLike[str], arms: Sequence[str | os.PathLike[
     per_seed = [compare(base, arm, seed=seed, resamples=resamples) for arm in arms]
     scores = [_success_by_task(base)] + [_success_by_task(arm) for arm in arms]
     shared = sorted(set.intersection(*(set(s) for s in scores)), key=str)
-    out: dict[str, Any] = {"base": str(base), "arms": [str(a) for a in arms], "per_seed": per_seed,
-                           "shared_tasks": len(shared), "pooled": None}
+    out: dict[str, Any] = {
+        "base": str(base),
+        "arms": [str(a) for a in arms],
+        "per_seed": per_seed,
+        "shared_tasks": len(shared),
+        "pooled": None,
+    }
     if not shared:
         return out
     a = np.array([scores[0][t] for t in shared])
     diffs = np.array([[s[t] for t in shared] for s in scores[1:]]) - a
     below = sum(1 for c in per_seed if c["success"] is not None and c["success"]["ci95"][1] < 0)
-    out["pooled"] = {"base_mean": float(a.mean()), "arm_mean": float((diffs + a).mean()), "gain": float(diffs.mean()),
-                     "ci95": list(pooled_bootstrap_ci(diffs, resamples=resamples, seed=seed)),
-                     "seeds": len(arms), "seeds_below_zero": below,
-                     "ci_method": f"percentile bootstrap over seeds and tasks ({resamples} resamples, seed {seed}; "
-                                  "one task draw for every seed)"}
+    out["pooled"] = {
+        "base_mean": float(a.mean()),
+        "arm_mean": float((diffs + a).mean()),
+        "gain": float(diffs.mean()),
+        "ci95": list(pooled_bootstrap_ci(diffs, resamples=resamples, seed=seed)),
+        "seeds": len(arms),
+        "seeds_below_zero": below,
+        "ci_method": f"percentile bootstrap over seeds and tasks ({resamples} resamples, seed {seed}; "
+        "one task draw for every seed)",
+    }
     return out

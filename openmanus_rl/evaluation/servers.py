@@ -24,7 +24,9 @@ def server_url_list(value: str) -> list[str]:
     given, no trailing slash); a ValueError naming the first one that is not an http(s) URL with a host."""
     urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
     if not urls:
-        raise ValueError(f"--server_url must name at least one server (http://HOST:PORT[,http://HOST:PORT...]), got {value!r}")
+        raise ValueError(
+            f"--server_url must name at least one server (http://HOST:PORT[,http://HOST:PORT...]), got {value!r}"
+        )
     checked = []
     for url in urls:
         parts = urlsplit(url if "://" in url else f"http://{url}")

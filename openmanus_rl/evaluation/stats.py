@@ -48,8 +48,13 @@ def _as_vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarray], float] = np.mean,
-                 resamples: int = REWARD_RESAMPLES, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    stat: Callable[[np.ndarray], float] = np.mean,
+    resamples: int = REWARD_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat`` over ``values``.
 
     Draw ``resamples`` samples of size ``m = len(values)`` with replacement
@@ -63,14 +68,26 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarra
         raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples}, {level}")
     if np.ptp(x) == 0:  # every resample is the data itself
         return float(stat(x)), float(stat(x))
-    result = scipy_stats.bootstrap((x,), stat, n_resamples=resamples, confidence_level=level, method="percentile",
-                                   vectorized=False, rng=np.random.default_rng(seed))
+    result = scipy_stats.bootstrap(
+        (x,),
+        stat,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        vectorized=False,
+        rng=np.random.default_rng(seed),
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def paired_bootstrap_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
-                        stat: Callable[[np.ndarray], float] = np.mean, resamples: int = COMPARE_RESAMPLES,
-                        seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def paired_bootstrap_ci(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    stat: Callable[[np.ndarray], float] = np.mean,
+    resamples: int = COMPARE_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Paired percentile bootstrap interval of ``stat(b - a)``.
 
     ``a[i]`` and ``b[i]`` are the same task's scores under A and B; tasks (pairs)

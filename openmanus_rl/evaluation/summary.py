@@ -34,8 +34,11 @@ def summarize(results: Sequence[TaskResult], n: int, seed: int = 0) -> dict[str,
     reward = [float(np.mean([r.env_reward for r in rows])) for rows in scored.values()]
     turns = sum(r.turns for r in ok)
     out: dict[str, Any] = {
-        "tasks": len(tasks), "scored_tasks": len(scored), "rollouts": len(results),
-        "failed": sum(r.failed for r in results), "success_rate": _mean(success),
+        "tasks": len(tasks),
+        "scored_tasks": len(scored),
+        "rollouts": len(results),
+        "failed": sum(r.failed for r in results),
+        "success_rate": _mean(success),
     }
     if n == 1:
         out["success_ci95"] = list(wilson_interval(int(sum(success)), len(success)))
@@ -53,7 +56,12 @@ def summarize(results: Sequence[TaskResult], n: int, seed: int = 0) -> dict[str,
 
 def ci_methods(n: int, seed: int) -> dict[str, str]:
     """How `summarize` computed each interval, in words (the summary's ``ci_method``)."""
-    success = (f"Wilson score interval over tasks (z={Z95})" if n == 1 else
-               f"percentile bootstrap over per-task mean success ({SUCCESS_RESAMPLES} resamples, seed {seed})")
-    return {"success": success,
-            "reward": f"percentile bootstrap over per-task mean env reward ({REWARD_RESAMPLES} resamples, seed {seed})"}
+    success = (
+        f"Wilson score interval over tasks (z={Z95})"
+        if n == 1
+        else f"percentile bootstrap over per-task mean success ({SUCCESS_RESAMPLES} resamples, seed {seed})"
+    )
+    return {
+        "success": success,
+        "reward": f"percentile bootstrap over per-task mean env reward ({REWARD_RESAMPLES} resamples, seed {seed})",
+    }

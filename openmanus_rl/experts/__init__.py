@@ -8,10 +8,20 @@ template.  `ExpertGenerator` stands in for the model inside `OpenManusAgent`
 """
 
 from .registry import EXPERTS, Expert, format_reply, get_expert, register_expert
-from .webshop import WebShopExpert
 from .rollout import ExpertGenerator, ExpertScore, ExpertTurn, evaluate_expert, last_observation, split_task_ids
+from .webshop import WebShopExpert
 
 __all__ = [
-    "EXPERTS", "Expert", "ExpertGenerator", "ExpertScore", "ExpertTurn", "WebShopExpert", "evaluate_expert",
-    "format_reply", "get_expert", "last_observation", "register_expert", "split_task_ids",
+    "EXPERTS",
+    "Expert",
+    "ExpertGenerator",
+    "ExpertScore",
+    "ExpertTurn",
+    "WebShopExpert",
+    "evaluate_expert",
+    "format_reply",
+    "get_expert",
+    "last_observation",
+    "register_expert",
+    "split_task_ids",
 ]

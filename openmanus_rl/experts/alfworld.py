@@ -36,12 +36,18 @@ FALLBACK = "look"
 APPLIANCES = {"clean": ("sinkbasin", "clean"), "heat": ("microwave", "heat"), "cool": ("fridge", "cool")}
 # ALFWorld's task sentences (alfworld.gen.goal_library), most specific first: (pattern, kind)
 TASKS = [
-    (r"put a clean (\w+) in (\w+)", "clean"), (r"clean some (\w+) and put it in (\w+)", "clean"),
-    (r"put a hot (\w+) in (\w+)", "heat"), (r"heat some (\w+) and put it in (\w+)", "heat"),
-    (r"put a cool (\w+) in (\w+)", "cool"), (r"cool some (\w+) and put it in (\w+)", "cool"),
-    (r"put two (\w+) in (\w+)", "two"), (r"find two (\w+) and put them in (\w+)", "two"),
-    (r"look at (\w+) under the (\w+)", "look"), (r"examine the (\w+) with the (\w+)", "look"),
-    (r"put a (\w+) in (\w+)", "place"), (r"put some (\w+) on (\w+)", "place"),
+    (r"put a clean (\w+) in (\w+)", "clean"),
+    (r"clean some (\w+) and put it in (\w+)", "clean"),
+    (r"put a hot (\w+) in (\w+)", "heat"),
+    (r"heat some (\w+) and put it in (\w+)", "heat"),
+    (r"put a cool (\w+) in (\w+)", "cool"),
+    (r"cool some (\w+) and put it in (\w+)", "cool"),
+    (r"put two (\w+) in (\w+)", "two"),
+    (r"find two (\w+) and put them in (\w+)", "two"),
+    (r"look at (\w+) under the (\w+)", "look"),
+    (r"examine the (\w+) with the (\w+)", "look"),
+    (r"put a (\w+) in (\w+)", "place"),
+    (r"put some (\w+) on (\w+)", "place"),
 ]
 _ROOM = re.compile(r"Looking quickly around you, you see (.+?)\.(?:\n|$)")
 _TASK = re.compile(r"Your task is to: (.+?)\.?(?:\n|$)")
@@ -69,7 +75,7 @@ def split_list(text: str) -> list[str]:
 def available_actions(observation: str) -> list[str]:
     """The actions of the observation's last ``AVAILABLE ACTIONS:`` line ([] when there is none)."""
     lines = [line for line in observation.splitlines() if line.startswith(ACTIONS_PREFIX)]
-    return [a for a in lines[-1][len(ACTIONS_PREFIX):].split(", ") if a] if lines else []
+    return [a for a in lines[-1][len(ACTIONS_PREFIX) :].split(", ") if a] if lines else []
 
 
 def read_task(sentence: str) -> tuple[str, str, str] | None:
@@ -126,7 +132,7 @@ class AlfWorldExpert(Expert):
         if actions and action not in actions:
             return self._do(FALLBACK, f"I wanted to {action}, but I cannot now, so I look around.")
         if action.startswith("go to "):
-            m.at = action[len("go to "):]
+            m.at = action[len("go to ") :]
         return self._do(action, thought)
 
     # ------------------------------------------------------------------ reading
@@ -166,8 +172,11 @@ class AlfWorldExpert(Expert):
         if m.holding:
             if m.kind in APPLIANCES and m.holding not in m.treated:
                 appliance, verb = APPLIANCES[m.kind]
-                return self._use_at(appliance, f"{verb} {m.holding} with {{r}}",
-                                    f"I hold the {m.holding}; I {verb} it with the {{r}} first.")
+                return self._use_at(
+                    appliance,
+                    f"{verb} {m.holding} with {{r}}",
+                    f"I hold the {m.holding}; I {verb} it with the {{r}} first.",
+                )
             if m.kind == "look":
                 lamp = next((o for o in m.seen if kind_of(o) == m.goal), None)
                 if lamp is None:

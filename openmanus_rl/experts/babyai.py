@@ -50,8 +50,10 @@ _THING = re.compile(r"^There is an? (?:(open|closed|locked) )?(\w+) (key|ball|bo
 _FRONT = re.compile(r"(\d+) steps in front of you")
 _SIDE = re.compile(r"(\d+) steps to your (left|right)")
 _CARRY = re.compile(r"^You are carrying an? (\w+) (\w+)\.$")
-_DESC = (r"(?:the|a) (?:(red|green|blue|purple|yellow|grey) )?(key|ball|box|door|object)"
-         r"(?: (in front of you|behind you|on your left|on your right))?")
+_DESC = (
+    r"(?:the|a) (?:(red|green|blue|purple|yellow|grey) )?(key|ball|box|door|object)"
+    r"(?: (in front of you|behind you|on your left|on your right))?"
+)
 _LOCS = {"in front of you": "front", "behind you": "behind", "on your left": "left", "on your right": "right"}
 _STEP = {verb: re.compile(rf"^{verb} {_DESC}$") for verb in ("go to", "pick up", "open")}
 _PUT = re.compile(rf"^put {_DESC} next to {_DESC}$")
@@ -62,8 +64,12 @@ MAX_CLEARINGS = 3  # obstacles it moves in one sketch at most
 SEEK_THOUGHT = "I saw what I need over there"
 MAX_FORWARD = 3
 # from facing put's fixed object: ways to stand with a free cell next to it in front (left, right, back off)
-SIDESTEPS = (("turn left", "move forward", "turn right"), ("turn right", "move forward", "turn left"),
-             ("turn left", "turn left", "move forward", "turn left", "turn left"))
+SIDESTEPS = (
+    ("turn left", "move forward", "turn right"),
+    ("turn right", "move forward", "turn left"),
+    ("turn left", "turn left", "move forward", "turn left", "turn left"),
+)
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -91,13 +97,14 @@ def read_view(observation: str) -> View | None:
     if goal_at is None:
         return None
     view = View(" ".join(lines[:goal_at]) or None, lines[goal_at].removeprefix("Your goal: "), [], None, [])
-    for line in lines[goal_at + 1:]:
+    for line in lines[goal_at + 1 :]:
         if thing := _THING.match(line):
             state, colour, kind, n, where = thing.groups()
             front, side = _FRONT.search(where), _SIDE.search(where)
             right = (int(side.group(1)) * (1 if side.group(2) == "right" else -1)) if side else 0
-            view.things.append(Seen(f"{colour} {kind} {n}", kind, colour, state, int(front.group(1)) if front else 0,
-                                    right))
+            view.things.append(
+                Seen(f"{colour} {kind} {n}", kind, colour, state, int(front.group(1)) if front else 0, right)
+            )
         elif carry := _CARRY.match(line):
             view.carrying = (carry.group(1), carry.group(2))
         elif line.startswith("Available actions: "):
@@ -310,8 +317,13 @@ class BabyAIExpert(Expert):
 
     def _follow(self, view: View) -> None:
         """Count a finished step and move the frame by the last action's outcome."""
-        m, event, last, prev, frame = self.memory, view.event or "", self.memory.last, self.memory.last_view, \
-            self.memory.frame
+        m, event, last, prev, frame = (
+            self.memory,
+            view.event or "",
+            self.memory.last,
+            self.memory.last_view,
+            self.memory.frame,
+        )
         refused = event.startswith(("You cannot", "Invalid action", "You can take"))
         if m.finishing is not None and not refused and event.startswith(m.finishing):
             m.done += 1
@@ -401,8 +413,11 @@ class BabyAIExpert(Expert):
             if (cleared := self._unblock(view, frame.where(thing), thing.kind == "door")) is not None:
                 return cleared
             frame.give_up(frame.where(thing))
-        remembered = [cell for cell, (colour, kind, _) in frame.things.items() if self._fits(desc, cell, colour, kind)
-                      and cell not in {frame.where(t) for t in in_view}]
+        remembered = [
+            cell
+            for cell, (colour, kind, _) in frame.things.items()
+            if self._fits(desc, cell, colour, kind) and cell not in {frame.where(t) for t in in_view}
+        ]
         position = frame.pose[0]
         for cell in sorted(remembered, key=lambda c: abs(c[0] - position[0]) + abs(c[1] - position[1])):
             if (turn := self._turn_towards(cell)) is not None:
@@ -516,8 +531,9 @@ class BabyAIExpert(Expert):
     def _key_needed(self, view: View, desc: Desc) -> str | None:
         """The colour of key to fetch first: every door known to fit ``desc`` is locked and the key is not carried."""
         frame = self.memory.frame
-        doors = [(c, s) for cell, (c, kind, s) in frame.things.items()
-                 if kind == "door" and self._fits(desc, cell, c, kind)]
+        doors = [
+            (c, s) for cell, (c, kind, s) in frame.things.items() if kind == "door" and self._fits(desc, cell, c, kind)
+        ]
         if not doors or any(s != "locked" for _, s in doors) or any(view.carrying == (c, "key") for c, _ in doors):
             return None
         return doors[0][0]
@@ -601,18 +617,22 @@ class BabyAIExpert(Expert):
                 if (found := self._get_key(view, colour)) is not None:
                     return found
         for state in ("closed", "open"):
-            doors = sorted(((cell, c) for cell, (c, kind, s) in frame.things.items() if kind == "door" and s == state),
-                           key=lambda entry: m.doors_used.get(entry[1], 0))
-            for cell, colour in doors:
+            doors = sorted(
+                ((cell, c) for cell, (c, kind, s) in frame.things.items() if kind == "door" and s == state),
+                key=lambda entry: m.doors_used.get(entry[1], 0),
+            )
+            for cell, _colour in doors:
                 if cell != frame.came_from and (found := self._pursue_cell(view, cell, through)) is not None:
                     return found
         if needs_key:
+
             def open_box(t: Seen) -> Action | None:
                 if (t.front, t.right) == (1, 0) and "toggle" in view.actions:
                     return "toggle", f"I need a key for a locked door; I open {t.label} to look inside."
                 if f"go to {t.label}" in view.actions:
                     return f"go to {t.label}", f"I need a key for a locked door; {t.label} may hold one."
                 return None
+
             if (found := self._pursue(view, Desc(None, "box", None), open_box)) is not None:
                 return found
         back = frame.came_from
@@ -639,8 +659,14 @@ class BabyAIExpert(Expert):
         if "move forward" not in view.actions:
             frame.blocked.add(frame.pose)
         options = []
-        for order, (turn, h) in enumerate((("move forward", heading), ("turn left", _left(heading)),
-                                           ("turn right", _right(heading)), ("turn left", (-heading[0], -heading[1])))):
+        for order, (turn, h) in enumerate(
+            (
+                ("move forward", heading),
+                ("turn left", _left(heading)),
+                ("turn right", _right(heading)),
+                ("turn left", (-heading[0], -heading[1])),
+            )
+        ):
             if (position, h) in frame.blocked:
                 continue
             ahead = (position[0] + 3 * h[0], position[1] + 3 * h[1])

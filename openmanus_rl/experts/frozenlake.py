@@ -68,8 +68,9 @@ class FrozenLakeExpert(Expert):
                 move = self.rng.choice(detours)
                 return self._do(move, f"I step {move} onto safe ice; the goal stays within reach.")
         steps = "move" if len(path) == 1 else "moves"
-        return self._do(path[0], f"The goal is {len(path)} {steps} away on a path around the holes, so I move "
-                                 f"{path[0]}.")
+        return self._do(
+            path[0], f"The goal is {len(path)} {steps} away on a path around the holes, so I move {path[0]}."
+        )
 
     @staticmethod
     def _fits(rows: list[list[str]], at: tuple[int, int], move: str, budget: int) -> bool:

@@ -55,8 +55,12 @@ def read_view(observation: str) -> View | None:
         return None
     named = {side.strip() for side in walls[-1].split(",") if side.strip()}
     left = _MOVES_LEFT.findall(observation)
-    return View((int(goals[-1][0]), int(goals[-1][1])), (int(heres[-1][0]), int(heres[-1][1])),
-                frozenset(move for move, side in SIDES.items() if side in named), int(left[-1]) if left else None)
+    return View(
+        (int(goals[-1][0]), int(goals[-1][1])),
+        (int(heres[-1][0]), int(heres[-1][1])),
+        frozenset(move for move, side in SIDES.items() if side in named),
+        int(left[-1]) if left else None,
+    )
 
 
 def _step(cell: Cell, move: str) -> Cell:
@@ -88,17 +92,24 @@ class MazeExpert(Expert):
             return self._do(FALLBACK, "I see no way to the goal, so I try moving up.")
         left = min(view.moves_left if view.moves_left is not None else self.max_steps, self.max_steps - self.steps)
         if self.noisy():
-            detours = [m for m in MOVES if m != path[0] and m not in view.walls
-                       and self._fits(_step(view.position, m), view.goal, left - 1)]
+            detours = [
+                m
+                for m in MOVES
+                if m != path[0] and m not in view.walls and self._fits(_step(view.position, m), view.goal, left - 1)
+            ]
             if detours:
                 move = self.rng.choice(detours)
-                return self._do(f"move {move}", f"There is no wall {SIDES[move]}, so I look around by moving {move}; "
-                                                "the goal stays within reach.")
+                return self._do(
+                    f"move {move}",
+                    f"There is no wall {SIDES[move]}, so I look around by moving {move}; the goal stays within reach.",
+                )
         unseen = any(cell not in self.seen for cell in self._cells(view.position, path))
         way = "through corridors I have not seen yet" if unseen else "through corridors I have seen"
         steps = "move" if len(path) == 1 else "moves"
-        thought = (f"The goal at {view.goal[0]}, {view.goal[1]} is at least {len(path)} {steps} away {way}, so I "
-                   f"move {path[0]}.")
+        thought = (
+            f"The goal at {view.goal[0]}, {view.goal[1]} is at least {len(path)} {steps} away {way}, so I "
+            f"move {path[0]}."
+        )
         return self._do(f"move {path[0]}", thought)
 
     def plan(self, start: Cell, goal: Cell) -> list[str] | None:
@@ -108,7 +119,7 @@ class MazeExpert(Expert):
         for pad in (1, 2, 4, 8, 16, 32):
             top, bottom, left, right = min(rows) - pad, max(rows) + pad, min(cols) - pad, max(cols) + pad
 
-            def passable(cell: Cell) -> bool:
+            def passable(cell: Cell, top=top, bottom=bottom, left=left, right=right) -> bool:
                 return cell not in self.walls and top <= cell[0] <= bottom and left <= cell[1] <= right
 
             path = shortest_path(passable, start, goal)

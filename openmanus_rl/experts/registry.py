@@ -130,6 +130,7 @@ def format_reply(template: ActionTemplate | str, action: str, thought: str = "",
     if spec is not None:
         parsed = template.parse(reply, spec)
         if parsed.action != action:
-            raise ValueError(f"template {template.name!r} reads {parsed.action!r} from the expert reply {reply!r}, "
-                             f"not {action!r}")
+            raise ValueError(
+                f"template {template.name!r} reads {parsed.action!r} from the expert reply {reply!r}, not {action!r}"
+            )
     return reply

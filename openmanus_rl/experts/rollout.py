@@ -25,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from agentgym.spec import load_object
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.openmanus_agent import turn_seed
 from openmanus_rl.agent.output import objects, success
 from openmanus_rl.agent.templates import get_action_template
 from openmanus_rl.agent.trajectory import Trajectory
-from agentgym.spec import load_object
 from openmanus_rl.envs import ENV_SPECS, EnvClient, EnvSpec, RetryPolicy, get_env_spec
 from verl.protocol import DataProto
 
@@ -43,8 +43,10 @@ def split_task_ids(env_name: str, split: str) -> Sequence[int]:
     """The env task ids of ``split`` ("train", "dev" or "test"): those of the task list its spec names."""
     spec = get_env_spec(env_name)
     if not spec.tasks:
-        raise ValueError(f"env {env_name!r} has no task list; envs with one: "
-                         f"{sorted(name for name, s in ENV_SPECS.items() if s.tasks)}")
+        raise ValueError(
+            f"env {env_name!r} has no task list; envs with one: "
+            f"{sorted(name for name, s in ENV_SPECS.items() if s.tasks)}"
+        )
     return [task_id for task_id, _ in load_object(spec.tasks)(split)]
 
 
@@ -54,7 +56,10 @@ def last_observation(chat: ChatFormat, prompt_ids: list[int], first_turn: bool) 
     On the first turn it is what follows the agent's ``"Observation:"`` line in the one user message; later, the
     content of the last user turn (between the chat template's observation head and tail).
     """
-    decode = lambda ids: chat.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def decode(ids: list[int]) -> str:
+        return chat.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
     text = decode(prompt_ids)
     tail = decode(chat.turn_tail_ids)
     if text.endswith(tail):
@@ -63,12 +68,12 @@ def last_observation(chat: ChatFormat, prompt_ids: list[int], first_turn: bool) 
         at = text.find(FIRST_OBSERVATION_MARKER)
         if at < 0:
             raise ValueError("the first prompt has no 'Observation:' line; is it the agent's prompt?")
-        return text[at + len(FIRST_OBSERVATION_MARKER):]
+        return text[at + len(FIRST_OBSERVATION_MARKER) :]
     head = decode(chat.turn_head_ids)
     at = text.rfind(head)
     if at < 0:
         raise ValueError("no observation turn in this generation context")
-    return text[at + len(head):]
+    return text[at + len(head) :]
 
 
 @dataclass
@@ -83,8 +88,9 @@ class ExpertGenerator:
     docstring).  ``expert_kwargs`` go to `get_expert`; ``episodes`` maps each trajectory's first seed to its
     turns (observation, reply, action), for inspection."""
 
-    def __init__(self, tokenizer: Any, env_name: str, action_format: str,
-                 expert_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, env_name: str, action_format: str, expert_kwargs: Mapping[str, Any] | None = None
+    ) -> None:
         self.chat = ChatFormat(tokenizer)
         self.specs = {name.strip(): get_env_spec(name.strip()) for name in env_name.split(",")}
         self.template = get_action_template(action_format)
@@ -120,8 +126,10 @@ class ExpertGenerator:
     def reply_ids(self, reply: str, max_tokens: int) -> list[int]:
         ids = self.chat.encode(reply) + [self.chat.eot_id]
         if len(ids) > max_tokens:
-            raise ValueError(f"the expert reply takes {len(ids)} tokens with its end-of-turn token, above "
-                             f"max_response_length={max_tokens}: {reply!r}")
+            raise ValueError(
+                f"the expert reply takes {len(ids)} tokens with its end-of-turn token, above "
+                f"max_response_length={max_tokens}: {reply!r}"
+            )
         return ids
 
     def generate_sequences(self, request: DataProto) -> DataProto:
@@ -136,11 +144,13 @@ class ExpertGenerator:
             out_ids.append(self.reply_ids(reply, max_tokens))
             self.episodes[first].append(ExpertTurn(observation, reply, self.template.parse(reply, spec).action or ""))
             self._waiting[turn_seed(int(seed), 1)] = (first, expert, spec)
-        return DataProto.from_dict(non_tensors={
-            "response_ids": objects(out_ids),
-            "response_log_probs": objects([[0.0] * len(ids) for ids in out_ids]),
-            "finish_reason": objects(["stop"] * len(out_ids)),
-        })
+        return DataProto.from_dict(
+            non_tensors={
+                "response_ids": objects(out_ids),
+                "response_log_probs": objects([[0.0] * len(ids) for ids in out_ids]),
+                "finish_reason": objects(["stop"] * len(out_ids)),
+            }
+        )
 
 
 @dataclass
@@ -167,13 +177,28 @@ class ExpertScore:
         return sum(self.rewards) / self.n if self.n else 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"env_name": self.env_name, "split": self.split, "n": self.n, "success_rate": self.success_rate,
-                "mean_reward": self.mean_reward, "mean_steps": sum(self.steps) / self.n if self.n else 0.0}
+        return {
+            "env_name": self.env_name,
+            "split": self.split,
+            "n": self.n,
+            "success_rate": self.success_rate,
+            "mean_reward": self.mean_reward,
+            "mean_steps": sum(self.steps) / self.n if self.n else 0.0,
+        }
 
 
-def evaluate_expert(env_name: str, split: str, n: int, server_url: str, expert_kwargs: Mapping[str, Any] | None = None,
-                    max_turns: int | None = None, task_ids: list[int] | None = None, max_obs_length: int | None = None,
-                    tokenizer: Any = None, request_timeout_s: float = 30.0) -> ExpertScore:
+def evaluate_expert(
+    env_name: str,
+    split: str,
+    n: int,
+    server_url: str,
+    expert_kwargs: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+    task_ids: list[int] | None = None,
+    max_obs_length: int | None = None,
+    tokenizer: Any = None,
+    request_timeout_s: float = 30.0,
+) -> ExpertScore:
     """Play the first ``n`` tasks of ``split`` (or ``task_ids``) with the env's expert against the server at
     ``server_url`` (``http://host:port``), at most ``max_turns`` actions an episode (default: the env's cap,
     ``EnvSpec.max_turns``).
@@ -206,7 +231,7 @@ def evaluate_expert(env_name: str, split: str, n: int, server_url: str, expert_k
             trajectory = Trajectory(0, 0, f"expert-{task_id}", task_id, env_name, task_id)
             observation = client.reset(task_id)
             steps = 0
-            for steps in range(1, max_turns + 1):
+            for steps in range(1, max_turns + 1):  # noqa: B007 - steps is read after the loop
                 result = client.step(expert.act(seen(observation)))
                 trajectory.step_rewards.append(result.reward)
                 observation = result.observation

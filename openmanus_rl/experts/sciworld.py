@@ -47,7 +47,6 @@ from agentgym.sciworld.env import SciWorldEnv
 from agentgym.server import EpisodeStateError
 
 from ..agent.chat import TRUNCATION_MARKER
-
 from .registry import Expert
 
 FALLBACK = "look around"
@@ -101,7 +100,7 @@ def words_shown(observation: str) -> Counter[str]:
     text = observation.rstrip()
     if not text.endswith(TRUNCATION_MARKER.strip()):
         return Counter(text.split())
-    return Counter(text[:-len(TRUNCATION_MARKER.strip())].split()[:-1])
+    return Counter(text[: -len(TRUNCATION_MARKER.strip())].split()[:-1])
 
 
 class SciWorldExpert(Expert):
@@ -157,13 +156,16 @@ class SciWorldExpert(Expert):
             return self._do(FALLBACK, "I look around once more before my next step.")
         if self._paths_part() and self._sent not in (None, FALLBACK):
             self._sent = FALLBACK  # the variations still in play part here, and the last observation did not tell
-            return self._do(FALLBACK, "More than one version of this task fits what I have seen, so I look around "
-                                      "before my next step.")
+            return self._do(
+                FALLBACK,
+                "More than one version of this task fits what I have seen, so I look around before my next step.",
+            )
         action = self._sent = path[len(self.played)]
         self.played.append(action)
         goal = f"the {task(next(iter(self.gold))).title.lower()} task"
-        return self._do(action, f"For {goal} my next step is to {action}; {len(path) - len(self.played)} steps "
-                                f"remain in my plan.")
+        return self._do(
+            action, f"For {goal} my next step is to {action}; {len(path) - len(self.played)} steps remain in my plan."
+        )
 
     def _gold_paths(self, ids: list[int]) -> dict[int, list[str]]:
         """``data_idx`` -> the gold path its simulator plans on loading it, for each of ``ids``."""
@@ -201,8 +203,10 @@ class SciWorldExpert(Expert):
         def replays(data_idx: int) -> bool:
             sim.reset(data_idx)
             try:
-                return all(not words_shown(seen) - Counter(sim.step(action).observation.split())
-                           for action, seen in self.history)
+                return all(
+                    not words_shown(seen) - Counter(sim.step(action).observation.split())
+                    for action, seen in self.history
+                )
             except EpisodeStateError:  # the variation's episode ended where the env's did not
                 return False
 

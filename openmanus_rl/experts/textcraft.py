@@ -70,8 +70,9 @@ def plan_from_commands(recipes: list[Recipe], goal: str) -> list[str]:
         return False
 
     def recipes_for(name: str) -> list[Recipe]:
-        return by_output.get(name) or [r for r in recipes if r.output.endswith(" " + name)
-                                       and not takes(r, name, set())]
+        return by_output.get(name) or [
+            r for r in recipes if r.output.endswith(" " + name) and not takes(r, name, set())
+        ]
 
     return plan(goal, recipes_for)
 

@@ -55,21 +55,34 @@ DEFAULT_MAX_STEPS = 8
 MAX_QUERY_WORDS = 24
 
 # words that say how someone asks, not what they want
-_FILLER = frozenset("""
+_FILLER = frozenset(
+    """
     a an the this that these those which who whom whose what it its it's is are be been am was were i i'm im i'd id
     me my mine we us our you your yours he she they them their please can could would will shall should may might
     need needs want wants wanted like looking look search searching find finding get getting buy buying order
     ordering shop shopping show help after some any one ones something thing things with without featuring
     feature features has have having had that's thats of to in on at by from and or nor but for as into also
     just very really so too kind sort type prefer preferably must ideally maybe perhaps there here
-""".split())
-_OPTION_GROUPS = frozenset("""
+""".split()
+)
+_OPTION_GROUPS = frozenset(
+    """
     color colour size style flavor flavour scent pattern material fit type capacity count length width height
     configuration model pack quantity item package
-""".split()) | {"flavor name", "pattern name", "material type", "item package quantity", "fit type", "scent name",
-                "size name", "style name"}
-_PRICE = re.compile(r"[,;]?\s*(?:and\s+)?price\s+(?:lower|less)\s+than\s+\$?\s*([\d,]+(?:\.\d+)?)\s*(?:dollars?)?\.?\s*$",
-                    re.IGNORECASE)
+""".split()
+) | {
+    "flavor name",
+    "pattern name",
+    "material type",
+    "item package quantity",
+    "fit type",
+    "scent name",
+    "size name",
+    "style name",
+}
+_PRICE = re.compile(
+    r"[,;]?\s*(?:and\s+)?price\s+(?:lower|less)\s+than\s+\$?\s*([\d,]+(?:\.\d+)?)\s*(?:dollars?)?\.?\s*$", re.IGNORECASE
+)
 _OPTION_PAIR = re.compile(r"^[a-z][a-z0-9 ]*?:\s")
 _PAGE_LINE = re.compile(r"^Page \d+ \(Total results: \d+\)$")
 _ASIN = re.compile(r"^[A-Z0-9]{10}$")
@@ -111,11 +124,11 @@ def parse_instruction(text: str) -> Instruction:
     limit = None
     if match := _PRICE.search(rest):
         limit = float(match.group(1).replace(",", ""))
-        rest = rest[:match.start()].rstrip(" ,;")
+        rest = rest[: match.start()].rstrip(" ,;")
     options: list[tuple[str, str]] = []
     starts = [m.start() for m in re.finditer(r"\bwith\s", rest)]
     for start in reversed(starts):  # the last "with" followed only by "group: value" pairs
-        tail = rest[start + 4:].strip()
+        tail = rest[start + 4 :].strip()
         pieces = re.split(r",\s*(?:and\s+)?(?=[a-z][a-z0-9 ]*?:\s)", tail)
         if pieces and all(_OPTION_PAIR.match(p) for p in pieces):
             for piece in pieces:
@@ -191,17 +204,25 @@ def read_page(observation: str) -> Page:
         whole = len(elements) - 1 if cut else len(elements)  # a cut page's last element may be partial
         for i in range(whole - 2):
             if _ASIN.match(elements[i]) and elements[i + 2].startswith("$"):
-                listings.append(Listing(elements[i], elements[i + 1], elements[i + 2], price_of(elements[i + 2]),
-                                        len(listings)))
+                listings.append(
+                    Listing(elements[i], elements[i + 1], elements[i + 2], price_of(elements[i + 2]), len(listings))
+                )
         return Page("results", elements, cut, instruction, listings=listings)
     if "< prev" in lower:
         start = lower.index("< prev") + 1
         price_at = next((i for i in range(start, len(elements)) if elements[i].startswith("Price:")), None)
         if price_at is not None or "buy now" in lower or cut:
             if price_at is None:  # cut before the price: the option region runs to the (whole) end
-                return Page("item", elements, cut, instruction, options=elements[start:len(elements) - cut])
-            return Page("item", elements, cut, instruction, options=elements[start:price_at - 1],
-                        price=price_of(elements[price_at]), title=elements[price_at - 1])
+                return Page("item", elements, cut, instruction, options=elements[start : len(elements) - cut])
+            return Page(
+                "item",
+                elements,
+                cut,
+                instruction,
+                options=elements[start : price_at - 1],
+                price=price_of(elements[price_at]),
+                title=elements[price_at - 1],
+            )
         return Page("sub", elements, cut, instruction)
     return Page("unknown", elements, cut, instruction)
 
@@ -243,8 +264,9 @@ class WebShopExpert(Expert):
 
     env_name = "webshop"
 
-    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS,
-                 max_candidates: int = 3) -> None:
+    def __init__(
+        self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS, max_candidates: int = 3
+    ) -> None:
         super().__init__(noise, seed)
         if max_steps < 3:
             raise ValueError(f"max_steps must be >= 3 (search, open, buy), got {max_steps}")
@@ -277,7 +299,7 @@ class WebShopExpert(Expert):
                 out.append((f"{group}: {value}", _value_match(value, pool)))
         else:  # free-text instruction: every offered value it names, the longest per group
             text = f" {_norm(instruction.request)} "
-            for group, values in groups:
+            for _group, values in groups:
                 named_values = [v for v in values if _norm(v) and f" {_norm(v)} " in text]
                 if named_values:
                     best = max(named_values, key=lambda v: len(_norm(v)))
@@ -289,8 +311,9 @@ class WebShopExpert(Expert):
     def _rank(listings: list[Listing], instruction: Instruction) -> list[Listing]:
         """Affordable products first (price unknown counts as affordable), each group in the search engine's order."""
         limit = instruction.price_limit
-        return sorted(listings, key=lambda item: (limit is not None and item.price is not None and item.price > limit,
-                                                  item.rank))
+        return sorted(
+            listings, key=lambda item: (limit is not None and item.price is not None and item.price > limit, item.rank)
+        )
 
     # ------------------------------------------------------------------ the policy
     def act(self, observation: str) -> str:
@@ -313,7 +336,7 @@ class WebShopExpert(Expert):
         self.current, self.selected = None, []
         keywords = search_keywords(instruction)
         if self.searches > 1:  # the first search found nothing useful: fewer words
-            keywords = " ".join(keywords.split()[-max(2, len(keywords.split()) // 2):])
+            keywords = " ".join(keywords.split()[-max(2, len(keywords.split()) // 2) :])
         return self._do(f"search[{keywords}]", "I search for the product the instruction describes.")
 
     def _choose(self, page: Page, instruction: Instruction) -> str:
@@ -363,4 +386,3 @@ class WebShopExpert(Expert):
     def _can_backtrack(self, n_options: int) -> bool:
         """Whether going back, opening another product, setting its options and buying still fit the budget."""
         return len(self.tried) < self.max_candidates and self._left() >= 2 + n_options + 1
-

@@ -42,9 +42,15 @@ class Reply:
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
         return {
-            "id": self.completion_id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason, "logprobs": None}],
-            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                      "total_tokens": self.prompt_tokens + self.completion_tokens},
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+            },
             "gateway": self.gateway,
         }

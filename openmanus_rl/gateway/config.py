@@ -73,9 +73,11 @@ class GatewayConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.response_budget < self.max_response_length + 1:
-            raise ValueError(f"max_trajectory_length ({self.max_trajectory_length}) must leave room after "
-                             f"max_prompt_length ({self.max_prompt_length}) for one reply of max_response_length "
-                             f"({self.max_response_length}) plus its end-of-turn token")
+            raise ValueError(
+                f"max_trajectory_length ({self.max_trajectory_length}) must leave room after "
+                f"max_prompt_length ({self.max_prompt_length}) for one reply of max_response_length "
+                f"({self.max_response_length}) plus its end-of-turn token"
+            )
         if not isinstance(self.episode_timeout_s, (int, float)) or self.episode_timeout_s <= 0:
             raise ValueError(f"episode_timeout_s must be > 0, got {self.episode_timeout_s!r}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:

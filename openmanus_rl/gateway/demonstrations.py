@@ -69,11 +69,11 @@ class ProgramExpert:
         at, head = max((text.rfind(h), h) for h in self.heads)
         if at < 0:
             raise ValueError("the prompt holds no user or tool message")
-        return text[at + len(head):]
+        return text[at + len(head) :]
 
     def _answer(self, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], str]:
         context = self._context
-        if context is None or prompt_ids[:len(context)] != context:
+        if context is None or prompt_ids[: len(context)] != context:
             self._expert = get_expert(self.spec.name, **self.expert_kwargs)
             self._expert.reset(seed=len(self.episodes))
             self.episodes.append([])
@@ -93,6 +93,10 @@ class ProgramExpert:
             raise ValueError("ProgramExpert answers one call at a time: run the program with concurrency=1")
         max_tokens = int(request.meta_info.get("max_tokens", 1 << 30))
         ids, reason = self._answer([int(x) for x in nt["prompt_ids"][0]], max_tokens)
-        return DataProto.from_dict(non_tensors={"response_ids": objects([ids]),
-                                                "response_log_probs": objects([[0.0] * len(ids)]),
-                                                "finish_reason": objects([reason])})
+        return DataProto.from_dict(
+            non_tensors={
+                "response_ids": objects([ids]),
+                "response_log_probs": objects([[0.0] * len(ids)]),
+                "finish_reason": objects([reason]),
+            }
+        )

@@ -19,9 +19,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.protocol import DataProto
-
 from openmanus_rl.agent.output import objects
+from verl.protocol import DataProto
 
 STREAMING = ("submit_generation", "poll_generation", "cancel_generation")
 POLL_WAIT_S = 0.05  # longest engine wait per poll (a finished request ends it sooner)
@@ -117,9 +116,13 @@ class Dispatcher:
                 self._poll(in_flight)
 
     def _batch(self, group: list[_Request]) -> DataProto:
-        return DataProto.from_dict(non_tensors={"prompt_ids": objects([r.prompt_ids for r in group]),
-                                                "seed": objects([r.seed for r in group])},
-                                   meta_info=dict(group[0].meta))
+        return DataProto.from_dict(
+            non_tensors={
+                "prompt_ids": objects([r.prompt_ids for r in group]),
+                "seed": objects([r.seed for r in group]),
+            },
+            meta_info=dict(group[0].meta),
+        )
 
     def _generate(self, group: list[_Request]) -> None:
         try:
@@ -150,8 +153,15 @@ class Dispatcher:
     def _poll(self, in_flight: dict[str, _Request]) -> None:
         try:
             nt = self.generator.poll_generation(POLL_WAIT_S).non_tensor_batch
-            rows = list(zip(nt["request_id"], nt["response_ids"], nt["response_log_probs"], nt["finish_reason"],
-                            strict=True)) if "request_id" in nt else []
+            rows = (
+                list(
+                    zip(
+                        nt["request_id"], nt["response_ids"], nt["response_log_probs"], nt["finish_reason"], strict=True
+                    )
+                )
+                if "request_id" in nt
+                else []
+            )
         except Exception as exc:  # noqa: BLE001 - a failed poll loses every unfinished request
             for request in in_flight.values():
                 request.future.set_exception(exc)

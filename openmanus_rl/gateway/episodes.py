@@ -79,7 +79,9 @@ def program_outcome(value: Any, score: Callable[[], tuple[str, float]]) -> Outco
         return Outcome(reward, name)
     if isinstance(value, Mapping):
         if "reward" not in value or not isinstance(value.get("info", {}), Mapping):
-            raise TypeError(f"a program's dict must hold 'reward' and may hold an 'info' dict, got keys {sorted(value)}")
+            raise TypeError(
+                f"a program's dict must hold 'reward' and may hold an 'info' dict, got keys {sorted(value)}"
+            )
         return Outcome(_number(value["reward"], "the returned reward"), "program", dict(value.get("info", {})))
     return Outcome(_number(value, "the returned reward"), "program")
 
@@ -142,8 +144,9 @@ def _start(job: Callable[[], Outcome]) -> Future:
     return future
 
 
-def run_episodes(jobs: list[Callable[[], Outcome]], concurrency: int, timeout_s: float,
-                 on_timeout: Callable[[int], None]) -> list[Outcome]:
+def run_episodes(
+    jobs: list[Callable[[], Outcome]], concurrency: int, timeout_s: float, on_timeout: Callable[[int], None]
+) -> list[Outcome]:
     """Each job's `Outcome`, in order (see the module docstring)."""
     outcomes: list[Outcome] = [Outcome() for _ in jobs]
     waiting = deque(range(len(jobs)))

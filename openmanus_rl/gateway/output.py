@@ -54,20 +54,22 @@ class Episode:
         return "failed" if self.failure(outcome) else "truncated" if self.session.truncated else "done"
 
 
-def build_batch(episodes: list[Episode], outcomes: list[Outcome], dataset_columns: dict[str, np.ndarray],
-                pad_id: int, eot_id: int) -> DataProto:
+def build_batch(
+    episodes: list[Episode], outcomes: list[Outcome], dataset_columns: dict[str, np.ndarray], pad_id: int, eot_id: int
+) -> DataProto:
     rows: list[tuple[Episode, Outcome, int, Sample]] = []
     for e, o in zip(episodes, outcomes):
         samples = e.session.samples or [Sample([eot_id])]
         rows += [(e, o, k, sample) for k, sample in enumerate(samples)]
     failed = [bool(e.failure(o)) for e, o, _, _ in rows]
     masks = [[0] * len(s.response_ids) if f else s.response_mask for (_, _, _, s), f in zip(rows, failed)]
-    tensors = pack_sequences([s.prompt_ids for *_, s in rows], [s.response_ids for *_, s in rows],
-                             response_masks=masks, pad_id=pad_id)
+    tensors = pack_sequences(
+        [s.prompt_ids for *_, s in rows], [s.response_ids for *_, s in rows], response_masks=masks, pad_id=pad_id
+    )
     log_probs = torch.zeros(tensors["responses"].shape, dtype=torch.float32)
     for b, ((*_, s), mask) in enumerate(zip(rows, masks)):
         if s.log_probs:
-            log_probs[b, :len(s.log_probs)] = torch.tensor(s.log_probs, dtype=torch.float32) * torch.tensor(mask)
+            log_probs[b, : len(s.log_probs)] = torch.tensor(s.log_probs, dtype=torch.float32) * torch.tensor(mask)
     tensors["rollout_log_probs"] = log_probs
     success = [said if isinstance(said := o.info.get("success"), bool) else o.reward >= 1.0 for _, o, _, _ in rows]
     own = {
@@ -127,18 +129,38 @@ def rollout_metrics(episodes: list[Episode], outcomes: list[Outcome], batch: Dat
         "gateway/tree_tokens/mean": _mean([float(tree_size(rows)) for rows in sequences]),
         "rollout/trajectories": float(len(episodes)),
         "rollout/generated_tokens": float(mask.sum()),
-        "rollout/response_length/mean": float(batch.batch["attention_mask"][:, -mask.shape[1]:].sum(-1).float().mean()),
+        "rollout/response_length/mean": float(
+            batch.batch["attention_mask"][:, -mask.shape[1] :].sum(-1).float().mean()
+        ),
     }
 
 
 def episode_record(e: Episode, o: Outcome, renderer: Any, global_step: int) -> dict[str, Any]:
     """A JSON-ready record of one episode: what happened, and each call's prompt size and reply."""
     return {
-        "global_step": global_step, "uid": e.uid, "task_id": e.task_id, "copy": e.copy, "session": e.session.id,
-        "status": e.status(o), "error": e.failure(o), "reward": o.reward, "scored_by": o.scored_by, "info": o.info,
-        "samples": len(e.session.samples), "prefix_breaks": e.session.prefix_breaks,
-        "calls": [{"sample": c.sample, "prompt_tokens": len(c.prompt_ids), "reply_tokens": len(c.response_ids),
-                   "reply": renderer.tokenizer.decode(c.response_ids), "finish_reason": c.finish_reason,
-                   "seed": c.seed, "content": c.content, "tool_calls": c.tool_calls}
-                  for c in e.session.calls],
+        "global_step": global_step,
+        "uid": e.uid,
+        "task_id": e.task_id,
+        "copy": e.copy,
+        "session": e.session.id,
+        "status": e.status(o),
+        "error": e.failure(o),
+        "reward": o.reward,
+        "scored_by": o.scored_by,
+        "info": o.info,
+        "samples": len(e.session.samples),
+        "prefix_breaks": e.session.prefix_breaks,
+        "calls": [
+            {
+                "sample": c.sample,
+                "prompt_tokens": len(c.prompt_ids),
+                "reply_tokens": len(c.response_ids),
+                "reply": renderer.tokenizer.decode(c.response_ids),
+                "finish_reason": c.finish_reason,
+                "seed": c.seed,
+                "content": c.content,
+                "tool_calls": c.tool_calls,
+            }
+            for c in e.session.calls
+        ],
     }

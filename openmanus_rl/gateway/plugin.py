@@ -37,8 +37,10 @@ def _validate(cfg: Any) -> None:
     for key in ("temperature", "top_p", "top_k"):
         if getattr(config, key) != getattr(rollout, key):
             raise ConfigError(
-                f"agent.{key}={getattr(config, key)} differs from actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
-                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only")
+                f"agent.{key}={getattr(config, key)} differs from "
+                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
+            )
 
 
 PLUGIN = RolloutPlugin(build=_build, validate=_validate, response_budget=lambda cfg: _config(cfg).response_budget)

@@ -52,7 +52,7 @@ def parse_reply(text: str) -> ParsedReply:
             calls.append(read_call(match.group(1)))
         except ToolCallError:
             continue
-        kept.append(text[end:match.start()])
+        kept.append(text[end : match.start()])
         end = match.end()
     kept.append(text[end:])
     content = "".join(kept).strip() if calls else text
@@ -84,8 +84,9 @@ class ChatRenderer:
         if self.native_tools:
             message: dict[str, Any] = {"role": "assistant", "content": content or ""}
             if calls:
-                message["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                                         for i, n, a in calls]
+                message["tool_calls"] = [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+                ]
             return message
         blocks = [tool_block(name, arguments) for _, name, arguments in calls]
         return {"role": "assistant", "content": "\n".join(([content] if content else []) + blocks)}
@@ -95,9 +96,14 @@ class ChatRenderer:
         out: list[dict[str, Any]] = []
         for i, m in enumerate(messages):
             if m.role == "assistant":
-                calls = [(c.id, c.function.name, _arguments(c.function.arguments,
-                                                             f"messages.{i}.tool_calls.{j}.function.arguments"))
-                         for j, c in enumerate(m.tool_calls or [])]
+                calls = [
+                    (
+                        c.id,
+                        c.function.name,
+                        _arguments(c.function.arguments, f"messages.{i}.tool_calls.{j}.function.arguments"),
+                    )
+                    for j, c in enumerate(m.tool_calls or [])
+                ]
                 out.append(self.assistant(m.text or None, calls))
             elif m.role == "tool":
                 message = {"role": "tool", "content": m.text}
@@ -119,14 +125,18 @@ class ChatRenderer:
         return [t.model_dump() for t in tools] if tools and self.native_tools else None
 
     # ------------------------------------------------------------------ text and ids
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool
+    ) -> str:
         """The template's text; `ApiError` 400 when the template refuses the conversation."""
         try:
-            return self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=generation_prompt,
-                                                      tokenize=False)
+            return self.tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=generation_prompt, tokenize=False
+            )
         except Exception as exc:  # noqa: BLE001 - the template's own error, answered to the client
-            raise ApiError(400, f"the chat template cannot render these messages: {exc}", "invalid_messages",
-                           "messages") from None
+            raise ApiError(
+                400, f"the chat template cannot render these messages: {exc}", "invalid_messages", "messages"
+            ) from None
 
     def encode(self, text: str) -> list[int]:
         return self.chat.encode(text)
@@ -134,12 +144,14 @@ class ChatRenderer:
     def decode(self, ids: list[int]) -> str:
         return self.chat.decode(ids)
 
-    def after_assistant(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, turn: int) -> str | None:
+    def after_assistant(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, turn: int
+    ) -> str | None:
         """The text the template writes after message ``turn`` (an assistant message) ends with its end-of-turn
         token, up to the generation prompt; None when the template's renderings do not extend each other."""
-        through = self.render(messages[:turn + 1], tools, False)
+        through = self.render(messages[: turn + 1], tools, False)
         full = self.render(messages, tools, True)
         end = through.rfind(self.chat.eot_text)
         if end < 0 or not full.startswith(through):
             return None
-        return full[end + len(self.chat.eot_text):]
+        return full[end + len(self.chat.eot_text) :]

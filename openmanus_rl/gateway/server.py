@@ -116,11 +116,13 @@ class Gateway:
         with self._lock:
             session = self._by_key.get(key) if session_id is None else self._by_id.get(session_id)
         if session is None and session_id is not None:
-            raise ApiError(404, f"no session {session_id!r}: each episode's base URL names its session",
-                           "session_not_found")
+            raise ApiError(
+                404, f"no session {session_id!r}: each episode's base URL names its session", "session_not_found"
+            )
         if session is None or not secrets.compare_digest(session.key.encode(), key.encode()):
-            raise ApiError(401, "unknown API key: send your episode's key as 'Authorization: Bearer <key>'",
-                           "invalid_api_key")
+            raise ApiError(
+                401, "unknown API key: send your episode's key as 'Authorization: Bearer <key>'", "invalid_api_key"
+            )
         if session.closed:
             raise ApiError(404, f"session {session.id} is closed: its episode ended", "session_closed")
         return session
@@ -132,8 +134,10 @@ class Gateway:
 
         async def models(request: Request) -> dict[str, Any]:
             session = self._session(request, request.path_params.get("session_id"))
-            return {"object": "list", "data": [{"id": session.policy.model, "object": "model", "created": 0,
-                                                "owned_by": "openmanus-rl"}]}
+            return {
+                "object": "list",
+                "data": [{"id": session.policy.model, "object": "model", "created": 0, "owned_by": "openmanus-rl"}],
+            }
 
         async def chat(request: Request) -> JSONResponse:
             session = self._session(request, request.path_params.get("session_id"))
@@ -145,8 +149,9 @@ class Gateway:
                 raise ApiError(404, f"session {session.id} is closed: {exc}", "session_closed") from None
             except Exception as exc:
                 session.abort()
-                raise ApiError(500, f"the engine failed: {type(exc).__name__}: {exc}", "engine_error",
-                               type="server_error") from None
+                raise ApiError(
+                    500, f"the engine failed: {type(exc).__name__}: {exc}", "engine_error", type="server_error"
+                ) from None
             except asyncio.CancelledError:  # the client went away: the session takes calls again
                 session.abort()
                 raise

@@ -158,8 +158,9 @@ class Session:
         with self._lock:
             self._check_open()
             if self._busy:
-                raise ApiError(409, f"session {self.id} is answering another call: send one call at a time",
-                               "session_busy")
+                raise ApiError(
+                    409, f"session {self.id} is answering another call: send one call at a time", "session_busy"
+                )
             messages = renderer.messages(request.messages, request.tools)
             tools = renderer.template_tools(request.tools)
             added = self._continuation(messages, tools)
@@ -167,8 +168,12 @@ class Session:
             if added is None:
                 prompt = renderer.encode(renderer.render(messages, tools, True))
                 if len(prompt) > config.max_prompt_length:
-                    raise ApiError(400, f"the prompt is {len(prompt)} tokens, above max_prompt_length="
-                                        f"{config.max_prompt_length}", "context_length_exceeded", "messages")
+                    raise ApiError(
+                        400,
+                        f"the prompt is {len(prompt)} tokens, above max_prompt_length={config.max_prompt_length}",
+                        "context_length_exceeded",
+                        "messages",
+                    )
                 room, added = config.response_budget - 1, prompt
             else:
                 sample = self.samples[-1]
@@ -176,18 +181,37 @@ class Session:
                 room = config.response_budget - len(sample.response_ids) - len(added) - 1
                 if room < 1:
                     self.truncated = True
-                    raise ApiError(400, f"the conversation's {len(prompt)} tokens leave no room for a reply: at most "
-                                        f"{config.response_budget} tokens may follow its first prompt "
-                                        f"(max_trajectory_length - max_prompt_length)", "context_length_exceeded",
-                                   "messages")
+                    raise ApiError(
+                        400,
+                        f"the conversation's {len(prompt)} tokens leave no room for a reply: at most "
+                        f"{config.response_budget} tokens may follow its first prompt "
+                        f"(max_trajectory_length - max_prompt_length)",
+                        "context_length_exceeded",
+                        "messages",
+                    )
             max_tokens = min(config.max_response_length, request.requested_max_tokens or room, room)
             seed = call_seed(self.seed_key, len(self.calls))
-            meta = {**self.policy.sampling, "max_tokens": max_tokens, "stop_token_ids": [renderer.chat.eot_id],
-                    "stop": request.stops, "do_sample": self.policy.do_sample}
+            meta = {
+                **self.policy.sampling,
+                "max_tokens": max_tokens,
+                "stop_token_ids": [renderer.chat.eot_id],
+                "stop": request.stops,
+                "do_sample": self.policy.do_sample,
+            }
             future = self.policy.dispatcher.generate(prompt, seed, self.route, meta)
             self._busy = True
-            return Pending(request, messages, tools, added, new_sample, prompt,
-                           max_tokens, seed, ignored_sampling(request, self.policy.sampling), future)
+            return Pending(
+                request,
+                messages,
+                tools,
+                added,
+                new_sample,
+                prompt,
+                max_tokens,
+                seed,
+                ignored_sampling(request, self.policy.sampling),
+                future,
+            )
 
     def abort(self) -> None:
         """The engine did not answer the pending call."""
@@ -202,8 +226,13 @@ class Session:
             self._busy = False
             self._check_open()
             if len(ids) > pending.max_tokens or len(log_probs) != len(ids):
-                raise ApiError(500, f"the engine returned {len(ids)} ids and {len(log_probs)} log-probs for "
-                                    f"max_tokens={pending.max_tokens}", "engine_error", type="server_error")
+                raise ApiError(
+                    500,
+                    f"the engine returned {len(ids)} ids and {len(log_probs)} log-probs for "
+                    f"max_tokens={pending.max_tokens}",
+                    "engine_error",
+                    type="server_error",
+                )
             if eot in ids:
                 end = ids.index(eot) + 1
                 ids, log_probs = ids[:end], log_probs[:end]
@@ -220,20 +249,51 @@ class Session:
                 sample.extend([eot], 0)
             parsed = self._parse(pending.request, renderer.decode(ids))
             call = len(self.calls)
-            tool_calls = [{"id": f"call_{self.id}_{call}_{k}", "type": "function",
-                           "function": {"name": name, "arguments": json.dumps(arguments)}}
-                          for k, (name, arguments) in enumerate(parsed.calls)]
+            tool_calls = [
+                {
+                    "id": f"call_{self.id}_{call}_{k}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for k, (name, arguments) in enumerate(parsed.calls)
+            ]
             finish = "tool_calls" if tool_calls else "length" if reason == "length" and ids[-1:] != [eot] else "stop"
-            self.calls.append(CallRecord(len(self.samples) - 1, pending.prompt_ids, ids, log_probs, reason,
-                                         pending.seed, parsed.content, tool_calls))
+            self.calls.append(
+                CallRecord(
+                    len(self.samples) - 1,
+                    pending.prompt_ids,
+                    ids,
+                    log_probs,
+                    reason,
+                    pending.seed,
+                    parsed.content,
+                    tool_calls,
+                )
+            )
             reply_calls = [(c["id"], name, arguments) for c, (name, arguments) in zip(tool_calls, parsed.calls)]
             self._last = (pending.messages + [renderer.assistant(parsed.content, reply_calls)], pending.tools)
-            return Reply(f"chatcmpl-{self.id}-{call}", self.policy.model, int(time.time()), parsed.content, tool_calls,
-                         finish, len(pending.prompt_ids), len(ids),
-                         {"session": self.id, "call": call, "sample": len(self.samples) - 1,
-                          "sampling": {**self.policy.sampling, "do_sample": self.policy.do_sample,
-                                       "max_tokens": pending.max_tokens, "seed": pending.seed},
-                          "ignored": pending.ignored})
+            return Reply(
+                f"chatcmpl-{self.id}-{call}",
+                self.policy.model,
+                int(time.time()),
+                parsed.content,
+                tool_calls,
+                finish,
+                len(pending.prompt_ids),
+                len(ids),
+                {
+                    "session": self.id,
+                    "call": call,
+                    "sample": len(self.samples) - 1,
+                    "sampling": {
+                        **self.policy.sampling,
+                        "do_sample": self.policy.do_sample,
+                        "max_tokens": pending.max_tokens,
+                        "seed": pending.seed,
+                    },
+                    "ignored": pending.ignored,
+                },
+            )
 
     # ------------------------------------------------------------------ helpers
     def _continuation(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int] | None:
@@ -243,19 +303,19 @@ class Session:
         renderer, sequence = self.policy.renderer, self.samples[-1].sequence
         last_messages, last_tools = self._last
         turn = len(last_messages) - 1
-        if tools == last_tools and messages[:turn + 1] == last_messages:
+        if tools == last_tools and messages[: turn + 1] == last_messages:
             text = renderer.after_assistant(messages, tools, turn)
             if text is not None:
                 return renderer.encode(text)
         fresh = renderer.encode(renderer.render(messages, tools, True))
-        return fresh[len(sequence):] if fresh[:len(sequence)] == sequence else None
+        return fresh[len(sequence) :] if fresh[: len(sequence)] == sequence else None
 
     @staticmethod
     def _parse(request: ChatRequest, text: str) -> ParsedReply:
         """The reply's content (cut at the first stop string) and, when tools are offered and
         ``tool_choice`` is not "none", its tool calls."""
         cuts = [text.find(stop) for stop in request.stops if stop and stop in text]
-        text = text[:min(cuts)] if cuts else text
+        text = text[: min(cuts)] if cuts else text
         if request.tools and request.tool_choice != "none":
             return parse_reply(text)
         return ParsedReply(text, ())

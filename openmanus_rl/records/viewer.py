@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from .jsonl import read_jsonl
 
+# a backslash at the end of a line below joins the next line to it (the page keeps its long lines)
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
 <style>
@@ -28,7 +29,8 @@ body{font-family:system-ui,sans-serif;margin:1rem;background:#fafafa;color:#222}
 .ep{background:#fff;border:1px solid #ddd;border-radius:6px;margin:.6rem 0;padding:.4rem .8rem}
 .ep>summary{cursor:pointer;font-weight:600}
 .ok{color:#16794a}.bad{color:#b3261e}.muted{color:#777;font-weight:400}
-.turn{border-left:4px solid #bbb;margin:.4rem 0;padding:.2rem .6rem;white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:.85rem}
+.turn{border-left:4px solid #bbb;margin:.4rem 0;padding:.2rem .6rem;\
+white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:.85rem}
 .turn.assistant{border-color:#2e7d32;background:#f1f8f1}.turn.observation{border-color:#607d8b;background:#f4f6f7}
 .turn.error{border-color:#b3261e;background:#fdecea}
 .meta{font-family:system-ui,sans-serif;font-size:.8rem;color:#555;margin-top:.2rem}
@@ -39,44 +41,60 @@ body{font-family:system-ui,sans-serif;margin:1rem;background:#fafafa;color:#222}
 <h2>__TITLE__</h2>
 <div id="bar">
  <input id="q" placeholder="search text / task id / uid" size="30">
- <select id="status"><option value="">any status</option><option>done</option><option>turn_limit</option><option>truncated</option><option>failed</option></select>
- <select id="succ"><option value="">any outcome</option><option value="1">success</option><option value="0">no success</option></select>
+ <select id="status"><option value="">any status</option><option>done</option><option>turn_limit</option>\
+<option>truncated</option><option>failed</option></select>
+ <select id="succ"><option value="">any outcome</option><option value="1">success</option>\
+<option value="0">no success</option></select>
  <span id="count" class="muted"></span>
- <span class="legend"> &nbsp;loss mask: <span class="seg-model">1 model</span><span class="seg-observation">0 observation</span><span class="seg-end_of_turn">0 appended end-of-turn</span></span>
+ <span class="legend"> &nbsp;loss mask: <span class="seg-model">1 model</span>\
+<span class="seg-observation">0 observation</span><span class="seg-end_of_turn">0 appended end-of-turn</span></span>
 </div>
 <div id="list"></div>
 <script id="data" type="application/json">__DATA__</script>
 <script>
 const records = JSON.parse(document.getElementById('data').textContent);
-function el(tag, cls, text){const e=document.createElement(tag); if(cls) e.className=cls; if(text!==undefined) e.textContent=text; return e;}
+function el(tag, cls, text){const e=document.createElement(tag); if(cls) e.className=cls;\
+ if(text!==undefined) e.textContent=text; return e;}
 function fmt(x){return (typeof x==='number')? (Math.round(x*1000)/1000).toString() : String(x);}
 function episode(r){
   const d=el('details','ep'); const s=el('summary');
   s.appendChild(el('span', r.success?'ok':(r.failed?'bad':''), (r.success?'\\u2714 ':r.failed?'\\u2716 ':'\\u2022 ')));
-  s.appendChild(document.createTextNode(`step ${r.global_step} \\u00b7 task ${r.task_id} \\u00b7 copy ${r.copy} \\u00b7 ${r.status}`));
-  s.appendChild(el('span','muted',`  reward ${fmt(r.reward_total)} \\u00b7 env ${fmt(r.env_reward)} \\u00b7 ${r.num_turns} turns \\u00b7 ${r.invalid_actions} invalid \\u00b7 uid ${r.uid}`));
+  s.appendChild(document.createTextNode(`step ${r.global_step} \\u00b7 task ${r.task_id}\
+ \\u00b7 copy ${r.copy} \\u00b7 ${r.status}`));
+  s.appendChild(el('span','muted',`  reward ${fmt(r.reward_total)} \\u00b7 env ${fmt(r.env_reward)}\
+ \\u00b7 ${r.num_turns} turns \\u00b7 ${r.invalid_actions} invalid \\u00b7 uid ${r.uid}`));
   d.appendChild(s);
   d.addEventListener('toggle', ()=>{ if(d.open && !d.dataset.filled){ fill(d,r); d.dataset.filled='1'; } });
   return d;
 }
 function fill(d,r){
   const info=el('div','meta');
-  info.textContent=`server ${r.server||'-'} \\u00b7 seed ${r.seed} \\u00b7 breakdown ${JSON.stringify(r.reward_breakdown)}`+(r.error?` \\u00b7 error: ${r.error}`:'');
+  info.textContent=`server ${r.server||'-'} \\u00b7 seed ${r.seed}\
+ \\u00b7 breakdown ${JSON.stringify(r.reward_breakdown)}`\
++(r.error?` \\u00b7 error: ${r.error}`:'');
   d.appendChild(info);
-  const p=el('details'); p.appendChild(el('summary','muted','prompt ('+r.prompt_tokens+' tokens)')); p.appendChild(el('div','turn',r.prompt_text)); d.appendChild(p);
+  const p=el('details'); p.appendChild(el('summary','muted','prompt ('+r.prompt_tokens+' tokens)'));\
+ p.appendChild(el('div','turn',r.prompt_text)); d.appendChild(p);
   for(const t of r.turns){
-    const b=el('div','turn '+t.role); b.appendChild(el('div','meta',t.role)); b.appendChild(document.createTextNode(t.text));
+    const b=el('div','turn '+t.role); b.appendChild(el('div','meta',t.role));\
+ b.appendChild(document.createTextNode(t.text));
     const m=[];
-    if(t.role==='assistant'){ m.push('action: '+(t.action===null?'(none: invalid)':t.action)); if(t.reward!==undefined) m.push('reward '+fmt(t.reward)); if(t.done) m.push('done'); m.push(t.tokens+' tokens, '+t.finish_reason+(t.end_of_turn_appended?', end-of-turn appended':'')); }
-    if(t.role==='observation'){ m.push(t.tokens+' tokens'+(t.truncated?' (truncated)':'')+(t.in_sequence?'':' \\u00b7 not in the training sequence')); }
+    if(t.role==='assistant'){ m.push('action: '+(t.action===null?'(none: invalid)':t.action));\
+ if(t.reward!==undefined) m.push('reward '+fmt(t.reward)); if(t.done) m.push('done');\
+ m.push(t.tokens+' tokens, '+t.finish_reason+(t.end_of_turn_appended?', end-of-turn appended':'')); }
+    if(t.role==='observation'){ m.push(t.tokens+' tokens'+(t.truncated?' (truncated)':'')\
++(t.in_sequence?'':' \\u00b7 not in the training sequence')); }
     if(m.length) b.appendChild(el('div','meta',m.join(' \\u00b7 ')));
     d.appendChild(b);
   }
   const tk=el('details'); tk.appendChild(el('summary','muted','response tokens by loss mask'));
-  const box=el('div','tokens'); for(const sg of r.segments){ const s=el('span','seg-'+sg.kind, sg.text); s.title=`${sg.kind}: ${sg.tokens} tokens, mask ${sg.mask}`; box.appendChild(s);} tk.appendChild(box); d.appendChild(tk);
+  const box=el('div','tokens'); for(const sg of r.segments){ const s=el('span','seg-'+sg.kind, sg.text);\
+ s.title=`${sg.kind}: ${sg.tokens} tokens, mask ${sg.mask}`; box.appendChild(s);}\
+ tk.appendChild(box); d.appendChild(tk);
 }
 function render(){
-  const q=document.getElementById('q').value.toLowerCase(), st=document.getElementById('status').value, sc=document.getElementById('succ').value;
+  const q=document.getElementById('q').value.toLowerCase(), st=document.getElementById('status').value,\
+ sc=document.getElementById('succ').value;
   const list=document.getElementById('list'); list.replaceChildren(); let n=0;
   for(const r of records){
     if(st && r.status!==st) continue;

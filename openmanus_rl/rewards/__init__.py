@@ -7,6 +7,11 @@ from .components import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty,
 from .composer import COMPONENT_TYPES, RewardComposer
 
 __all__ = [
-    "COMPONENT_TYPES", "EpisodeOutcome", "FormatReward", "GoalReward", "LengthPenalty", "RewardComponent",
+    "COMPONENT_TYPES",
+    "EpisodeOutcome",
+    "FormatReward",
+    "GoalReward",
+    "LengthPenalty",
+    "RewardComponent",
     "RewardComposer",
 ]

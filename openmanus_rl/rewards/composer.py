@@ -61,7 +61,9 @@ class RewardComposer:
         return [weight * (s - p) / reward_scale for s, p in zip(running, previous)]
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], env_name: str, default_format_patterns: Sequence[str] = ()) -> "RewardComposer":
+    def from_config(
+        cls, config: Mapping[str, Any], env_name: str, default_format_patterns: Sequence[str] = ()
+    ) -> "RewardComposer":
         """Build from ``AgentConfig.reward_components``; ValueError naming the bad entry."""
         if not config:
             raise ValueError("reward_components is empty: give at least one component, e.g. {'goal': 1.0}")

@@ -18,10 +18,32 @@ import requests
 
 from agentgym.spec import EnvSpec
 
-ROUTES = (("POST", "/create"), ("POST", "/reset"), ("POST", "/step"), ("POST", "/close"), ("GET", "/observation"),
-          ("GET", "/list_envs"), ("GET", "/"))
-WEIRD_TEXT = ["", " ", "\x00", "é" * 30, "😀 go", "search[" * 50, "\n\n\n", "a" * 5000, "{}", "null", "-1",
-              "click[buy now]", "move up", "look around", "up"]
+ROUTES = (
+    ("POST", "/create"),
+    ("POST", "/reset"),
+    ("POST", "/step"),
+    ("POST", "/close"),
+    ("GET", "/observation"),
+    ("GET", "/list_envs"),
+    ("GET", "/"),
+)
+WEIRD_TEXT = [
+    "",
+    " ",
+    "\x00",
+    "é" * 30,
+    "😀 go",
+    "search[" * 50,
+    "\n\n\n",
+    "a" * 5000,
+    "{}",
+    "null",
+    "-1",
+    "click[buy now]",
+    "move up",
+    "look around",
+    "up",
+]
 
 
 @dataclass
@@ -34,11 +56,18 @@ class Outcome:
 
 def _junk(rng: random.Random, depth: int = 0) -> Any:
     kinds: list[Callable[[], Any]] = [
-        lambda: rng.randint(-10**12, 10**12), lambda: rng.random() * 1e6, lambda: rng.choice(WEIRD_TEXT),
-        lambda: None, lambda: rng.choice([True, False]), lambda: 2**70]
+        lambda: rng.randint(-(10**12), 10**12),
+        lambda: rng.random() * 1e6,
+        lambda: rng.choice(WEIRD_TEXT),
+        lambda: None,
+        lambda: rng.choice([True, False]),
+        lambda: 2**70,
+    ]
     if depth < 2:
-        kinds += [lambda: [_junk(rng, depth + 1) for _ in range(rng.randint(0, 3))],
-                  lambda: {rng.choice(["id", "env_idx", "x", ""]): _junk(rng, depth + 1) for _ in range(rng.randint(0, 3))}]
+        kinds += [
+            lambda: [_junk(rng, depth + 1) for _ in range(rng.randint(0, 3))],
+            lambda: {rng.choice(["id", "env_idx", "x", ""]): _junk(rng, depth + 1) for _ in range(rng.randint(0, 3))},
+        ]
     return rng.choice(kinds)()
 
 
@@ -47,8 +76,15 @@ class Fuzzer:
     ``close_known=False`` keeps every created env open (for envs that are slow to create);
     ``valid_task_share`` is the share of ``/reset`` bodies that name a real task."""
 
-    def __init__(self, spec: EnvSpec, url: str, seed: int, task_ids: list[int], close_known: bool = True,
-                 valid_task_share: float = 0.6) -> None:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        url: str,
+        seed: int,
+        task_ids: list[int],
+        close_known: bool = True,
+        valid_task_share: float = 0.6,
+    ) -> None:
         self.spec, self.url, self.rng = spec, url.rstrip("/"), random.Random(seed)
         self.close_known = close_known  # False: /close only ever names ids that do not exist
         self.valid_task_share = valid_task_share  # of /reset bodies with a real task id (slow to load for some envs)
@@ -86,8 +122,11 @@ class Fuzzer:
 
     def one(self) -> Outcome:
         rng = self.rng
-        method, route = rng.choice(ROUTES) if rng.random() < 0.95 else (rng.choice(["GET", "POST", "PUT", "DELETE"]),
-                                                                           rng.choice(["/nope", "/step/1", "//", "/%00"]))
+        method, route = (
+            rng.choice(ROUTES)
+            if rng.random() < 0.95
+            else (rng.choice(["GET", "POST", "PUT", "DELETE"]), rng.choice(["/nope", "/step/1", "//", "/%00"]))
+        )
         path = ("" if route == "/" else self.spec.prefix) + route
         headers = {"content-type": "application/json"}
         params = None
@@ -106,5 +145,6 @@ class Fuzzer:
         if route == "/create" and r.status_code == 200:
             answer = r.json()
             self.known_ids.append(answer if isinstance(answer, int) else answer["id"])
-        return Outcome(method, path, (data or b"")[:200].decode("utf-8", "replace") if data else str(params),
-                       r.status_code)
+        return Outcome(
+            method, path, (data or b"")[:200].decode("utf-8", "replace") if data else str(params), r.status_code
+        )

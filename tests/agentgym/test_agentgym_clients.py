@@ -100,8 +100,13 @@ def step_answer(answer: Any, observation: str, reward: float, done: bool, **more
 @contextmanager
 def upstream_server(command: str, *args: str) -> Iterator[str]:
     """A healthy server started with AgentGym's console command ``command`` (``textcraft``, ``lmrlgym``, ...)."""
-    runner = [sys.executable, "-c", f"import sys; from agentgym.launcher import {command}_main; "
-              f"{command}_main(sys.argv[1:])", "--log-level", "warning"]
+    runner = [
+        sys.executable,
+        "-c",
+        f"import sys; from agentgym.launcher import {command}_main; {command}_main(sys.argv[1:])",
+        "--log-level",
+        "warning",
+    ]
     server = ServerProcess(command, command=runner, args=args, timeout_s=TIMEOUT_S).start()
     try:
         yield server.url
@@ -110,8 +115,10 @@ def upstream_server(command: str, *args: str) -> Iterator[str]:
 
 
 # ---------------------------------------------------------------------- WebShop (family A)
-WEBSHOP_INSTR = ("help me find a phone case that's shockproof with raised edges with color: wine red | sky blue, and "
-                 "size: pixel 8, and price lower than 40.00 dollars")
+WEBSHOP_INSTR = (
+    "help me find a phone case that's shockproof with raised edges with color: wine red | sky blue, and "
+    "size: pixel 8, and price lower than 40.00 dollars"
+)
 WEBSHOP_START = f"WebShop [SEP] Instruction: [SEP] {WEBSHOP_INSTR} [SEP] Search"
 WEBSHOP_HEAD = f"Instruction: [SEP] {WEBSHOP_INSTR} [SEP] Back to Search"
 WEBSHOP_END = "Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0"
@@ -134,8 +141,9 @@ def test_webshop_client(server: str) -> None:
         return reads(wire.post("step", {"action": action}), state=str, reward=NUMBER, done=bool)
 
     results = step("search[Zelorra phone case]")
-    assert results["state"].startswith(f"{WEBSHOP_HEAD} [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
-                                       "B0X7ANODZG [SEP] ")
+    assert results["state"].startswith(
+        f"{WEBSHOP_HEAD} [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B0X7ANODZG [SEP] "
+    )
     assert (results["reward"], results["done"]) == (0.0, False)
     for action in ("click[B0X7ANODZG]", "click[wine red | sky blue]", "click[pixel 8]"):
         item = step(action)
@@ -150,42 +158,49 @@ def test_webshop_client(server: str) -> None:
 
 
 # ---------------------------------------------------------------------- BabyAI
-BABYAI_TASK0 = "\n".join([
-    "Your goal: go to the red ball",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-    "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
-    "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
-    "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
-    "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
-    "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
-    "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
-    "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-    '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", "go to grey key 3", '
-    '"pickup grey key 3", "go to grey box 1", "pickup grey box 1", "go to grey key 4", "pickup grey key 4", '
-    '"go to grey ball 2", "pickup grey ball 2", "go to red ball 1", "pickup red ball 1", "check available actions"]',
-])
-BABYAI_TURNED = "\n".join([
-    "You turned left.",
-    "Your goal: go to the red ball",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
-    "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
-    "There is a wall directly to your left.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-    '"go to grey key 2", "pickup grey key 2", "check available actions"]',
-])
-BABYAI_WON = "\n".join([
-    "You went to red ball 1. You completed the mission. The episode is over.",
-    "Your goal: go to the red ball",
-    "There is a red ball 1 1 steps in front of you.",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-    "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
-    '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
-])
+BABYAI_TASK0 = "\n".join(
+    [
+        "Your goal: go to the red ball",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
+        "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
+        "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
+        "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
+        "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
+        "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
+        "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
+        "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
+        '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", "go to grey key 3", '
+        '"pickup grey key 3", "go to grey box 1", "pickup grey box 1", "go to grey key 4", "pickup grey key 4", '
+        '"go to grey ball 2", "pickup grey ball 2", "go to red ball 1", '
+        '"pickup red ball 1", "check available actions"]',
+    ]
+)
+BABYAI_TURNED = "\n".join(
+    [
+        "You turned left.",
+        "Your goal: go to the red ball",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
+        "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
+        "There is a wall directly to your left.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
+        '"go to grey key 2", "pickup grey key 2", "check available actions"]',
+    ]
+)
+BABYAI_WON = "\n".join(
+    [
+        "You went to red ball 1. You completed the mission. The episode is over.",
+        "Your goal: go to the red ball",
+        "There is a red ball 1 1 steps in front of you.",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
+        "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
+        '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
+    ]
+)
 
 
 def test_babyai_client() -> None:
@@ -208,28 +223,39 @@ def test_textcraft_client() -> None:
     ``observation``; reset reads ``observation``; step reads ``observation``, ``reward``, ``done``; close."""
     with upstream_server("textcraft") as url:
         wire = UpstreamWire(url)
-        created = reads(wire.create({"minecraft_dir": "agentenv_textcraft/", "commands": None, "goal": None}),
-                        id=int, observation=str)
+        created = reads(
+            wire.create({"minecraft_dir": "agentenv_textcraft/", "commands": None, "goal": None}),
+            id=int,
+            observation=str,
+        )
         wire.env_id = created["id"]
         assert (created["id"], created["observation"]) == (
-            0, "Crafting commands:\ncraft 4 acacia planks using 1 acacia logs\n\nGoal: craft acacia planks.")
+            0,
+            "Crafting commands:\ncraft 4 acacia planks using 1 acacia logs\n\nGoal: craft acacia planks.",
+        )
         reset = reads(wire.post("reset", {"data_idx": 1}), observation=str)
-        assert reset["observation"] == ("Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\n"
-                                        "Goal: craft acacia wood.")
+        assert reset["observation"] == (
+            "Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\nGoal: craft acacia wood."
+        )
         # the client keeps only letters, digits, commas and spaces of an action
         step_answer(wire.post("step", {"action": "get 4 acacia log"}), "Got 4 acacia log", 0.0, False)
-        step_answer(wire.post("step", {"action": "craft 3 acacia wood using 4 acacia log"}),
-                    "Crafted 3 acacia wood", 1.0, True)
+        step_answer(
+            wire.post("step", {"action": "craft 3 acacia wood using 4 acacia log"}), "Crafted 3 acacia wood", 1.0, True
+        )
         assert wire.post("close", {}) is True  # the client returns the answer as it is
 
 
 # ---------------------------------------------------------------------- SciWorld
-SCIWORLD_TASK = ("Your task is to find the animal with the longest life span.  The animals are in the 'outside' "
-                 "location.  Focus on the animal with the longest life span.")
-SCIWORLD_GREENHOUSE = ("This room is called the greenhouse. In it, you see: \n\tthe agent\n\ta substance called air\n"
-                       "\ta bee hive. The bee hive door is closed. \n\ta jug (containing nothing)\n\ta sink, which is "
-                       "turned off. In the sink is: nothing.\nYou also see:\n\tA door to the hallway (that is closed)\n"
-                       "\tA door to the outside (that is closed)")
+SCIWORLD_TASK = (
+    "Your task is to find the animal with the longest life span.  The animals are in the 'outside' "
+    "location.  Focus on the animal with the longest life span."
+)
+SCIWORLD_GREENHOUSE = (
+    "This room is called the greenhouse. In it, you see: \n\tthe agent\n\ta substance called air\n"
+    "\ta bee hive. The bee hive door is closed. \n\ta jug (containing nothing)\n\ta sink, which is "
+    "turned off. In the sink is: nothing.\nYou also see:\n\tA door to the hallway (that is closed)\n"
+    "\tA door to the outside (that is closed)"
+)
 
 
 @pytest.mark.slow
@@ -255,19 +281,47 @@ def _alfworld_view(text: str, actions: list[str]) -> str:
     return f"{text}\nAVAILABLE ACTIONS: {', '.join(actions)}"
 
 
-ALFWORLD_ROOM = ("You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
-                 "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable "
-                 "1, a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp.")
-_GO = ["go to armchair 1", "go to coffeetable 1", "go to drawer 1", "go to garbagecan 1", "go to shelf 1",
-       "go to shelf 2", "go to shelf 3", "go to shelf 4", "go to sidetable 1"]
+ALFWORLD_ROOM = (
+    "You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
+    "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable "
+    "1, a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp."
+)
+_GO = [
+    "go to armchair 1",
+    "go to coffeetable 1",
+    "go to drawer 1",
+    "go to garbagecan 1",
+    "go to shelf 1",
+    "go to shelf 2",
+    "go to shelf 3",
+    "go to shelf 4",
+    "go to sidetable 1",
+]
 ALFWORLD_START = _GO + ["go to sidetable 2", "go to sofa 1", "go to tvstand 1", "help", "inventory", "look"]
-ALFWORLD_SIDETABLE = (["examine sidetable 2"] + _GO + ["go to sofa 1", "go to tvstand 1", "help", "inventory", "look",
-                      "take box 1 from sidetable 2", "take cellphone 2 from sidetable 2",
-                      "take laptop 2 from sidetable 2"])
-ALFWORLD_HOLDING = (["examine laptop 2", "examine sidetable 2"] + _GO + ["go to sofa 1", "go to tvstand 1", "help",
-                    "inventory", "look", "move laptop 2 to sidetable 2"])
-ALFWORLD_TVSTAND = (["examine laptop 2", "examine tvstand 1"] + _GO + ["go to sidetable 2", "go to sofa 1", "help",
-                    "inventory", "look", "use floorlamp 1"])
+ALFWORLD_SIDETABLE = (
+    ["examine sidetable 2"]
+    + _GO
+    + [
+        "go to sofa 1",
+        "go to tvstand 1",
+        "help",
+        "inventory",
+        "look",
+        "take box 1 from sidetable 2",
+        "take cellphone 2 from sidetable 2",
+        "take laptop 2 from sidetable 2",
+    ]
+)
+ALFWORLD_HOLDING = (
+    ["examine laptop 2", "examine sidetable 2"]
+    + _GO
+    + ["go to sofa 1", "go to tvstand 1", "help", "inventory", "look", "move laptop 2 to sidetable 2"]
+)
+ALFWORLD_TVSTAND = (
+    ["examine laptop 2", "examine tvstand 1"]
+    + _GO
+    + ["go to sidetable 2", "go to sofa 1", "help", "inventory", "look", "use floorlamp 1"]
+)
 
 
 @pytest.mark.slow
@@ -277,21 +331,44 @@ def test_alfworld_client() -> None:
     with upstream_server("alfworld") as url:
         wire = UpstreamWire(url)
         wire.env_id = reads(wire.create(), id=int)["id"]
-        reset = reads(wire.post("reset", {"game": 1, "world_type": "Text"}), observation=str,
-                      available_actions=list[str])
+        reset = reads(
+            wire.post("reset", {"game": 1, "world_type": "Text"}), observation=str, available_actions=list[str]
+        )
         assert (reset["observation"], reset["available_actions"]) == (
-            _alfworld_view(ALFWORLD_ROOM, ALFWORLD_START), ALFWORLD_START)
+            _alfworld_view(ALFWORLD_ROOM, ALFWORLD_START),
+            ALFWORLD_START,
+        )
         for action, text, actions, reward, done in [
-            ("go to sidetable 2", "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and "
-             "a laptop 2.", ALFWORLD_SIDETABLE, 0.0, False),
-            ("take laptop 2 from sidetable 2", "You pick up the laptop 2 from the sidetable 2.", ALFWORLD_HOLDING,
-             0.0, False),
-            ("go to tvstand 1", "You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.", ALFWORLD_TVSTAND,
-             0.0, False),
+            (
+                "go to sidetable 2",
+                "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
+                ALFWORLD_SIDETABLE,
+                0.0,
+                False,
+            ),
+            (
+                "take laptop 2 from sidetable 2",
+                "You pick up the laptop 2 from the sidetable 2.",
+                ALFWORLD_HOLDING,
+                0.0,
+                False,
+            ),
+            (
+                "go to tvstand 1",
+                "You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.",
+                ALFWORLD_TVSTAND,
+                0.0,
+                False,
+            ),
             ("use floorlamp 1", "You turn on the floorlamp 1.", ALFWORLD_TVSTAND, 1.0, True),
         ]:
-            step_answer(wire.post("step", {"action": action}), _alfworld_view(text, actions), reward, done,
-                        available_actions=actions)
+            step_answer(
+                wire.post("step", {"action": action}),
+                _alfworld_view(text, actions),
+                reward,
+                done,
+                available_actions=actions,
+            )
         assert wire.post("close", {}) is True
 
 
@@ -314,20 +391,29 @@ def test_maze_client(lmrlgym: str) -> None:
     wire = UpstreamWire(f"{lmrlgym}/maze")
     wire.env_id = reads(wire.create(), id=int)["id"]
     reset = reads(wire.post("reset", {"game": 0}), observation=str)
-    assert reset["observation"] == (f"{MAZE_WHERE} 1, 1. There are walls above you, below you, to your left. "
-                                    "Moves left: 50.")
-    step_answer(wire.post("step", {"action": "move up"}),
-                f"You cannot move up: there is a wall above you. Nothing changed. {MAZE_WHERE} 1, 1. There are walls "
-                "above you, below you, to your left. Moves left: 49.", 0.0, False)
+    assert reset["observation"] == (
+        f"{MAZE_WHERE} 1, 1. There are walls above you, below you, to your left. Moves left: 50."
+    )
+    step_answer(
+        wire.post("step", {"action": "move up"}),
+        f"You cannot move up: there is a wall above you. Nothing changed. {MAZE_WHERE} 1, 1. There are walls "
+        "above you, below you, to your left. Moves left: 49.",
+        0.0,
+        False,
+    )
     reads(wire.post("reset", {"game": 0}), observation=str)
     moves = oracle(0)
     assert len(moves) == 12
     for move in moves[:-1]:
         answer = reads(wire.post("step", {"action": move}), observation=str, reward=NUMBER, done=bool)
         assert (answer["reward"], answer["done"]) == (0.0, False), move
-    step_answer(wire.post("step", {"action": moves[-1]}),
-                f"You moved down and reached the goal. {MAZE_WHERE} 8, 6. There are walls below you, to your left, to "
-                "your right. Moves left: 38. The episode is over.", 1.0, True)
+    step_answer(
+        wire.post("step", {"action": moves[-1]}),
+        f"You moved down and reached the goal. {MAZE_WHERE} 8, 6. There are walls below you, to your left, to "
+        "your right. Moves left: 38. The episode is over.",
+        1.0,
+        True,
+    )
 
 
 def test_wordle_client(lmrlgym: str) -> None:
@@ -343,18 +429,31 @@ def test_wordle_client(lmrlgym: str) -> None:
 
     assert isinstance(wire.post("reset", {"seed": 0}), dict)  # task 0's secret is "angst"
     assert wire.get("filtered_vocab") == vocab  # a reset starts from every word again
-    step_answer(wire.post("step", {"action": "r a i s e"}),
-                "\n".join(["b y b g b", *_wordle_lines("Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")]),
-                0.0, False)
+    step_answer(
+        wire.post("step", {"action": "r a i s e"}),
+        "\n".join(["b y b g b", *_wordle_lines("Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")]),
+        0.0,
+        False,
+    )
     # as upstream's filtered vocabulary: the words still possible after the colours so far
     left = wire.get("filtered_vocab")
     assert len(left) == 19 and "angst" in left and left == sorted(left)
     assert left == [w for w in answers() if feedback("raise", w) == "b y b g b"]
-    step_answer(wire.post("step", {"action": "a n g s t"}),
-                "\n".join(["g g g g g", *_wordle_lines("Guess 1: r a i s e -> b y b g b",
-                                                        "Guess 2: a n g s t -> g g g g g",
-                                                        "You found the word in 2 guesses. The episode is over.")]),
-                1.0, True)
+    step_answer(
+        wire.post("step", {"action": "a n g s t"}),
+        "\n".join(
+            [
+                "g g g g g",
+                *_wordle_lines(
+                    "Guess 1: r a i s e -> b y b g b",
+                    "Guess 2: a n g s t -> g g g g g",
+                    "You found the word in 2 guesses. The episode is over.",
+                ),
+            ]
+        ),
+        1.0,
+        True,
+    )
     assert wire.get("filtered_vocab") == ["angst"]
 
 
@@ -366,6 +465,7 @@ def _wordle_lines(*lines: str) -> list[str]:
 
 def test_wordle_filtered_vocab_refuses_unknown_and_malformed_ids(lmrlgym: str) -> None:
     """Our own behaviour on the route added for the client: 4xx with a message (upstream: HTTP 200 ``{"error"}``)."""
+
     def get(query: str) -> tuple[int, Any]:
         r = requests.get(f"{lmrlgym}/wordle/filtered_vocab{query}", timeout=10)
         return r.status_code, r.json()
@@ -382,8 +482,11 @@ def test_wordle_filtered_vocab_refuses_unknown_and_malformed_ids(lmrlgym: str) -
 def test_every_env_with_an_upstream_client_has_a_contract_test() -> None:
     """The envs AgentGym ships a client for, each with its test above (a new upstream client needs one too)."""
     upstream_clients = {"webshop", "babyai", "textcraft", "sciworld", "alfworld", "maze", "wordle"}
-    tested = {name.removeprefix("test_").removesuffix("_client") for name, obj in globals().items()
-              if name.startswith("test_") and name.endswith("_client") and callable(obj)}
+    tested = {
+        name.removeprefix("test_").removesuffix("_client")
+        for name, obj in globals().items()
+        if name.startswith("test_") and name.endswith("_client") and callable(obj)
+    }
     assert tested == upstream_clients
     from agentgym.registry import ENV_SPECS
 

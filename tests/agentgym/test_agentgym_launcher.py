@@ -20,16 +20,20 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_agentgym_does_not_import_the_trainer_or_torch() -> None:
-    out = run("-c", "import sys, agentgym.launcher, agentgym.webshop.app, agentgym.webshop.data; "
-                    "print(sorted({m.split('.')[0] for m in sys.modules} & "
-                    "{'torch', 'transformers', 'verl', 'openmanus_rl'}))").stdout
+    out = run(
+        "-c",
+        "import sys, agentgym.launcher, agentgym.webshop.app, agentgym.webshop.data; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'torch', 'transformers', 'verl', 'openmanus_rl'}))",
+    ).stdout
     assert out.strip() == "[]"
 
 
 @pytest.mark.slow
 def test_cli_lists_envs_and_options() -> None:
     assert run("-m", "agentgym.launcher", "list").stdout == (
-        "alfworld\nbabyai\nfrozenlake\nmaze\nsciworld\nsokoban\ntextcraft\nwebshop\nwordle\n")
+        "alfworld\nbabyai\nfrozenlake\nmaze\nsciworld\nsokoban\ntextcraft\nwebshop\nwordle\n"
+    )
     usage = run("-m", "agentgym.launcher", "serve", "webshop", "--help").stdout
     for option in ("--host", "--port", "--data-dir", "--goals", "--max-envs", "--show-attrs", "--log-level"):
         assert option in usage

@@ -9,8 +9,15 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from agentgym.server import (FAULT_INJECTION_ENV, EnvCapacityError, EnvExpiredError, EnvRegistry, Family, UnknownEnvError,
-                             create_app)
+from agentgym.server import (
+    FAULT_INJECTION_ENV,
+    EnvCapacityError,
+    EnvExpiredError,
+    EnvRegistry,
+    Family,
+    UnknownEnvError,
+    create_app,
+)
 
 
 class Dummy:
@@ -141,8 +148,14 @@ def test_an_env_in_use_or_used_lately_does_not_expire() -> None:
     t.join()
     time.sleep(0.25)
     assert reg.reap_expired() == 2 and len(reg) == 0
-    assert reg.health() == {"open": 0, "max_envs": 4, "reaped": 2, "idle_timeout_s": 0.2, "in_flight": 0,
-                            "oldest_request_s": 0.0}
+    assert reg.health() == {
+        "open": 0,
+        "max_envs": 4,
+        "reaped": 2,
+        "idle_timeout_s": 0.2,
+        "in_flight": 0,
+        "oldest_request_s": 0.0,
+    }
 
 
 def test_a_request_past_the_timeout_finds_its_env_expired_before_any_sweep() -> None:
@@ -170,18 +183,32 @@ def test_health_route_sweep_and_410_over_http() -> None:
     registry: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=2, id_name="id", idle_timeout_s=0.2)
     with TestClient(create_app("test", registry, Family.B)) as client:  # the lifespan runs the sweep
         assert client.get("/").json() == "ok"
-        assert client.get("/health").json() == {"open": 0, "max_envs": 2, "reaped": 0, "idle_timeout_s": 0.2,
-                                                "in_flight": 0, "oldest_request_s": 0.0}
+        assert client.get("/health").json() == {
+            "open": 0,
+            "max_envs": 2,
+            "reaped": 0,
+            "idle_timeout_s": 0.2,
+            "in_flight": 0,
+            "oldest_request_s": 0.0,
+        }
         assert client.post("/create").json() == {"id": 0}
         assert registry.sweep_period_s == 0.1
         deadline = time.monotonic() + 5
         while client.get("/health").json()["reaped"] == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert client.get("/health").json() == {"open": 0, "max_envs": 2, "reaped": 1, "idle_timeout_s": 0.2,
-                                                "in_flight": 0, "oldest_request_s": 0.0}
+        assert client.get("/health").json() == {
+            "open": 0,
+            "max_envs": 2,
+            "reaped": 1,
+            "idle_timeout_s": 0.2,
+            "in_flight": 0,
+            "oldest_request_s": 0.0,
+        }
         r = client.post("/close", json={"id": 0})
         assert (r.status_code, r.json()) == (
-            410, {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"})
+            410,
+            {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"},
+        )
         assert client.get("/list_envs").json() == []
 
 
@@ -202,13 +229,21 @@ def test_lmrlgym_health_sums_its_two_games_and_sweeps_both() -> None:
         assert client.post("/maze/create").json() == {"id": 0}
         assert client.post("/wordle/create").json() == {"id": 0}
         game = {"open": 1, "max_envs": 2, "reaped": 0, "idle_timeout_s": 0.2, "in_flight": 0, "oldest_request_s": 0.0}
-        assert client.get("/health").json() == {"open": 2, "max_envs": 4, "reaped": 0, "in_flight": 0,
-                                                "idle_timeout_s": 0.2, "oldest_request_s": 0.0,
-                                                "games": {"maze": game, "wordle": game}}
+        assert client.get("/health").json() == {
+            "open": 2,
+            "max_envs": 4,
+            "reaped": 0,
+            "in_flight": 0,
+            "idle_timeout_s": 0.2,
+            "oldest_request_s": 0.0,
+            "games": {"maze": game, "wordle": game},
+        }
         deadline = time.monotonic() + 5
         while client.get("/health").json()["reaped"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert client.get("/health").json()["reaped"] == 2
         r = client.post("/wordle/step", json={"id": 0, "action": "s h i r e"})
         assert (r.status_code, r.json()) == (
-            410, {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"})
+            410,
+            {"error": "id 0 expired after 0.2 s idle and was closed; create a new env with POST /create"},
+        )

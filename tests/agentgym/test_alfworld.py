@@ -1,6 +1,7 @@
 """ALFWorld on the real engine: generated games and splits, the planner's plan as oracle, the game's rules and
 messages, the expert in process, and the family-B protocol of a real server (literal exchange, ALFWorld's own bad
-input, the expert over HTTP, 32 episodes at once; memory over many envs: test_all_envs.py).  Loading a game costs the engine about a second."""
+input, the expert over HTTP, 32 episodes at once; memory over many envs: test_all_envs.py).  Loading a game costs the
+engine about a second."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from functools import partial
 from typing import Callable
 
+import json_call
 import pytest
 
 from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
@@ -18,23 +20,50 @@ from agentgym.alfworld.plan import oracle
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import ServerUrl, serve_subprocess
-import json_call
 
 SPEC = get_env_spec("alfworld")
-ROOM1 = ("You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
-         "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable 1, "
-         "a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp.")
-GO_TO = ["go to armchair 1", "go to coffeetable 1", "go to drawer 1", "go to garbagecan 1", "go to shelf 1",
-         "go to shelf 2", "go to shelf 3", "go to shelf 4", "go to sidetable 1", "go to sidetable 2", "go to sofa 1",
-         "go to tvstand 1"]
+ROOM1 = (
+    "You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
+    "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable 1, "
+    "a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp."
+)
+GO_TO = [
+    "go to armchair 1",
+    "go to coffeetable 1",
+    "go to drawer 1",
+    "go to garbagecan 1",
+    "go to shelf 1",
+    "go to shelf 2",
+    "go to shelf 3",
+    "go to shelf 4",
+    "go to sidetable 1",
+    "go to sidetable 2",
+    "go to sofa 1",
+    "go to tvstand 1",
+]
 START1 = GO_TO + ["help", "inventory", "look"]
-AT_SIDETABLE2 = (["examine sidetable 2"] + [a for a in GO_TO if a != "go to sidetable 2"]
-                 + ["help", "inventory", "look", "take box 1 from sidetable 2", "take cellphone 2 from sidetable 2",
-                    "take laptop 2 from sidetable 2"])
-HOLDING = (["examine laptop 2", "examine sidetable 2"] + [a for a in GO_TO if a != "go to sidetable 2"]
-           + ["help", "inventory", "look", "move laptop 2 to sidetable 2"])
-AT_TVSTAND = (["examine laptop 2", "examine tvstand 1"] + [a for a in GO_TO if a != "go to tvstand 1"]
-              + ["help", "inventory", "look", "use floorlamp 1"])
+AT_SIDETABLE2 = (
+    ["examine sidetable 2"]
+    + [a for a in GO_TO if a != "go to sidetable 2"]
+    + [
+        "help",
+        "inventory",
+        "look",
+        "take box 1 from sidetable 2",
+        "take cellphone 2 from sidetable 2",
+        "take laptop 2 from sidetable 2",
+    ]
+)
+HOLDING = (
+    ["examine laptop 2", "examine sidetable 2"]
+    + [a for a in GO_TO if a != "go to sidetable 2"]
+    + ["help", "inventory", "look", "move laptop 2 to sidetable 2"]
+)
+AT_TVSTAND = (
+    ["examine laptop 2", "examine tvstand 1"]
+    + [a for a in GO_TO if a != "go to tvstand 1"]
+    + ["help", "inventory", "look", "use floorlamp 1"]
+)
 
 
 def shown(text: str, actions: list[str]) -> str:
@@ -46,9 +75,13 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
     test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
     assert (test, dev, train) == (list(range(300)), list(range(300, 600)), list(range(600, 3600)))
     assert task_list("test")[:6] == [
-        (0, "put some keychain on drawer"), (1, "look at laptop under the floorlamp"),
-        (2, "put a clean potato in diningtable"), (3, "heat some potato and put it in diningtable"),
-        (4, "put a cool bread in countertop"), (5, "put two laptop in sidetable")]
+        (0, "put some keychain on drawer"),
+        (1, "look at laptop under the floorlamp"),
+        (2, "put a clean potato in diningtable"),
+        (3, "heat some potato and put it in diningtable"),
+        (4, "put a cool bread in countertop"),
+        (5, "put two laptop in sidetable"),
+    ]
     assert task_list("dev")[0] == (300, "put a keychain in shelf")
     assert task_list("train")[-1] == (3599, "find two cd and put them in dresser")
     with pytest.raises(ValueError, match="unknown split 'val'"):
@@ -58,12 +91,23 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
 def test_a_task_id_gives_the_same_game_every_time() -> None:
     task = generate(1)
     assert (task.task_type, task.scene, task.goal, task.object_target, task.parent_target, task.toggle_target) == (
-        "look_at_obj_in_light", "FloorPlan211", "look at laptop under the floorlamp", "Laptop", "", "FloorLamp")
+        "look_at_obj_in_light",
+        "FloorPlan211",
+        "look at laptop under the floorlamp",
+        "Laptop",
+        "",
+        "FloorLamp",
+    )
     assert generate(1) == task and generated_game(1).source["pddl_problem"] == task.pddl_problem
     assert "Your task is to: look at laptop under the floorlamp." in generated_game(1).source["grammar"]
     assert [generate(i).task_type for i in range(6)] == [
-        "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-        "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
+        "pick_and_place_simple",
+        "look_at_obj_in_light",
+        "pick_clean_then_place_in_recep",
+        "pick_heat_then_place_in_recep",
+        "pick_cool_then_place_in_recep",
+        "pick_two_obj_and_place",
+    ]
     for bad in (-1, 3600):
         with pytest.raises(ValueError, match=rf"game {bad} out of range: expected 0 <= game < 3600"):
             generated_game(bad)
@@ -116,22 +160,38 @@ def test_invalid_actions_change_nothing_and_say_so() -> None:
             env.reset(bad)
     try:
         first = env.reset(1)
-        assert first == {"observation": shown(ROOM1, START1), "available_actions": START1,
-                         "task_type": "look_at_obj_in_light", "reward": 0.0, "done": False}
+        assert first == {
+            "observation": shown(ROOM1, START1),
+            "available_actions": START1,
+            "task_type": "look_at_obj_in_light",
+            "reward": 0.0,
+            "done": False,
+        }
         nothing = env.step("  Fly to the   moon ")
-        assert (nothing.observation, nothing.reward, nothing.done, nothing.extra["available_actions"]) == (shown(
-            'Nothing happens: "Fly to the moon" is not one of the available actions.', START1), 0.0, False, START1)
+        assert (nothing.observation, nothing.reward, nothing.done, nothing.extra["available_actions"]) == (
+            shown('Nothing happens: "Fly to the moon" is not one of the available actions.', START1),
+            0.0,
+            False,
+            START1,
+        )
         arrived = env.step("Go to sidetable 2.")  # case and a final full stop are ignored
-        assert arrived.observation == shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a "
-                                            "cellphone 2, and a laptop 2.", AT_SIDETABLE2)
+        assert arrived.observation == shown(
+            "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
+            AT_SIDETABLE2,
+        )
         assert env.step("take laptop 9 from sidetable 2").extra["available_actions"] == AT_SIDETABLE2  # nothing changed
         env.step("take laptop 2 from sidetable 2")
         put = env.step("put laptop 2 in/on sidetable 2")  # AgentGym's wording of the engine's "move ... to ..."
         assert put.observation == shown("You move the laptop 2 to the sidetable 2.", AT_SIDETABLE2)
         last = env.step("jump")
-        assert (last.observation, last.reward, last.done) == (shown(
-            'Nothing happens: "jump" is not one of the available actions. You have used all 6 actions.',
-            AT_SIDETABLE2), 0.0, True)
+        assert (last.observation, last.reward, last.done) == (
+            shown(
+                'Nothing happens: "jump" is not one of the available actions. You have used all 6 actions.',
+                AT_SIDETABLE2,
+            ),
+            0.0,
+            True,
+        )
         with pytest.raises(EpisodeStateError, match="episode is done: POST /reset to start a new one"):
             env.step("look")
     finally:
@@ -160,8 +220,9 @@ def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
 
     threads = []
     with lock.hold(step=False):
-        for number, (name, step) in enumerate([("reset a", False), ("step a", True), ("reset b", False),
-                                               ("step b", True), ("reset c", False)]):
+        for number, (name, step) in enumerate(
+            [("reset a", False), ("step a", True), ("reset b", False), ("step b", True), ("reset c", False)]
+        ):
             threads.append(threading.Thread(target=call, args=(name, step)))
             threads[-1].start()
             waiting(steps=(number + 1) // 2, resets=number // 2 + 1)
@@ -199,7 +260,7 @@ def test_expert_wins_twenty_test_tasks_in_process() -> None:
         for task_id in range(20):
             expert.reset(seed=task_id)
             observation = env.reset(task_id)["observation"]
-            for turn in range(1, 51):
+            for turn in range(1, 51):  # noqa: B007 - turn is read after the loop
                 result = env.step(expert.act(observation))
                 observation = result.observation
                 if result.done:
@@ -216,12 +277,13 @@ def test_expert_replies_in_each_template_and_noise_takes_detours() -> None:
 
     expert = get_expert("alfworld")
     reply = expert.reply(shown(ROOM1, START1), "react", SPEC)
-    assert reply == ("Thought: I look for a laptop. I have not checked the armchair 1 yet.\n"
-                     "Action: go to armchair 1")
-    at = shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
-               AT_SIDETABLE2)
-    assert expert.reply(at, "xml", SPEC) == ("<think>I take the laptop 2 I see here.</think>\n"
-                                             "<action>take laptop 2 from sidetable 2</action>")
+    assert reply == ("Thought: I look for a laptop. I have not checked the armchair 1 yet.\nAction: go to armchair 1")
+    at = shown(
+        "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.", AT_SIDETABLE2
+    )
+    assert expert.reply(at, "xml", SPEC) == (
+        "<think>I take the laptop 2 I see here.</think>\n<action>take laptop 2 from sidetable 2</action>"
+    )
     fresh = get_expert("alfworld")
     assert fresh.act("You arrive at sofa 1.") == "look"
     assert fresh.last_thought == "I do not know the task yet, so I look around."
@@ -246,30 +308,56 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "GET", "/") == "ok"
         assert call(u, "POST", "/create") == {"id": 0}
         assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
-            "error": "no episode yet: POST /reset first"}
+            "error": "no episode yet: POST /reset first"
+        }
         assert call(u, "POST", "/reset", {"id": 0, "game": 1, "world_type": "Text"}) == {
-            "id": 0, "observation": shown(ROOM1, START1), "available_actions": START1,
-            "task_type": "look_at_obj_in_light", "reward": 0.0, "done": False}
-        arrived = shown("You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a "
-                        "laptop 2.", AT_SIDETABLE2)
+            "id": 0,
+            "observation": shown(ROOM1, START1),
+            "available_actions": START1,
+            "task_type": "look_at_obj_in_light",
+            "reward": 0.0,
+            "done": False,
+        }
+        arrived = shown(
+            "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
+            AT_SIDETABLE2,
+        )
         assert call(u, "POST", "/step", {"id": 0, "action": "go to sidetable 2"}) == {
-            "observation": arrived, "reward": 0.0, "available_actions": AT_SIDETABLE2, "done": False}
+            "observation": arrived,
+            "reward": 0.0,
+            "available_actions": AT_SIDETABLE2,
+            "done": False,
+        }
         assert call(u, "GET", "/observation", params={"id": 0}) == arrived
         assert call(u, "POST", "/step", {"id": 0, "action": "take laptop 2 from sidetable 2"}) == {
-            "observation": shown("You pick up the laptop 2 from the sidetable 2.", HOLDING), "reward": 0.0,
-            "available_actions": HOLDING, "done": False}
+            "observation": shown("You pick up the laptop 2 from the sidetable 2.", HOLDING),
+            "reward": 0.0,
+            "available_actions": HOLDING,
+            "done": False,
+        }
         assert call(u, "POST", "/step", {"id": 0, "action": "fly to the moon"}) == {
             "observation": shown('Nothing happens: "fly to the moon" is not one of the available actions.', HOLDING),
-            "reward": 0.0, "available_actions": HOLDING, "done": False}
+            "reward": 0.0,
+            "available_actions": HOLDING,
+            "done": False,
+        }
         assert call(u, "GET", "/available_actions", params={"id": 0}) == HOLDING
         assert call(u, "POST", "/step", {"id": 0, "action": "go to tvstand 1"}) == {
             "observation": shown("You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.", AT_TVSTAND),
-            "reward": 0.0, "available_actions": AT_TVSTAND, "done": False}
+            "reward": 0.0,
+            "available_actions": AT_TVSTAND,
+            "done": False,
+        }
         won = shown("You turn on the floorlamp 1.", AT_TVSTAND)
         assert call(u, "POST", "/step", {"id": 0, "action": "use floorlamp 1"}) == {
-            "observation": won, "reward": 1.0, "available_actions": AT_TVSTAND, "done": True}
+            "observation": won,
+            "reward": 1.0,
+            "available_actions": AT_TVSTAND,
+            "done": True,
+        }
         assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
-            "error": "episode is done: POST /reset to start a new one"}
+            "error": "episode is done: POST /reset to start a new one"
+        }
         assert call(u, "GET", "/list_envs") == [0]
         assert call(u, "POST", "/close", {"id": 0}) is True
         assert call(u, "GET", "/list_envs") == []
@@ -280,11 +368,14 @@ def test_literal_protocol_exchange() -> None:
 def test_alfworlds_own_routes_and_fields_refuse_bad_input(server: str) -> None:
     env_id = call(server, "POST", "/create")["id"]
     assert call(server, "GET", "/observation", params={"id": env_id}, status=409) == {
-        "error": "no episode yet: POST /reset first"}
+        "error": "no episode yet: POST /reset first"
+    }
     assert call(server, "POST", "/reset", {"id": env_id, "game": 0, "world_type": "Thor"}, status=422) == {
-        "error": "invalid request: world_type: Input should be 'Text'"}
+        "error": "invalid request: world_type: Input should be 'Text'"
+    }
     assert call(server, "GET", "/available_actions", params={"id": "zero"}, status=422) == {
-        "error": "invalid request: query.id: Input should be a valid integer, unable to parse string as an integer"}
+        "error": "invalid request: query.id: Input should be a valid integer, unable to parse string as an integer"
+    }
     assert call(server, "POST", "/close", {"id": env_id}) is True
 
 

@@ -11,12 +11,12 @@ from typing import Iterator
 
 import psutil
 import pytest
+from fuzz import Fuzzer
 
 from agentgym.launcher import ENVS
 from agentgym.registry import get_env_spec
 from agentgym.spawn import healthy, serve_subprocess
 from agentgym.spec import load_object
-from fuzz import Fuzzer
 from openmanus_rl.envs import EnvClient, RetryPolicy
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,10 @@ pytestmark = pytest.mark.slow
 JVM_ENVS = {"sciworld"}  # an env is a JVM: slow to create, so fewer cycles and no closing while fuzzing
 SERVER_ARGS = {"sciworld": ["--max-envs", "2"]}
 FUZZ_REQUESTS = 10_000
-VALID_TASK_SHARE = {"alfworld": 0.03, "sciworld": 0.1}  # a real reset loads a game into ALFWorld's engine (0.5-2 s) or a task into a JVM
+VALID_TASK_SHARE = {
+    "alfworld": 0.03,
+    "sciworld": 0.1,
+}  # a real reset loads a game into ALFWorld's engine (0.5-2 s) or a task into a JVM
 # A JVM per env (3 s to start) and a planned game per reset (1-2 s) make cycles dear there: fewer cycles, and a leaked
 # env shows anyway in the server's open files (a py4j gateway holds sockets, a game its files). Threads are not
 # counted: the server's worker-thread pool grows and shrinks with request timing
@@ -36,8 +39,17 @@ WARMUP_CYCLES = {"sciworld": 4, "alfworld": 20}
 
 
 def test_every_env_with_a_task_list_and_an_expert_has_a_server() -> None:
-    assert sorted(ENVS) == ["alfworld", "babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop",
-                            "wordle"]
+    assert sorted(ENVS) == [
+        "alfworld",
+        "babyai",
+        "frozenlake",
+        "maze",
+        "sciworld",
+        "sokoban",
+        "textcraft",
+        "webshop",
+        "wordle",
+    ]
     for name in ENVS:
         spec = get_env_spec(name)
         assert spec.tasks and spec.expert and spec.splits, name
@@ -96,8 +108,14 @@ def test_memory_stays_flat_over_create_reset_close_cycles(server: tuple[str, str
 
 def test_random_and_malformed_requests_get_no_5xx_but_503(server: tuple[str, str]) -> None:
     name, url = server
-    fuzzer = Fuzzer(get_env_spec(name), url, seed=7, task_ids=first_test_ids(name)[:50], close_known=name not in JVM_ENVS,
-                    valid_task_share=VALID_TASK_SHARE.get(name, 0.6))
+    fuzzer = Fuzzer(
+        get_env_spec(name),
+        url,
+        seed=7,
+        task_ids=first_test_ids(name)[:50],
+        close_known=name not in JVM_ENVS,
+        valid_task_share=VALID_TASK_SHARE.get(name, 0.6),
+    )
     statuses: Counter[int] = Counter()
     bad = []
     for _ in range(FUZZ_REQUESTS):

@@ -8,6 +8,7 @@ from typing import Callable
 
 import gymnasium
 import pytest
+from json_call import call
 
 from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level, task_list
 from agentgym.babyai.env import BabyAIEnv, normalize
@@ -16,55 +17,64 @@ from agentgym.babyai.view import Thing, thing_sentence, where
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import ServerUrl, serve_subprocess
-from json_call import call
 
 SPEC = get_env_spec("babyai")
-TASK0_ACTIONS = ('["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-                 '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", '
-                 '"go to grey key 3", "pickup grey key 3", "go to grey box 1", "pickup grey box 1", '
-                 '"go to grey key 4", "pickup grey key 4", "go to grey ball 2", "pickup grey ball 2", '
-                 '"go to red ball 1", "pickup red ball 1", "check available actions"]')
-TASK0_OBS = "\n".join([
-    "Your goal: go to the red ball",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-    "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
-    "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
-    "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
-    "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
-    "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
-    "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
-    "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
-    "You are not carrying anything.",
-    "Available actions: " + TASK0_ACTIONS,
-])
-TASK0_TURNED = "\n".join([
-    "You turned left.",
-    "Your goal: go to the red ball",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
-    "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
-    "There is a wall directly to your left.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-    '"go to grey key 2", "pickup grey key 2", "check available actions"]',
-])
-TASK0_WON = "\n".join([
-    "You went to red ball 1. You completed the mission. The episode is over.",
-    "Your goal: go to the red ball",
-    "There is a red ball 1 1 steps in front of you.",
-    "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-    "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
-    '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
-])
+TASK0_ACTIONS = (
+    '["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
+    '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", '
+    '"go to grey key 3", "pickup grey key 3", "go to grey box 1", "pickup grey box 1", '
+    '"go to grey key 4", "pickup grey key 4", "go to grey ball 2", "pickup grey ball 2", '
+    '"go to red ball 1", "pickup red ball 1", "check available actions"]'
+)
+TASK0_OBS = "\n".join(
+    [
+        "Your goal: go to the red ball",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
+        "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
+        "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
+        "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
+        "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
+        "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
+        "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
+        "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
+        "You are not carrying anything.",
+        "Available actions: " + TASK0_ACTIONS,
+    ]
+)
+TASK0_TURNED = "\n".join(
+    [
+        "You turned left.",
+        "Your goal: go to the red ball",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
+        "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
+        "There is a wall directly to your left.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
+        '"go to grey key 2", "pickup grey key 2", "check available actions"]',
+    ]
+)
+TASK0_WON = "\n".join(
+    [
+        "You went to red ball 1. You completed the mission. The episode is over.",
+        "Your goal: go to the red ball",
+        "There is a red ball 1 1 steps in front of you.",
+        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
+        "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
+        '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
+    ]
+)
 # task 26 (UnlockPickupDist, seed 0): a locked green door on the left, a wall ahead, its key behind
-TASK26_VIEW = "\n".join([
-    "Your goal: pick up the purple box",
-    "There is a locked green door 1 1 steps to your left.",
-    "There is a wall directly in front of you.",
-    "You are not carrying anything.",
-    'Available actions: ["turn left", "turn right", "go to green door 1", "check available actions"]',
-])
+TASK26_VIEW = "\n".join(
+    [
+        "Your goal: pick up the purple box",
+        "There is a locked green door 1 1 steps to your left.",
+        "There is a wall directly in front of you.",
+        "You are not carrying anything.",
+        'Available actions: ["turn left", "turn right", "go to green door 1", "check available actions"]',
+    ]
+)
 
 
 def reward_for(env: BabyAIEnv) -> float:
@@ -75,18 +85,28 @@ def reward_for(env: BabyAIEnv) -> float:
 # ---------------------------------------------------------------------- levels and splits
 def test_levels_splits_and_task_ids_are_stable() -> None:
     assert len(LEVELS) == 40 and len(set(LEVELS)) == 40 and NUM_TASKS == 4000
-    assert (LEVELS[0], LEVELS[3], LEVELS[38], LEVELS[39]) == ("GoToRedBallGrey", "GoToObjS6", "BossLevel",
-                                                              "BossLevelNoUnlock")
+    assert (LEVELS[0], LEVELS[3], LEVELS[38], LEVELS[39]) == (
+        "GoToRedBallGrey",
+        "GoToObjS6",
+        "BossLevel",
+        "BossLevelNoUnlock",
+    )
     import minigrid  # noqa: F401  (registers the ids)
 
     ids = [gym_id(i) for i in range(40)]
     assert all(i in gymnasium.registry for i in ids)
     assert [i for i in ids if not i.endswith("-v0")] == ["BabyAI-GoToObjS6-v1"]
-    assert (task_level(0), task_level(41), task_level(3999)) == (("GoToRedBallGrey", 0), ("GoToRedBall", 1),
-                                                                 ("BossLevelNoUnlock", 99))
+    assert (task_level(0), task_level(41), task_level(3999)) == (
+        ("GoToRedBallGrey", 0),
+        ("GoToRedBall", 1),
+        ("BossLevelNoUnlock", 99),
+    )
     test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
     assert (test, dev, train) == (list(range(200)), list(range(200, 400)), list(range(400, 4000)))
-    assert task_list("test")[:2] == [(0, "BabyAI level GoToRedBallGrey, seed 0"), (1, "BabyAI level GoToRedBall, seed 0")]
+    assert task_list("test")[:2] == [
+        (0, "BabyAI level GoToRedBallGrey, seed 0"),
+        (1, "BabyAI level GoToRedBall, seed 0"),
+    ]
     assert task_list("dev")[0] == (200, "BabyAI level GoToRedBallGrey, seed 5")
     assert task_list("train")[-1] == (3999, "BabyAI level BossLevelNoUnlock, seed 99")
     with pytest.raises(ValueError, match="unknown split 'val'"):
@@ -151,15 +171,18 @@ def test_keys_doors_and_carrying() -> None:
         'Available actions: ["turn left", "turn right", "go to yellow ball 1", "check available actions"]',
     ]
     assert env.step("drop").observation.startswith(
-        "You cannot drop: the cell in front of you is not empty. Nothing changed.\n")
+        "You cannot drop: the cell in front of you is not empty. Nothing changed.\n"
+    )
     assert env.gym.step_count == 6 and tuple(env.gym.agent_pos) == (5, 4)
 
 
 REFUSED = [
     ("move forward", "You cannot move forward: the way ahead is blocked. Nothing changed."),
-    ("toggle and go through green door 1",
-     "You cannot toggle and go through green door 1: it is locked and you are not carrying a green key. "
-     "Nothing changed."),
+    (
+        "toggle and go through green door 1",
+        "You cannot toggle and go through green door 1: it is locked and you are not carrying a green key. "
+        "Nothing changed.",
+    ),
     ("go through green door 1", "You cannot go through green door 1: it is locked; toggle it first. Nothing changed."),
     ("toggle", "You cannot toggle: there is no door or box in front of you. Nothing changed."),
     ("drop", "You cannot drop: you are not carrying anything. Nothing changed."),
@@ -169,8 +192,10 @@ REFUSED = [
     ("", 'Invalid action "": choose one of the available actions. Nothing changed.'),
     ("go to green door", 'Invalid action "go to green door": choose one of the available actions. Nothing changed.'),
     ("turn around", 'Invalid action "turn around": choose one of the available actions. Nothing changed.'),
-    ("check available actions",
-     "You can take the following actions: turn left, turn right, go to green door 1, check available actions."),
+    (
+        "check available actions",
+        "You can take the following actions: turn left, turn right, go to green door 1, check available actions.",
+    ),
 ]
 
 
@@ -180,7 +205,11 @@ def test_an_invalid_or_unavailable_action_changes_nothing_and_says_so(action: st
     env.reset(26)
     result = env.step(action)
     assert (result.observation, result.reward, result.extra["score"], result.done) == (
-        message + "\n" + TASK26_VIEW, 0.0, 0.0, False)
+        message + "\n" + TASK26_VIEW,
+        0.0,
+        0.0,
+        False,
+    )
     assert (env.gym.step_count, tuple(env.gym.agent_pos), env.gym.agent_dir, env.gym.carrying) == (0, (4, 4), 1, None)
 
 
@@ -196,11 +225,16 @@ def test_running_out_of_steps_ends_the_episode_without_reward() -> None:
 def test_text_helpers() -> None:
     assert normalize("  Pick Up the  Red Ball 1. ") == "pickup the red ball 1"
     assert (where(2, 0), where(0, -1), where(1, 3)) == (
-        "2 steps in front of you", "1 steps to your left", "1 steps in front of you and 3 steps to your right")
+        "2 steps in front of you",
+        "1 steps to your left",
+        "1 steps in front of you and 3 steps to your right",
+    )
     assert thing_sentence(Thing("grey key 1", "key", "grey", None, (0, 0), 1, -1)) == (
-        "There is a grey key 1 1 steps in front of you and 1 steps to your left.")
+        "There is a grey key 1 1 steps in front of you and 1 steps to your left."
+    )
     assert thing_sentence(Thing("red door 2", "door", "red", "open", (0, 0), 3, 0)) == (
-        "There is an open red door 2 3 steps in front of you.")
+        "There is an open red door 2 3 steps in front of you."
+    )
 
 
 def test_reach_finds_shortest_ways_over_passable_cells_only() -> None:
@@ -240,12 +274,18 @@ def test_oracle_solves_the_test_tasks_it_can_with_minigrids_reward() -> None:
 def test_expert_reads_the_mission_and_the_view() -> None:
     from openmanus_rl.experts.babyai import Desc, Step, parse_mission, read_view
 
-    assert parse_mission("put the red box next to a grey door and open a purple door after you pick up a key "
-                         "and go to the yellow box") == [
-        Step("pick up", Desc(None, "key", None)), Step("go to", Desc("yellow", "box", None)),
-        Step("put", Desc("red", "box", None), Desc("grey", "door", None)), Step("open", Desc("purple", "door", None))]
+    assert parse_mission(
+        "put the red box next to a grey door and open a purple door after you pick up a key and go to the yellow box"
+    ) == [
+        Step("pick up", Desc(None, "key", None)),
+        Step("go to", Desc("yellow", "box", None)),
+        Step("put", Desc("red", "box", None), Desc("grey", "door", None)),
+        Step("open", Desc("purple", "door", None)),
+    ]
     assert parse_mission("open the red door, then pick up a ball on your left") == [
-        Step("open", Desc("red", "door", None)), Step("pick up", Desc(None, "ball", "left"))]
+        Step("open", Desc("red", "door", None)),
+        Step("pick up", Desc(None, "ball", "left")),
+    ]
     assert parse_mission("pick up the red object") == [Step("pick up", Desc("red", None, None))]
     assert parse_mission("dance") == []
     view = read_view(TASK26_VIEW)
@@ -321,15 +361,25 @@ def test_literal_protocol_exchange() -> None:
         fresh = {"observation": TASK0_OBS, "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 0}) == fresh
         assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}) == {
-            "observation": TASK0_TURNED, "reward": 0.0, "score": 0.0, "done": False}
+            "observation": TASK0_TURNED,
+            "reward": 0.0,
+            "score": 0.0,
+            "done": False,
+        }
         assert call(u, "GET", "/observation", params={"id": 0}) == {
-            "observation": TASK0_TURNED, "reward": 0.0, "score": 0.0, "done": False, "deleted": False}
+            "observation": TASK0_TURNED,
+            "reward": 0.0,
+            "score": 0.0,
+            "done": False,
+            "deleted": False,
+        }
         assert call(u, "POST", "/reset", {"id": 0}) == fresh  # data_idx defaults to 0
         won = {"observation": TASK0_WON, "reward": 0.8875, "score": 0.8875, "done": True}
         assert call(u, "POST", "/step", {"id": 0, "action": "go to red ball 1"}) == won
         assert call(u, "GET", "/observation", params={"id": 0}) == {**won, "deleted": False}
         assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}, status=409) == {
-            "error": "episode is done: POST /reset to start a new one"}
+            "error": "episode is done: POST /reset to start a new one"
+        }
         assert call(u, "GET", "/list_envs") == [0]
         assert call(u, "POST", "/close", {"id": 0}) is True
         assert call(u, "GET", "/list_envs") == []
@@ -341,6 +391,18 @@ def test_expert_over_http_solves_test_tasks(server: str) -> None:
 
     score = evaluate_expert("babyai", "test", 12, server, task_ids=list(range(12)), max_turns=60)
     assert score.successes == [True] * 6 + [False] + [True] * 4 + [False]
-    assert score.rewards == [0.8875, 0.8875, 0.9015625, 0.925, 0.9578125, 0.8877551020408163, 0.0, 0.829, 0.9296875,
-                             0.9897959183673469, 0.9953125, 0.0]
+    assert score.rewards == [
+        0.8875,
+        0.8875,
+        0.9015625,
+        0.925,
+        0.9578125,
+        0.8877551020408163,
+        0.0,
+        0.829,
+        0.9296875,
+        0.9897959183673469,
+        0.9953125,
+        0.0,
+    ]
     assert score.steps == [1, 1, 1, 1, 1, 23, 60, 9, 1, 1, 1, 60]

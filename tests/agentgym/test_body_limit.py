@@ -46,8 +46,9 @@ def test_a_streamed_body_over_the_limit_is_413(client: TestClient) -> None:
 
 @pytest.mark.slow
 def test_the_webshop_server_refuses_a_2_mib_step_and_stays_up(server: str) -> None:
-    r = requests.post(server + "/step", data=b"{" + b" " * (2 << 20) + b"}", headers={"content-type": "application/json"},
-                      timeout=30)
+    r = requests.post(
+        server + "/step", data=b"{" + b" " * (2 << 20) + b"}", headers={"content-type": "application/json"}, timeout=30
+    )
     assert r.status_code == 413
     assert r.json() == {"error": f"request body of {(2 << 20) + 2} bytes exceeds the limit of 1048576 bytes"}
     assert requests.get(server + "/", timeout=10).json() == "ok"

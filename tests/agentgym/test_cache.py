@@ -15,14 +15,19 @@ HOME = "/home/tester"
 
 
 @pytest.mark.parametrize("cache_root", [agentgym_cache_root, verl_cache_root], ids=["agentgym", "verl"])
-@pytest.mark.parametrize("value, expected", [
-    ("/srv/openmanus", "/srv/openmanus"),
-    ("relative/cache", "relative/cache"),
-    ("", f"{HOME}/.cache/openmanus_rl"),
-    (None, f"{HOME}/.cache/openmanus_rl"),
-], ids=["set", "relative", "empty", "unset"])
-def test_cache_root(cache_root: Callable[[], Path], value: str | None, expected: str,
-                    monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("/srv/openmanus", "/srv/openmanus"),
+        ("relative/cache", "relative/cache"),
+        ("", f"{HOME}/.cache/openmanus_rl"),
+        (None, f"{HOME}/.cache/openmanus_rl"),
+    ],
+    ids=["set", "relative", "empty", "unset"],
+)
+def test_cache_root(
+    cache_root: Callable[[], Path], value: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", HOME)
     if value is None:
         monkeypatch.delenv("OPENMANUS_CACHE", raising=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+import json_call
 import pytest
 import requests
 
@@ -20,12 +21,19 @@ from agentgym.launcher import ENVS
 from agentgym.registry import get_env_spec
 from agentgym.spawn import ServerUrl
 from agentgym.spec import EnvSpec
-import json_call
 
 call = partial(json_call.call, timeout_s=120)  # a create may start a JVM, a reset load a planned game
 FAMILY_B = sorted(name for name in ENVS if get_env_spec(name).family == "B")
-NUM_TASKS = {"alfworld": 3600, "babyai": 4000, "frozenlake": 1300, "maze": 260, "sciworld": 4639, "sokoban": 1300,
-             "textcraft": 544, "wordle": 2135}
+NUM_TASKS = {
+    "alfworld": 3600,
+    "babyai": 4000,
+    "frozenlake": 1300,
+    "maze": 260,
+    "sciworld": 4639,
+    "sokoban": 1300,
+    "textcraft": 544,
+    "wordle": 2135,
+}
 SLOW = {"alfworld", "frozenlake", "sciworld", "sokoban", "textcraft"}
 ACTION = "look"
 HUGE = 10**30
@@ -76,8 +84,14 @@ def test_bad_input_is_a_4xx_with_a_message_and_changes_nothing(env: tuple[EnvSpe
         ("POST", "/step", {"id": False, "action": ACTION}, None, 422, f"invalid request: id: {not_int}"),
         ("POST", "/step", {"id": env_id, "action": [ACTION]}, None, 422, f"invalid request: {not_str}"),
         ("POST", "/step", {"id": env_id, "action": None}, None, 422, f"invalid request: {not_str}"),
-        ("POST", "/step", {"id": env_id, "action": "x" * 4097}, None, 422,
-         "invalid request: action: String should have at most 4096 characters"),
+        (
+            "POST",
+            "/step",
+            {"id": env_id, "action": "x" * 4097},
+            None,
+            422,
+            "invalid request: action: String should have at most 4096 characters",
+        ),
         ("POST", "/step", {"id": HUGE, "action": ACTION}, None, 404, unknown),
         ("POST", "/reset", {field: 0, **spec.reset_extra}, None, 422, "invalid request: id: Field required"),
         ("POST", "/reset", reset_body(spec, str(env_id), 0), None, 422, f"invalid request: id: {not_int}"),
@@ -90,8 +104,14 @@ def test_bad_input_is_a_4xx_with_a_message_and_changes_nothing(env: tuple[EnvSpe
         ("POST", "/close", {"id": "0"}, None, 422, 'invalid request: body must be {"id": <int>}'),
         ("POST", "/close", {}, None, 422, 'invalid request: body must be {"id": <int>}'),
         ("GET", "/observation", None, None, 422, "invalid request: query.id: Field required"),
-        ("GET", "/observation", None, {"id": "zero"}, 422,
-         f"invalid request: query.id: {not_int}, unable to parse string as an integer"),
+        (
+            "GET",
+            "/observation",
+            None,
+            {"id": "zero"},
+            422,
+            f"invalid request: query.id: {not_int}, unable to parse string as an integer",
+        ),
         ("GET", "/observation", None, {"id": str(HUGE)}, 404, unknown),
     ]
     for method, path, body, params, status, message in cases:

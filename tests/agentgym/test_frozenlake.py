@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
+from json_call import call
 
 from agentgym.frozenlake.data import task_ids, task_list, task_map
 from agentgym.frozenlake.env import FrozenLakeEnv
@@ -13,38 +14,43 @@ from agentgym.frozenlake.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import ServerUrl, serve_subprocess
-from json_call import call
 
 SPEC = get_env_spec("frozenlake")
 LEGEND = "Legend: P you, S start, F frozen ice (safe), H hole, G goal."
-TASK0_OBS = "\n".join([
-    "Frozen lake 4x4: walk from the start S to the goal G without stepping into a hole H.",
-    LEGEND,
-    "P F F F",
-    "H H F F",
-    "F H H F",
-    "H F F G",
-    "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 30.",
-])
-TASK1_OBS = "\n".join([
-    "Frozen lake 5x5: walk from the start S to the goal G without stepping into a hole H.",
-    LEGEND,
-    "P H F H F",
-    "F H F F F",
-    "F F F F F",
-    "F F F F F",
-    "F F F H G",
-    "You are at row 1, column 1; the goal is at row 5, column 5. Moves left: 30.",
-])
-TASK0_WON = "\n".join([
-    "You moved down and reached the goal.",
-    LEGEND,
-    "S F F F",
-    "H H F F",
-    "F H H F",
-    "H F F P",
-    "You are at row 4, column 4; the goal is at row 4, column 4. Moves left: 24. The episode is over.",
-])
+TASK0_OBS = "\n".join(
+    [
+        "Frozen lake 4x4: walk from the start S to the goal G without stepping into a hole H.",
+        LEGEND,
+        "P F F F",
+        "H H F F",
+        "F H H F",
+        "H F F G",
+        "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 30.",
+    ]
+)
+TASK1_OBS = "\n".join(
+    [
+        "Frozen lake 5x5: walk from the start S to the goal G without stepping into a hole H.",
+        LEGEND,
+        "P H F H F",
+        "F H F F F",
+        "F F F F F",
+        "F F F F F",
+        "F F F H G",
+        "You are at row 1, column 1; the goal is at row 5, column 5. Moves left: 30.",
+    ]
+)
+TASK0_WON = "\n".join(
+    [
+        "You moved down and reached the goal.",
+        LEGEND,
+        "S F F F",
+        "H H F F",
+        "F H H F",
+        "H F F P",
+        "You are at row 4, column 4; the goal is at row 4, column 4. Moves left: 24. The episode is over.",
+    ]
+)
 
 
 def view(message: str, rows: list[str], status: str) -> str:
@@ -55,10 +61,15 @@ def view(message: str, rows: list[str], status: str) -> str:
 def test_splits_are_disjoint_complete_and_stable() -> None:
     test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
     assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 1300)))
-    assert task_list("test")[:3] == [(0, "cross the 4x4 frozen lake"), (1, "cross the 5x5 frozen lake"),
-                                     (2, "cross the 6x6 frozen lake")]
+    assert task_list("test")[:3] == [
+        (0, "cross the 4x4 frozen lake"),
+        (1, "cross the 5x5 frozen lake"),
+        (2, "cross the 6x6 frozen lake"),
+    ]
     assert task_list("dev")[0] == (200, "cross the 6x6 frozen lake") and task_list("train")[-1] == (
-        1299, "cross the 4x4 frozen lake")
+        1299,
+        "cross the 4x4 frozen lake",
+    )
     with pytest.raises(ValueError, match="unknown split 'val'"):
         task_ids("val")  # type: ignore[arg-type]
 
@@ -95,11 +106,27 @@ def test_a_play_with_every_kind_of_message() -> None:
     env = FrozenLakeEnv()
     env.reset(0)
     script = [
-        ("up", "You cannot move up: the edge of the lake is there. Nothing changed.",
-         ["P F F F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 1", 29),
-        ("  Move RIGHT. ", "You moved right.", ["S P F F", "H H F F", "F H H F", "H F F G"],
-         "You are at row 1, column 2", 28),
-        ("go right", "You moved right.", ["S F P F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 3", 27),
+        (
+            "up",
+            "You cannot move up: the edge of the lake is there. Nothing changed.",
+            ["P F F F", "H H F F", "F H H F", "H F F G"],
+            "You are at row 1, column 1",
+            29,
+        ),
+        (
+            "  Move RIGHT. ",
+            "You moved right.",
+            ["S P F F", "H H F F", "F H H F", "H F F G"],
+            "You are at row 1, column 2",
+            28,
+        ),
+        (
+            "go right",
+            "You moved right.",
+            ["S F P F", "H H F F", "F H H F", "H F F G"],
+            "You are at row 1, column 3",
+            27,
+        ),
         ("left", "You moved left.", ["S P F F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 2", 26),
     ]
     for action, message, rows, where, left in script:
@@ -107,9 +134,15 @@ def test_a_play_with_every_kind_of_message() -> None:
         status = f"{where}; the goal is at row 4, column 4. Moves left: {left}."
         assert (result.observation, result.reward, result.done) == (view(message, rows, status), 0.0, False), action
     fell = env.step("down")
-    assert (fell.observation, fell.reward, fell.done) == (view(
-        "You moved down into a hole.", ["S F F F", "H P F F", "F H H F", "H F F G"],
-        "You are at row 2, column 2; the goal is at row 4, column 4. Moves left: 25. The episode is over."), 0.0, True)
+    assert (fell.observation, fell.reward, fell.done) == (
+        view(
+            "You moved down into a hole.",
+            ["S F F F", "H P F F", "F H H F", "H F F G"],
+            "You are at row 2, column 2; the goal is at row 4, column 4. Moves left: 25. The episode is over.",
+        ),
+        0.0,
+        True,
+    )
     with pytest.raises(EpisodeStateError, match="episode is done: POST /reset to start a new one"):
         env.step("up")
     assert env.reset(0) == TASK0_OBS and env.position() == (0, 0) and not env.done
@@ -121,10 +154,15 @@ def test_the_last_move_ends_the_episode_without_reward() -> None:
     for _ in range(29):
         assert env.step("left").done is False
     last = env.step("left")
-    assert (last.observation, last.reward, last.done) == (view(
-        "You cannot move left: the edge of the lake is there. Nothing changed. You are out of moves.",
-        ["P F F F", "H H F F", "F H H F", "H F F G"],
-        "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 0. The episode is over."), 0.0, True)
+    assert (last.observation, last.reward, last.done) == (
+        view(
+            "You cannot move left: the edge of the lake is there. Nothing changed. You are out of moves.",
+            ["P F F F", "H H F F", "F H H F", "H F F G"],
+            "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 0. The episode is over.",
+        ),
+        0.0,
+        True,
+    )
 
 
 INVALID = ["jump", "", "north", "up up", "move", "right now", "upp", "left!"]
@@ -139,7 +177,10 @@ def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
     message = f'Invalid action "{action}": the actions are up, down, left and right. Nothing changed.'
     status = "You are at row 1, column 2; the goal is at row 4, column 4. Moves left: 28."
     assert (result.observation, result.reward, result.done) == (
-        view(message, ["S P F F", "H H F F", "F H H F", "H F F G"], status), 0.0, False)
+        view(message, ["S P F F", "H H F F", "F H H F", "H F F G"], status),
+        0.0,
+        False,
+    )
     assert env.position() == (0, 1)
 
 
@@ -148,7 +189,9 @@ def test_reset_refuses_unknown_tasks_and_step_needs_an_episode() -> None:
     with pytest.raises(EpisodeStateError, match="no episode yet"):
         env.step("up")
     for task_id in (-1, 1300, 10**30):
-        with pytest.raises(InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"):
+        with pytest.raises(
+            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"
+        ):
             env.reset(task_id)
 
 
@@ -187,9 +230,15 @@ def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> N
     expert = get_expert("frozenlake")
     react = expert.reply(TASK1_OBS, "react", SPEC)
     assert react == "Thought: The goal is 8 moves away on a path around the holes, so I move down.\nAction: down"
-    xml = expert.reply(view("You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
-                            "Moves left: 29."), "xml", SPEC)
-    assert xml == "<think>The goal is 7 moves away on a path around the holes, so I move down.</think>\n<action>down</action>"
+    xml = expert.reply(
+        view("You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"], "Moves left: 29."),
+        "xml",
+        SPEC,
+    )
+    assert (
+        xml
+        == "<think>The goal is 7 moves away on a path around the holes, so I move down.</think>\n<action>down</action>"
+    )
     assert get_action_template("xml").parse(xml, SPEC).action == "down"
     assert expert.act("You moved up.") == "up" and expert.last_thought == "I cannot see the map, so I try moving up."
     assert expert.act(view("x", ["P H", "H G"], "")) == "up"
@@ -225,16 +274,34 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "GET", "/") == "ok"
         assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
-            "id": 0, "observation": TASK1_OBS, "done": False, "reward": 0.0}
-        assert call(u, "POST", "/step", {"id": 0, "action": "down"}) == {"observation": view(
-            "You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
-            "You are at row 2, column 1; the goal is at row 5, column 5. Moves left: 29."), "reward": 0.0, "done": False}
-        fell = view("You moved right into a hole.", ["S H F H F", "F P F F F", "F F F F F", "F F F F F", "F F F H G"],
-                    "You are at row 2, column 2; the goal is at row 5, column 5. Moves left: 28. The episode is over.")
-        assert call(u, "POST", "/step", {"id": 0, "action": "right"}) == {"observation": fell, "reward": 0.0, "done": True}
+            "id": 0,
+            "observation": TASK1_OBS,
+            "done": False,
+            "reward": 0.0,
+        }
+        assert call(u, "POST", "/step", {"id": 0, "action": "down"}) == {
+            "observation": view(
+                "You moved down.",
+                ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
+                "You are at row 2, column 1; the goal is at row 5, column 5. Moves left: 29.",
+            ),
+            "reward": 0.0,
+            "done": False,
+        }
+        fell = view(
+            "You moved right into a hole.",
+            ["S H F H F", "F P F F F", "F F F F F", "F F F F F", "F F F H G"],
+            "You are at row 2, column 2; the goal is at row 5, column 5. Moves left: 28. The episode is over.",
+        )
+        assert call(u, "POST", "/step", {"id": 0, "action": "right"}) == {
+            "observation": fell,
+            "reward": 0.0,
+            "done": True,
+        }
         assert call(u, "GET", "/observation", params={"id": 0}) == fell
         assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
-            "error": "episode is done: POST /reset to start a new one"}
+            "error": "episode is done: POST /reset to start a new one"
+        }
         assert call(u, "POST", "/reset", {"id": 0}) == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(0)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 5 + [(1.0, True)]
@@ -243,7 +310,11 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "POST", "/close", {"id": 0}) is True
         assert call(u, "GET", "/list_envs") == []
         assert call(u, "POST", "/create", {"ignored": True}) == {
-            "id": 1, "observation": TASK1_OBS, "done": False, "reward": 0.0}
+            "id": 1,
+            "observation": TASK1_OBS,
+            "done": False,
+            "reward": 0.0,
+        }
 
 
 @pytest.mark.slow

@@ -25,8 +25,13 @@ CAP = 3
 # long enough that none of the abandoned envs expires while the next ones are made (a JVM takes seconds to start)
 IDLE_S = {"sciworld": 20.0, "alfworld": 10.0}
 DEFAULT_IDLE_S = 2.0
-ACTIONS = {"webshop": "search[red shoes]", "textcraft": "inventory", "babyai": "turn left", "sciworld": "look around",
-           "alfworld": "look"}
+ACTIONS = {
+    "webshop": "search[red shoes]",
+    "textcraft": "inventory",
+    "babyai": "turn left",
+    "sciworld": "look around",
+    "alfworld": "look",
+}
 TASKS = {"webshop": 7, "textcraft": 3, "babyai": 5, "sciworld": 21, "alfworld": 3}
 # what the server may keep after the abandoned envs are gone: allocator noise, and py4j's per-gateway state for the
 # JVMs (a leaked JVM alone would be ~100 MB)
@@ -69,19 +74,35 @@ def check_abandoned_envs_expire(name: str, url: ServerUrl) -> None:
         client.observe()
     assert total_rss_mb(url.pid) - baseline >= HELD_MB.get(name, 0.0)
     r = requests.post(url + "/create", timeout=60)
-    assert (r.status_code, r.json()) == (503, {"error": f"env cap reached: {CAP} of {CAP} envs are open; close some "
-                                                        "with POST /close or start the server with a larger --max-envs"})
+    assert (r.status_code, r.json()) == (
+        503,
+        {
+            "error": f"env cap reached: {CAP} of {CAP} envs are open; close some "
+            "with POST /close or start the server with a larger --max-envs"
+        },
+    )
     assert health(url)["open"] == CAP
 
     deadline = time.monotonic() + idle_s + 30
     while health(url)["reaped"] < CAP and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert health(url) == {"open": 0, "max_envs": CAP, "reaped": CAP, "idle_timeout_s": idle_s, "in_flight": 0,
-                           "oldest_request_s": 0.0}
+    assert health(url) == {
+        "open": 0,
+        "max_envs": CAP,
+        "reaped": CAP,
+        "idle_timeout_s": idle_s,
+        "in_flight": 0,
+        "oldest_request_s": 0.0,
+    }
     gone = abandoned[0].env_id
     r = requests.post(url + "/step", json={spec.id_field: gone, "action": ACTIONS[name]}, timeout=10)
-    assert (r.status_code, r.json()) == (410, {"error": f"{spec.id_field} {gone} expired after {idle_s:g} s idle and was closed; "
-                                                        "create a new env with POST /create"})
+    assert (r.status_code, r.json()) == (
+        410,
+        {
+            "error": f"{spec.id_field} {gone} expired after {idle_s:g} s idle and was closed; "
+            "create a new env with POST /create"
+        },
+    )
     assert requests.get(url + "/", timeout=10).json() == "ok"  # GET / is unchanged
 
     episode(name, url)  # create, reset, step, close work again

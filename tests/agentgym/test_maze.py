@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pytest
+from json_call import call
 
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
 from agentgym.maze.env import MazeEnv, describe_walls
@@ -14,14 +15,15 @@ from agentgym.maze.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import ServerUrl, serve_subprocess
-from json_call import call
 
 SPEC = get_env_spec("maze")
 WHERE = "The goal is at position 8, 6. Your current position is at position"
 TASK0_OBS = f"{WHERE} 1, 1. There are walls above you, below you, to your left. Moves left: 50."
 TASK3_OBS = f"{WHERE} 1, 4. There are walls above you, below you. Moves left: 50."
-TASK0_WON = (f"You moved down and reached the goal. {WHERE} 8, 6. There are walls below you, to your left, to your "
-             "right. Moves left: 38. The episode is over.")
+TASK0_WON = (
+    f"You moved down and reached the goal. {WHERE} 8, 6. There are walls below you, to your left, to your "
+    "right. Moves left: 38. The episode is over."
+)
 ORACLE_LENGTHS = [12, 11, 10, 11, 12, 12, 11, 10, 11, 12, 9, 9, 8, 8, 7, 7, 6, 6, 5, 4, 3, 2, 3, 4, 5, 1]
 
 
@@ -42,8 +44,10 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
     test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
     assert (test, dev, train) == (list(range(26)), list(range(26, 52)), list(range(52, 260))) and NUM_TASKS == 260
     assert [start_of(i) for i in test] == list(STARTS)  # the test split walks from every start once
-    assert task_list("test")[:2] == [(0, "walk from position 1, 1 to the goal at position 8, 6"),
-                                     (1, "walk from position 1, 2 to the goal at position 8, 6")]
+    assert task_list("test")[:2] == [
+        (0, "walk from position 1, 1 to the goal at position 8, 6"),
+        (1, "walk from position 1, 2 to the goal at position 8, 6"),
+    ]
     assert task_list("dev")[0] == (26, "walk from position 1, 1 to the goal at position 8, 6")
     assert task_list("train")[-1] == (259, "walk from position 7, 6 to the goal at position 8, 6")
     with pytest.raises(ValueError, match="unknown split 'val'"):
@@ -71,19 +75,34 @@ def test_a_play_with_every_kind_of_message() -> None:
     env = MazeEnv()
     assert env.reset(3) == TASK3_OBS
     script = [
-        ("move up", "You cannot move up: there is a wall above you. Nothing changed.",
-         "1, 4. There are walls above you, below you.", 49),
-        (" Move  DOWN. ", "You cannot move down: there is a wall below you. Nothing changed.", "1, 4. There are walls "
-         "above you, below you.", 48),
+        (
+            "move up",
+            "You cannot move up: there is a wall above you. Nothing changed.",
+            "1, 4. There are walls above you, below you.",
+            49,
+        ),
+        (
+            " Move  DOWN. ",
+            "You cannot move down: there is a wall below you. Nothing changed.",
+            "1, 4. There are walls above you, below you.",
+            48,
+        ),
         ("left", "You moved left.", "1, 3. There is a wall above you.", 47),
         ("move down", "You moved down.", "2, 3. There are walls to your left, to your right.", 46),
-        ("move right", "You cannot move right: there is a wall to your right. Nothing changed.",
-         "2, 3. There are walls to your left, to your right.", 45),
+        (
+            "move right",
+            "You cannot move right: there is a wall to your right. Nothing changed.",
+            "2, 3. There are walls to your left, to your right.",
+            45,
+        ),
     ]
     for action, message, here, left in script:
         result = env.step(action)
         assert (result.observation, result.reward, result.done) == (
-            f"{message} {WHERE} {here} Moves left: {left}.", 0.0, False), action
+            f"{message} {WHERE} {here} Moves left: {left}.",
+            0.0,
+            False,
+        ), action
     assert env.position == (2, 3) and env.steps == 5
     assert env.reset(3) == TASK3_OBS and env.position == (1, 4) and env.steps == 0 and not env.done
 
@@ -96,7 +115,10 @@ def test_the_last_move_ends_the_episode_without_reward() -> None:
     last = env.step("move up")
     assert (last.observation, last.reward, last.done) == (
         f"You cannot move up: there is a wall above you. Nothing changed. You are out of moves. {WHERE} 1, 1. There "
-        "are walls above you, below you, to your left. Moves left: 0. The episode is over.", 0.0, True)
+        "are walls above you, below you, to your left. Moves left: 0. The episode is over.",
+        0.0,
+        True,
+    )
     with pytest.raises(EpisodeStateError, match="episode is done: POST /maze/reset to start a new one"):
         env.step("move right")
 
@@ -110,10 +132,14 @@ def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
     env.reset(0)
     env.step("move right")
     result = env.step(action)
-    message = (f'Invalid action "{action}": the actions are move up, move down, move left and move right. '
-               "Nothing changed.")
+    message = (
+        f'Invalid action "{action}": the actions are move up, move down, move left and move right. Nothing changed.'
+    )
     assert (result.observation, result.reward, result.done) == (
-        f"{message} {WHERE} 1, 2. There are walls above you, below you. Moves left: 48.", 0.0, False)
+        f"{message} {WHERE} 1, 2. There are walls above you, below you. Moves left: 48.",
+        0.0,
+        False,
+    )
     assert env.position == (1, 2)
 
 
@@ -122,7 +148,7 @@ def test_reset_refuses_unknown_tasks_and_step_and_observation_need_an_episode() 
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
         env.step("move up")
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
-        env.observation
+        _ = env.observation
     for task_id in (-1, 260, 10**30):
         with pytest.raises(InvalidRequestError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
             env.reset(task_id)
@@ -178,12 +204,20 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
 
     expert = get_expert("maze")
     react = expert.reply(TASK0_OBS, "react", SPEC)
-    assert react == ("Thought: The goal at 8, 6 is at least 12 moves away through corridors I have not seen yet, so I "
-                     "move right.\nAction: move right")
-    xml = expert.reply(f"You moved down and reached the goal. {WHERE} 7, 6. There are walls to your left, to your "
-                       "right. Moves left: 9.", "xml", SPEC)
-    assert xml == ("<think>The goal at 8, 6 is at least 1 move away through corridors I have seen, so I move "
-                   "down.</think>\n<action>move down</action>")  # no wall below: the goal's cell is known open
+    assert react == (
+        "Thought: The goal at 8, 6 is at least 12 moves away through corridors I have not seen yet, so I "
+        "move right.\nAction: move right"
+    )
+    xml = expert.reply(
+        f"You moved down and reached the goal. {WHERE} 7, 6. There are walls to your left, to your "
+        "right. Moves left: 9.",
+        "xml",
+        SPEC,
+    )
+    assert xml == (
+        "<think>The goal at 8, 6 is at least 1 move away through corridors I have seen, so I move "
+        "down.</think>\n<action>move down</action>"
+    )  # no wall below: the goal's cell is known open
     assert get_action_template("xml").parse(xml, SPEC).action == "move down"
     assert expert.act("You moved up.") == "move up"
     assert expert.last_thought == "I cannot tell where I am, so I try moving up."
@@ -209,33 +243,52 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "GET", "/") == "ok"
         assert call(u, "POST", "/maze/create") == {"id": 0}
         assert call(u, "POST", "/maze/reset", {"id": 0, "game": 3}) == {
-            "id": 0, "observation": TASK3_OBS, "reward": 0.0, "done": False}
-        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}) == {"observation": (
-            f"You cannot move up: there is a wall above you. Nothing changed. {WHERE} 1, 4. There are walls above "
-            "you, below you. Moves left: 49."), "reward": 0.0, "done": False}
+            "id": 0,
+            "observation": TASK3_OBS,
+            "reward": 0.0,
+            "done": False,
+        }
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}) == {
+            "observation": (
+                f"You cannot move up: there is a wall above you. Nothing changed. {WHERE} 1, 4. There are walls above "
+                "you, below you. Moves left: 49."
+            ),
+            "reward": 0.0,
+            "done": False,
+        }
         moved = f"You moved left. {WHERE} 1, 3. There is a wall above you. Moves left: 48."
         assert call(u, "POST", "/maze/step", {"id": 0, "action": "move left"}) == {
-            "observation": moved, "reward": 0.0, "done": False}
+            "observation": moved,
+            "reward": 0.0,
+            "done": False,
+        }
         assert call(u, "GET", "/maze/observation", params={"id": 0}) == moved
         assert call(u, "POST", "/maze/reset", {"id": 0, "game": 0}) == {
-            "id": 0, "observation": TASK0_OBS, "reward": 0.0, "done": False}
+            "id": 0,
+            "observation": TASK0_OBS,
+            "reward": 0.0,
+            "done": False,
+        }
         answers = [call(u, "POST", "/maze/step", {"id": 0, "action": a}) for a in oracle(0)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 11 + [(1.0, True)]
         assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
         assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}, status=409) == {
-            "error": "episode is done: POST /maze/reset to start a new one"}
+            "error": "episode is done: POST /maze/reset to start a new one"
+        }
         assert call(u, "GET", "/maze/list_envs") == [0] and call(u, "GET", "/wordle/list_envs") == []
         assert call(u, "POST", "/maze/close", {"id": 0}) is True
         assert call(u, "GET", "/maze/list_envs") == []
         assert call(u, "POST", "/maze/create", {"ignored": True}) == {"id": 1}
         assert call(u, "GET", "/maze/observation", params={"id": 1}, status=409) == {
-            "error": "no episode yet: POST /maze/reset first"}
+            "error": "no episode yet: POST /maze/reset first"
+        }
 
 
 def test_reset_needs_a_game_and_routes_live_under_maze(server: str) -> None:
     env_id = call(server, "POST", "/maze/create")["id"]
     assert call(server, "POST", "/maze/reset", {"id": env_id}, status=422) == {
-        "error": "invalid request: game: Field required"}
+        "error": "invalid request: game: Field required"
+    }
     assert call(server, "POST", "/reset", {"id": env_id, "game": 0}, status=404) == {"error": "Not Found"}
     assert call(server, "POST", "/maze/close", {"id": env_id}) is True
 

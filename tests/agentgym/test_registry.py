@@ -22,18 +22,30 @@ def test_every_env_package_is_found_by_name():
 def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
     spec = get_env_spec("webshop")
     assert (spec.app, spec.tasks, spec.expert) == (
-        "agentgym.webshop.app", "agentgym.webshop.data:task_list", "openmanus_rl.experts.webshop:WebShopExpert")
-    assert ENVS == {"alfworld": "agentgym.alfworld.app", "babyai": "agentgym.babyai.app",
-                    "frozenlake": "agentgym.frozenlake.app",
-                    "maze": "agentgym.lmrlgym.app", "sciworld": "agentgym.sciworld.app",
-                    "sokoban": "agentgym.sokoban.app", "textcraft": "agentgym.textcraft.app",
-                    "webshop": "agentgym.webshop.app", "wordle": "agentgym.lmrlgym.app"}  # what declares an app
+        "agentgym.webshop.app",
+        "agentgym.webshop.data:task_list",
+        "openmanus_rl.experts.webshop:WebShopExpert",
+    )
+    assert ENVS == {
+        "alfworld": "agentgym.alfworld.app",
+        "babyai": "agentgym.babyai.app",
+        "frozenlake": "agentgym.frozenlake.app",
+        "maze": "agentgym.lmrlgym.app",
+        "sciworld": "agentgym.sciworld.app",
+        "sokoban": "agentgym.sokoban.app",
+        "textcraft": "agentgym.textcraft.app",
+        "webshop": "agentgym.webshop.app",
+        "wordle": "agentgym.lmrlgym.app",
+    }  # what declares an app
     assert load_object(spec.expert).__name__ == "WebShopExpert"
     assert get_env_spec("sqlgym").app is None
 
 
 def test_specs_import_without_servers_or_heavy_extras():
-    code = (f"import sys, agentgym.registry as r; assert sorted(r.ENV_SPECS) == {ALL!r}; "
-            "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', 'openmanus_rl') if m in sys.modules))")
+    code = (
+        f"import sys, agentgym.registry as r; assert sorted(r.ENV_SPECS) == {ALL!r}; "
+        "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', "
+        "'openmanus_rl') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

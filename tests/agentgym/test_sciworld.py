@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator
 
+import json_call
 import psutil
 import pytest
 
@@ -16,17 +17,20 @@ from agentgym.sciworld.env import SciWorldEnv
 from agentgym.sciworld.plan import oracle
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
-import json_call
 
 pytestmark = pytest.mark.slow
 
-BOIL_LEAD = ("Your task is to boil lead. For compounds without a boiling point, combusting the substance is also "
-             "acceptable. First, focus on the substance. Then, take actions that will cause it to change its state "
-             "of matter.")
-BATHROOM = ("This room is called the bathroom. In it, you see: \n\tthe agent\n\ta substance called air\n\ta bathtub, "
-            "which is turned off. In the bathtub is: nothing.\n\ta glass cup (containing nothing)\n\ta picture\n\ta "
-            "sink, which is turned off. In the sink is: nothing.\n\ta toilet. In the toilet is: A drain, which is "
-            "open, a substance called water.\nYou also see:\n\tA door to the kitchen (that is closed)")
+BOIL_LEAD = (
+    "Your task is to boil lead. For compounds without a boiling point, combusting the substance is also "
+    "acceptable. First, focus on the substance. Then, take actions that will cause it to change its state "
+    "of matter."
+)
+BATHROOM = (
+    "This room is called the bathroom. In it, you see: \n\tthe agent\n\ta substance called air\n\ta bathtub, "
+    "which is turned off. In the bathtub is: nothing.\n\ta glass cup (containing nothing)\n\ta picture\n\ta "
+    "sink, which is turned off. In the sink is: nothing.\n\ta toilet. In the toilet is: A drain, which is "
+    "open, a substance called water.\nYou also see:\n\tA door to the kitchen (that is closed)"
+)
 NO_MATCH = "No known action matches that input."
 
 
@@ -49,9 +53,14 @@ def test_splits_follow_scienceworld_and_match_the_jar(env: SciWorldEnv) -> None:
         task(4639)
     sim = env.sim
     assert sorted(set(sim.get_task_names()) - {v[0] for v in VARIATIONS.values()}) == [
-        "grow-fruit", "grow-plant", "inclined-plane-determine-angle", "inclined-plane-friction-named-surfaces",
-        "inclined-plane-friction-unnamed-surfaces", "mendelian-genetics-known-plant",
-        "mendelian-genetics-unknown-plant"]  # the excluded tasks
+        "grow-fruit",
+        "grow-plant",
+        "inclined-plane-determine-angle",
+        "inclined-plane-friction-named-surfaces",
+        "inclined-plane-friction-unnamed-surfaces",
+        "mendelian-genetics-known-plant",
+        "mendelian-genetics-unknown-plant",
+    ]  # the excluded tasks
     for task_id, (name, _, count, train_n, dev_n) in VARIATIONS.items():
         sim.load(name, 0, "")
         assert sim.get_max_variations(name) == count, task_id
@@ -61,8 +70,16 @@ def test_splits_follow_scienceworld_and_match_the_jar(env: SciWorldEnv) -> None:
 
 
 def test_reset_step_and_invalid_actions(env: SciWorldEnv) -> None:
-    assert env.reset(21) == {"task_name": "boil", "var_num": 21, "task_description": BOIL_LEAD,
-                             "observation": BATHROOM, "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
+    assert env.reset(21) == {
+        "task_name": "boil",
+        "var_num": 21,
+        "task_description": BOIL_LEAD,
+        "observation": BATHROOM,
+        "reward": 0.0,
+        "score": 0.0,
+        "deleted": False,
+        "done": False,
+    }
     for action in ("dance wildly", "", "open door to nowhere"):
         result = env.step(action)
         assert (result.observation, result.reward, result.extra["score"], result.done) == (NO_MATCH, 0.0, 0.0, False)
@@ -122,16 +139,37 @@ def test_literal_protocol_exchange_and_close_ends_the_jvm() -> None:
         assert call(u, "POST", "/create") == {"id": 0}
         assert len(jvms(u.pid)) == 1
         assert call(u, "POST", "/step", {"id": 0, "action": "look around"}, status=409) == {
-            "error": "no episode yet: POST /reset first"}
+            "error": "no episode yet: POST /reset first"
+        }
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 21}) == {
-            "task_name": "boil", "var_num": 21, "task_description": BOIL_LEAD, "observation": BATHROOM,
-            "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
+            "task_name": "boil",
+            "var_num": 21,
+            "task_description": BOIL_LEAD,
+            "observation": BATHROOM,
+            "reward": 0.0,
+            "score": 0.0,
+            "deleted": False,
+            "done": False,
+        }
         assert call(u, "POST", "/step", {"id": 0, "action": "open door to kitchen"}) == {
-            "observation": "The door is now open.", "reward": 0.0, "score": 0.0, "done": False}
+            "observation": "The door is now open.",
+            "reward": 0.0,
+            "score": 0.0,
+            "done": False,
+        }
         assert call(u, "POST", "/step", {"id": 0, "action": "fly away"}) == {
-            "observation": NO_MATCH, "reward": 0.0, "score": 0.0, "done": False}
+            "observation": NO_MATCH,
+            "reward": 0.0,
+            "score": 0.0,
+            "done": False,
+        }
         assert call(u, "GET", "/observation", params={"id": 0}) == {
-            "observation": NO_MATCH, "reward": 0.0, "score": 0.0, "done": False, "deleted": False}
+            "observation": NO_MATCH,
+            "reward": 0.0,
+            "score": 0.0,
+            "done": False,
+            "deleted": False,
+        }
         assert call(u, "GET", "/task_description", params={"id": 0}) == BOIL_LEAD
         assert "go to kitchen" in call(u, "GET", "/action_hint", params={"id": 0})
         assert call(u, "POST", "/close", {"id": 0}) is True
@@ -161,8 +199,7 @@ def test_the_expert_recognises_the_task_and_wins_over_http() -> None:
 
     ids = task_ids("test")[::59][:20]
     with serve_subprocess("sciworld", timeout_s=60) as url:
-        score = evaluate_expert("sciworld", "test", len(ids), url, task_ids=ids, max_turns=100,
-                                request_timeout_s=60)
+        score = evaluate_expert("sciworld", "test", len(ids), url, task_ids=ids, max_turns=100, request_timeout_s=60)
     assert ids[13] == 3188  # starts exactly like 3038 (next test)
     assert (score.n, score.successes) == (20, [True] * 20)
     assert score.rewards == [100.0] * 20

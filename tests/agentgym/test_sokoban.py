@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
+from json_call import call
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
@@ -13,17 +14,35 @@ from agentgym.sokoban.data import Board, level, parse_board, room_shape, task_id
 from agentgym.sokoban.env import SokobanEnv
 from agentgym.sokoban.plan import oracle, solve
 from agentgym.spawn import ServerUrl, serve_subprocess
-from json_call import call
 
 SPEC = get_env_spec("sokoban")
 LEGEND = "Legend: # wall, _ floor, @ you, $ box, . target, * box on a target, + you on a target."
 TASK0_ROWS = ["# # # # # #", "# _ _ _ _ #", "# . $ # _ #", "# _ _ _ _ #", "# @ _ _ _ #", "# # # # # #"]
-TASK1_ROWS = ["# # # # # # #", "# @ _ _ . _ #", "# _ # _ _ _ #", "# _ _ _ _ _ #", "# _ $ _ _ _ #",
-              "# _ _ _ _ _ #", "# # # # # # #"]
-TASK0_OBS = "\n".join(["Sokoban room 6x6: push every box onto a target.", LEGEND, *TASK0_ROWS,
-                       "You are at row 5, column 2. Boxes on targets: 0 of 1. Moves left: 60."])
-TASK1_OBS = "\n".join(["Sokoban room 7x7: push every box onto a target.", LEGEND, *TASK1_ROWS,
-                       "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 60."])
+TASK1_ROWS = [
+    "# # # # # # #",
+    "# @ _ _ . _ #",
+    "# _ # _ _ _ #",
+    "# _ _ _ _ _ #",
+    "# _ $ _ _ _ #",
+    "# _ _ _ _ _ #",
+    "# # # # # # #",
+]
+TASK0_OBS = "\n".join(
+    [
+        "Sokoban room 6x6: push every box onto a target.",
+        LEGEND,
+        *TASK0_ROWS,
+        "You are at row 5, column 2. Boxes on targets: 0 of 1. Moves left: 60.",
+    ]
+)
+TASK1_OBS = "\n".join(
+    [
+        "Sokoban room 7x7: push every box onto a target.",
+        LEGEND,
+        *TASK1_ROWS,
+        "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 60.",
+    ]
+)
 # two boxes side by side: every kind of move on one board
 RULES_ROWS = ["# # # # # #", "# _ _ _ _ #", "# @ $ $ . #", "# _ _ . _ #", "# # # # # #"]
 
@@ -36,10 +55,12 @@ def view(message: str, rows: list[str], status: str) -> str:
 def test_splits_are_disjoint_complete_and_stable() -> None:
     test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
     assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 1300)))
-    assert task_list("test")[:4] == [(0, "push 1 box onto a target in a 6x6 room"),
-                                     (1, "push 1 box onto a target in a 7x7 room"),
-                                     (2, "push 2 boxes onto targets in a 6x6 room"),
-                                     (3, "push 2 boxes onto targets in a 7x7 room")]
+    assert task_list("test")[:4] == [
+        (0, "push 1 box onto a target in a 6x6 room"),
+        (1, "push 1 box onto a target in a 7x7 room"),
+        (2, "push 2 boxes onto targets in a 6x6 room"),
+        (3, "push 2 boxes onto targets in a 7x7 room"),
+    ]
     assert task_list("dev")[0] == (200, "push 1 box onto a target in a 6x6 room")
     with pytest.raises(ValueError, match="unknown split 'val'"):
         task_ids("val")  # type: ignore[arg-type]
@@ -65,8 +86,48 @@ def test_levels_have_their_shape_and_a_solution_of_8_to_40_moves() -> None:
         assert {(0, c) for c in range(side)} | {(r, 0) for r in range(side)} <= board.walls
         assert parse_board(board.rows()) == board
         lengths.append(len(oracle(task_id)))
-    assert lengths == [15, 10, 13, 14, 8, 8, 12, 10, 11, 12, 15, 10, 14, 10, 13, 11, 11, 18, 9, 20,
-                       10, 10, 11, 10, 8, 11, 16, 9, 10, 9, 8, 13, 8, 10, 12, 11, 8, 8, 12, 8]
+    assert lengths == [
+        15,
+        10,
+        13,
+        14,
+        8,
+        8,
+        12,
+        10,
+        11,
+        12,
+        15,
+        10,
+        14,
+        10,
+        13,
+        11,
+        11,
+        18,
+        9,
+        20,
+        10,
+        10,
+        11,
+        10,
+        8,
+        11,
+        16,
+        9,
+        10,
+        9,
+        8,
+        13,
+        8,
+        10,
+        12,
+        11,
+        8,
+        8,
+        12,
+        8,
+    ]
 
 
 # ---------------------------------------------------------------------- the rules and the game
@@ -79,8 +140,9 @@ def test_oracle_solves_test_tasks_with_reward_only_on_the_last_step() -> None:
         results = [env.step(a) for a in actions]
         assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
         assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
-        assert results[-1].observation.startswith(f"You pushed a box {actions[-1]} onto a target. Every box is on a "
-                                                  "target.\n"), task_id
+        assert results[-1].observation.startswith(
+            f"You pushed a box {actions[-1]} onto a target. Every box is on a target.\n"
+        ), task_id
         assert not any("Nothing changed" in r.observation for r in results), task_id
 
 
@@ -94,10 +156,16 @@ def test_a_play_with_every_kind_of_move_and_message() -> None:
         ("  Move UP. ", "You moved up.", ["# # # # # #", "# @ _ _ _ #", "# _ $ $ . #", "# _ _ . _ #", "# # # # # #"]),
         ("go right", "You moved right.", ["# # # # # #", "# _ @ _ _ #", "# _ $ $ . #", "# _ _ . _ #", "# # # # # #"]),
         ("right", "You moved right.", ["# # # # # #", "# _ _ @ _ #", "# _ $ $ . #", "# _ _ . _ #", "# # # # # #"]),
-        ("down", "You pushed a box down onto a target.",
-         ["# # # # # #", "# _ _ _ _ #", "# _ $ @ . #", "# _ _ * _ #", "# # # # # #"]),
-        ("down", "You cannot push the box down: a wall is behind it. Nothing changed.",
-         ["# # # # # #", "# _ _ _ _ #", "# _ $ @ . #", "# _ _ * _ #", "# # # # # #"]),
+        (
+            "down",
+            "You pushed a box down onto a target.",
+            ["# # # # # #", "# _ _ _ _ #", "# _ $ @ . #", "# _ _ * _ #", "# # # # # #"],
+        ),
+        (
+            "down",
+            "You cannot push the box down: a wall is behind it. Nothing changed.",
+            ["# # # # # #", "# _ _ _ _ #", "# _ $ @ . #", "# _ _ * _ #", "# # # # # #"],
+        ),
     ]
     for step, (action, message, rows) in enumerate(script, 1):
         result = env.step(action)
@@ -108,10 +176,15 @@ def test_a_play_with_every_kind_of_move_and_message() -> None:
     for action in ("up", "left", "left", "down", "right"):
         assert env.step(action).done is False
     solved = env.step("right")
-    assert (solved.observation, solved.reward, solved.done) == (view(
-        "You pushed a box right onto a target. Every box is on a target.",
-        ["# # # # # #", "# _ _ _ _ #", "# _ _ @ * #", "# _ _ * _ #", "# # # # # #"],
-        "You are at row 3, column 4. Boxes on targets: 2 of 2. Moves left: 47. The episode is over."), 1.0, True)
+    assert (solved.observation, solved.reward, solved.done) == (
+        view(
+            "You pushed a box right onto a target. Every box is on a target.",
+            ["# # # # # #", "# _ _ _ _ #", "# _ _ @ * #", "# _ _ * _ #", "# # # # # #"],
+            "You are at row 3, column 4. Boxes on targets: 2 of 2. Moves left: 47. The episode is over.",
+        ),
+        1.0,
+        True,
+    )
     with pytest.raises(EpisodeStateError, match="episode is done: POST /reset to start a new one"):
         env.step("up")
     assert env.reset(0) == TASK0_OBS and env.board == level(0) and not env.done
@@ -123,9 +196,15 @@ def test_the_last_move_ends_the_episode_without_reward() -> None:
     for _ in range(59):
         assert env.step("left").done is False
     last = env.step("left")
-    assert (last.observation, last.reward, last.done) == (view(
-        "You cannot move left: a wall is there. Nothing changed. You are out of moves.", TASK0_ROWS,
-        "You are at row 5, column 2. Boxes on targets: 0 of 1. Moves left: 0. The episode is over."), 0.0, True)
+    assert (last.observation, last.reward, last.done) == (
+        view(
+            "You cannot move left: a wall is there. Nothing changed. You are out of moves.",
+            TASK0_ROWS,
+            "You are at row 5, column 2. Boxes on targets: 0 of 1. Moves left: 0. The episode is over.",
+        ),
+        0.0,
+        True,
+    )
 
 
 INVALID = ["jump", "", "north", "up up", "move", "push right", "upp", "left!"]
@@ -150,7 +229,9 @@ def test_reset_refuses_unknown_tasks_and_step_needs_an_episode() -> None:
     with pytest.raises(EpisodeStateError, match="no episode yet"):
         env.step("up")
     for task_id in (-1, 1300, 10**30):
-        with pytest.raises(InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"):
+        with pytest.raises(
+            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"
+        ):
             env.reset(task_id)
 
 
@@ -158,8 +239,12 @@ def test_parse_board_and_solve_refuse_what_they_cannot_read_or_solve() -> None:
     assert solve(parse_board(["# # # # #", "# @ $ . #", "# # # # #"])) == ["right"]
     assert solve(parse_board(["# # # # #", "# + $ _ #", "# # # # #"])) is None  # a box cannot be pulled
     assert solve(parse_board(["# # # # # #", "# @ * $ . #", "# # # # # #"])) is None  # nor two pushed at once
-    for rows, message in [(["# @ x #"], "a board is rows of the cells"), (["# _ $ . #"], "one player"),
-                          (["# @ $ $ . #"], "as many targets as boxes"), ([], "a board is rows")]:
+    for rows, message in [
+        (["# @ x #"], "a board is rows of the cells"),
+        (["# _ $ . #"], "one player"),
+        (["# @ $ $ . #"], "as many targets as boxes"),
+        ([], "a board is rows"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse_board(rows)
     assert isinstance(parse_board(RULES_ROWS), Board)
@@ -198,8 +283,10 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     assert react == "Thought: I walk down to get into position; my plan has 9 more moves after this one.\nAction: down"
     observation = env.step("right").observation  # not the planned move: the expert solves again
     xml = expert.reply(observation, "xml", SPEC)
-    assert xml == ("<think>I walk left to get into position; my plan has 10 more moves after this one.</think>\n"
-                   "<action>left</action>")
+    assert xml == (
+        "<think>I walk left to get into position; my plan has 10 more moves after this one.</think>\n"
+        "<action>left</action>"
+    )
     assert get_action_template("xml").parse(xml, SPEC).action == "left"
     expert.reset(seed=0)
     env.reset(1)
@@ -208,8 +295,10 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
         expert.act(env.observation)
         thoughts.append(expert.last_thought)
         env.step(move)
-    assert thoughts[-2:] == ["I push a box up; my plan has 1 more move to put every box on a target.",
-                             "I push the last box up onto its target."]
+    assert thoughts[-2:] == [
+        "I push a box up; my plan has 1 more move to put every box on a target.",
+        "I push the last box up onto its target.",
+    ]
     assert expert.act("You moved up.") == "up" and expert.last_thought == "I cannot see the room, so I try moving up."
     assert expert.act(view("x", ["# # # # #", "# + $ _ #", "# # # # #"], "")) == "up"
     assert expert.last_thought == "I see no way to put every box on a target, so I try moving up."
@@ -226,8 +315,9 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     # the solution takes 10 moves, so 14 allow 4 detours (walks, never pushes) while the room stays solvable in time
     assert (result.reward, len(actions)) == (1.0, 14)
     assert not any("Nothing changed" in line for line in said)
-    assert sum(line.startswith("You pushed") for line in said) == sum(m.startswith("You pushed") for m in
-                                                                      _played(oracle(1)))
+    assert sum(line.startswith("You pushed") for line in said) == sum(
+        m.startswith("You pushed") for m in _played(oracle(1))
+    )
     with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
         get_expert("sokoban", noise=2)
 
@@ -253,24 +343,57 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "GET", "/") == "ok"
         assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
-            "id": 0, "observation": TASK1_OBS, "done": False, "reward": 0.0}
-        assert call(u, "POST", "/step", {"id": 0, "action": "up"}) == {"observation": view(
-            "You cannot move up: a wall is there. Nothing changed.", TASK1_ROWS,
-            "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 59."), "reward": 0.0, "done": False}
+            "id": 0,
+            "observation": TASK1_OBS,
+            "done": False,
+            "reward": 0.0,
+        }
+        assert call(u, "POST", "/step", {"id": 0, "action": "up"}) == {
+            "observation": view(
+                "You cannot move up: a wall is there. Nothing changed.",
+                TASK1_ROWS,
+                "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 59.",
+            ),
+            "reward": 0.0,
+            "done": False,
+        }
         answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(1)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 9 + [(1.0, True)]
-        assert answers[-4] == {"observation": view(
-            "You moved right.", ["# # # # # # #", "# _ _ _ . _ #", "# _ # _ _ _ #", "# _ _ _ _ _ #",
-                                 "# _ _ _ $ _ #", "# _ _ _ @ _ #", "# # # # # # #"],
-            "You are at row 6, column 5. Boxes on targets: 0 of 1. Moves left: 52."), "reward": 0.0, "done": False}
-        won = view("You pushed a box up onto a target. Every box is on a target.",
-                   ["# # # # # # #", "# _ _ _ * _ #", "# _ # _ @ _ #", "# _ _ _ _ _ #", "# _ _ _ _ _ #",
-                    "# _ _ _ _ _ #", "# # # # # # #"],
-                   "You are at row 3, column 5. Boxes on targets: 1 of 1. Moves left: 49. The episode is over.")
+        assert answers[-4] == {
+            "observation": view(
+                "You moved right.",
+                [
+                    "# # # # # # #",
+                    "# _ _ _ . _ #",
+                    "# _ # _ _ _ #",
+                    "# _ _ _ _ _ #",
+                    "# _ _ _ $ _ #",
+                    "# _ _ _ @ _ #",
+                    "# # # # # # #",
+                ],
+                "You are at row 6, column 5. Boxes on targets: 0 of 1. Moves left: 52.",
+            ),
+            "reward": 0.0,
+            "done": False,
+        }
+        won = view(
+            "You pushed a box up onto a target. Every box is on a target.",
+            [
+                "# # # # # # #",
+                "# _ _ _ * _ #",
+                "# _ # _ @ _ #",
+                "# _ _ _ _ _ #",
+                "# _ _ _ _ _ #",
+                "# _ _ _ _ _ #",
+                "# # # # # # #",
+            ],
+            "You are at row 3, column 5. Boxes on targets: 1 of 1. Moves left: 49. The episode is over.",
+        )
         assert answers[-1] == {"observation": won, "reward": 1.0, "done": True}
         assert call(u, "GET", "/observation", params={"id": 0}) == won
         assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
-            "error": "episode is done: POST /reset to start a new one"}
+            "error": "episode is done: POST /reset to start a new one"
+        }
         assert call(u, "GET", "/list_envs") == [0]
         assert call(u, "POST", "/close", {"id": 0}) is True
         assert call(u, "GET", "/list_envs") == []

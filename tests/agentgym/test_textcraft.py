@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Callable
 
 import pytest
+from json_call import call
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
@@ -15,34 +16,35 @@ from agentgym.spawn import ServerUrl, serve_subprocess
 from agentgym.textcraft.data import cookbook, task_ids, task_list
 from agentgym.textcraft.env import TextCraftEnv, first_observation
 from agentgym.textcraft.plan import NoPlan, oracle, plan
-from json_call import call
 
 SPEC = get_env_spec("textcraft")
 CRAFTING_TABLE = 183  # task id of "crafting table": its recipe takes the kind "planks"
-CRAFTING_TABLE_OBS = "\n".join([
-    "Crafting commands:",
-    "craft 4 oak planks using 1 oak logs",
-    "craft 1 bookshelf using 6 planks, 3 book",
-    "craft 4 spruce planks using 1 spruce logs",
-    "craft 2 tripwire hook using 1 planks, 1 stick, 1 iron ingot",
-    "craft 4 jungle planks using 1 jungle logs",
-    "craft 1 loom using 2 planks, 2 string",
-    "craft 1 jukebox using 8 planks, 1 diamond",
-    "craft 1 beehive using 6 planks, 3 honeycomb",
-    "craft 1 piston using 1 redstone, 4 cobblestone, 3 planks, 1 iron ingot",
-    "craft 4 warped planks using 1 warped stems",
-    "craft 1 blue bed using 3 blue wool, 3 planks",
-    "craft 4 crimson planks using 1 crimson stems",
-    "craft 1 wooden shovel using 2 stick, 1 planks",
-    "craft 4 birch planks using 1 birch logs",
-    "craft 4 dark oak planks using 1 dark oak logs",
-    "craft 1 crafting table using 4 planks",
-    "craft 1 gray bed using 3 gray wool, 3 planks",
-    "craft 1 cartography table using 4 planks, 2 paper",
-    "craft 4 acacia planks using 1 acacia logs",
-    "",
-    "Goal: craft crafting table.",
-])
+CRAFTING_TABLE_OBS = "\n".join(
+    [
+        "Crafting commands:",
+        "craft 4 oak planks using 1 oak logs",
+        "craft 1 bookshelf using 6 planks, 3 book",
+        "craft 4 spruce planks using 1 spruce logs",
+        "craft 2 tripwire hook using 1 planks, 1 stick, 1 iron ingot",
+        "craft 4 jungle planks using 1 jungle logs",
+        "craft 1 loom using 2 planks, 2 string",
+        "craft 1 jukebox using 8 planks, 1 diamond",
+        "craft 1 beehive using 6 planks, 3 honeycomb",
+        "craft 1 piston using 1 redstone, 4 cobblestone, 3 planks, 1 iron ingot",
+        "craft 4 warped planks using 1 warped stems",
+        "craft 1 blue bed using 3 blue wool, 3 planks",
+        "craft 4 crimson planks using 1 crimson stems",
+        "craft 1 wooden shovel using 2 stick, 1 planks",
+        "craft 4 birch planks using 1 birch logs",
+        "craft 4 dark oak planks using 1 dark oak logs",
+        "craft 1 crafting table using 4 planks",
+        "craft 1 gray bed using 3 gray wool, 3 planks",
+        "craft 1 cartography table using 4 planks, 2 paper",
+        "craft 4 acacia planks using 1 acacia logs",
+        "",
+        "Goal: craft crafting table.",
+    ]
+)
 TASK0_OBS = "Crafting commands:\ncraft 4 acacia planks using 1 acacia logs\n\nGoal: craft acacia planks."
 
 
@@ -79,8 +81,12 @@ def test_first_observation_lists_needed_recipes_and_distractors_deterministicall
     assert first_observation(book, "crafting table") == CRAFTING_TABLE_OBS
     assert TextCraftEnv(book).reset(0) == TASK0_OBS
     lines = CRAFTING_TABLE_OBS.split("\n")[1:-2]
-    needed = [line for line in lines if line == "craft 1 crafting table using 4 planks"
-              or re.fullmatch(r"craft 4 [a-z ]+ planks using 1 [a-z ]+ (logs|stems)", line)]
+    needed = [
+        line
+        for line in lines
+        if line == "craft 1 crafting table using 4 planks"
+        or re.fullmatch(r"craft 4 [a-z ]+ planks using 1 [a-z ]+ (logs|stems)", line)
+    ]
     distractors = [line for line in lines if line not in needed]
     assert (len(needed), len(distractors)) == (9, 10)  # the goal's recipe, the 8 planks recipes; 10 distractors
     assert all(re.search(r"\d planks", line) for line in distractors)  # each takes an ingredient of the goal
@@ -88,8 +94,11 @@ def test_first_observation_lists_needed_recipes_and_distractors_deterministicall
 
 def test_oracle_solves_every_task_with_reward_only_on_the_last_step() -> None:
     env = TextCraftEnv(cookbook())
-    assert oracle(CRAFTING_TABLE) == ["get 1 acacia logs", "craft 4 acacia planks using 1 acacia logs",
-                                      "craft 1 crafting table using 4 acacia planks"]
+    assert oracle(CRAFTING_TABLE) == [
+        "get 1 acacia logs",
+        "craft 4 acacia planks using 1 acacia logs",
+        "craft 1 crafting table using 4 acacia planks",
+    ]
     lengths = []
     for task_id in range(544):
         env.reset(task_id)
@@ -123,31 +132,51 @@ def test_a_play_with_every_kind_of_action_and_message() -> None:
 
 
 INVALID = [
-    ("dance", 'Could not execute "dance": the actions are "get <count> <item>", '
-              '"craft <count> <item> using <count> <item>, ..." and "inventory".'),
+    (
+        "dance",
+        'Could not execute "dance": the actions are "get <count> <item>", '
+        '"craft <count> <item> using <count> <item>, ..." and "inventory".',
+    ),
     ("get oak logs", 'Could not execute "get oak logs": get takes "get <count> <item>", e.g. "get 2 stone".'),
     ("get 0 oak logs", "Could not get 0 oak logs: the count must be between 1 and 1000."),
     ("get 1001 oak logs", "Could not get 1001 oak logs: the count must be between 1 and 1000."),
     ("get 1 unobtainium", "Could not find unobtainium: there is no such item."),
     ("get 4 oak planks", "Could not get oak planks: it is crafted, not gathered; craft it with a crafting command."),
     ("get 4 planks", "Could not get planks: planks is a kind of item; name a specific one, such as acacia planks."),
-    ("craft 1 crafting table", 'Could not execute "craft 1 crafting table": a craft action is '
-                               '"craft <count> <item> using <count> <item>, ...".'),
-    ("craft 1 crafting table using oak planks", 'Could not execute "craft 1 crafting table using oak planks": '
-                                                'ingredient "oak planks" is not "<count> <item>".'),
-    ("craft 1 crafting table using 4 planks",
-     "Could not craft crafting table: planks is a kind of item; name a specific one, such as acacia planks."),
-    ("craft 4 planks using 1 oak logs",
-     "Could not craft planks: planks is a kind of item; name a specific one, such as acacia planks."),
+    (
+        "craft 1 crafting table",
+        'Could not execute "craft 1 crafting table": a craft action is '
+        '"craft <count> <item> using <count> <item>, ...".',
+    ),
+    (
+        "craft 1 crafting table using oak planks",
+        'Could not execute "craft 1 crafting table using oak planks": ingredient "oak planks" is not "<count> <item>".',
+    ),
+    (
+        "craft 1 crafting table using 4 planks",
+        "Could not craft crafting table: planks is a kind of item; name a specific one, such as acacia planks.",
+    ),
+    (
+        "craft 4 planks using 1 oak logs",
+        "Could not craft planks: planks is a kind of item; name a specific one, such as acacia planks.",
+    ),
     ("craft 1 oak logs using 1 oak planks", "Could not craft oak logs: no crafting command makes it."),
-    ("craft 1 crafting table using 3 oak planks",
-     "Could not craft crafting table: no crafting command for crafting table uses 3 oak planks."),
-    ("craft 1 crafting table using 4 oak logs",
-     "Could not craft crafting table: no crafting command for crafting table uses 4 oak logs."),
-    ("craft 2 crafting table using 4 oak planks", "Could not craft 2 crafting table: this crafting command makes 1 "
-                                                  "crafting table."),
-    ("craft 1 crafting table using 4 oak planks",
-     "Could not find enough items to craft crafting table: it takes 4 oak planks and you have 2."),
+    (
+        "craft 1 crafting table using 3 oak planks",
+        "Could not craft crafting table: no crafting command for crafting table uses 3 oak planks.",
+    ),
+    (
+        "craft 1 crafting table using 4 oak logs",
+        "Could not craft crafting table: no crafting command for crafting table uses 4 oak logs.",
+    ),
+    (
+        "craft 2 crafting table using 4 oak planks",
+        "Could not craft 2 crafting table: this crafting command makes 1 crafting table.",
+    ),
+    (
+        "craft 1 crafting table using 4 oak planks",
+        "Could not find enough items to craft crafting table: it takes 4 oak planks and you have 2.",
+    ),
 ]
 
 
@@ -168,12 +197,15 @@ def test_reset_and_start_refuse_unknown_tasks_and_goals() -> None:
     with pytest.raises(EpisodeStateError, match="no episode yet"):
         env.step("inventory")
     for task_id in (-1, 544, 10**30):
-        with pytest.raises(InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 544"):
+        with pytest.raises(
+            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 544"
+        ):
             env.reset(task_id)
     with pytest.raises(InvalidRequestError, match="goal 'oak logs' is not an item that a recipe makes"):
         env.start("oak logs")
     assert env.start("minecraft:Crafting_Table", "craft 1 crafting table using 4 planks") == (
-        "Crafting commands:\ncraft 1 crafting table using 4 planks\n\nGoal: craft crafting table.")
+        "Crafting commands:\ncraft 1 crafting table using 4 planks\n\nGoal: craft crafting table."
+    )
 
 
 def test_planner_refuses_a_goal_it_cannot_reach() -> None:
@@ -216,8 +248,10 @@ def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() 
     react = expert.reply(CRAFTING_TABLE_OBS, "react", SPEC)  # the first listed planks recipe: oak
     assert react == "Thought: No crafting command makes oak logs, so I get it.\nAction: get 1 oak logs"
     xml = expert.reply("Got 1 oak logs", "xml", SPEC)
-    assert xml == ("<think>I need oak planks on the way to crafting table, and I hold its ingredients, so I craft "
-                   "it.</think>\n<action>craft 4 oak planks using 1 oak logs</action>")
+    assert xml == (
+        "<think>I need oak planks on the way to crafting table, and I hold its ingredients, so I craft "
+        "it.</think>\n<action>craft 4 oak planks using 1 oak logs</action>"
+    )
     assert get_action_template("xml").parse(xml, SPEC).action == "craft 4 oak planks using 1 oak logs"
     assert expert.act("Crafted 4 oak planks") == "craft 1 crafting table using 4 oak planks"
     assert expert.last_thought == "I hold the ingredients for crafting table, the goal, so I craft it."
@@ -227,8 +261,13 @@ def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() 
     noisy.reset(seed=1)
     actions = [noisy.act(CRAFTING_TABLE_OBS)] + [noisy.act("ok") for _ in range(4)]
     # the plan takes 3 actions, so 5 allow exactly 2 checks, taken first
-    assert actions == ["inventory", "inventory", "get 1 oak logs", "craft 4 oak planks using 1 oak logs",
-                       "craft 1 crafting table using 4 oak planks"]
+    assert actions == [
+        "inventory",
+        "inventory",
+        "get 1 oak logs",
+        "craft 4 oak planks using 1 oak logs",
+        "craft 1 crafting table using 4 oak planks",
+    ]
     blind = get_expert("textcraft")
     assert blind.act("Got 1 oak logs") == "inventory"
     assert blind.last_thought == "I cannot plan from what I see, so I check what I hold."
@@ -256,30 +295,45 @@ def test_literal_protocol_exchange() -> None:
         for action, observation, reward, done in [
             ("get 1 acacia logs", "Got 1 acacia logs", 0.0, False),
             ("craft 4 acacia planks using 1 acacia logs", "Crafted 4 acacia planks", 0.0, False),
-            ("craft 1 crafting table using 4 planks",
-             "Could not craft crafting table: planks is a kind of item; name a specific one, such as acacia planks.",
-             0.0, False),
+            (
+                "craft 1 crafting table using 4 planks",
+                "Could not craft crafting table: planks is a kind of item; name a specific one, such as acacia planks.",
+                0.0,
+                False,
+            ),
             ("craft 1 crafting table using 4 acacia planks", "Crafted 1 crafting table", 1.0, True),
         ]:
             answer = call(u, "POST", "/step", {"id": 0, "action": action})
             assert answer == {"observation": observation, "reward": reward, "done": done}
         assert call(u, "GET", "/observation", params={"id": 0}) == "Crafted 1 crafting table"
         assert call(u, "POST", "/step", {"id": 0, "action": "inventory"}, status=409) == {
-            "error": "episode is done (crafted crafting table): POST /reset to start a new one"}
+            "error": "episode is done (crafted crafting table): POST /reset to start a new one"
+        }
         assert call(u, "GET", "/list_envs") == [0]
         assert call(u, "POST", "/close", {"id": 0}) is True
         assert call(u, "GET", "/list_envs") == []
-        assert call(u, "POST", "/create") == {"id": 1, "observation": "Crafting commands:\ncraft 3 acacia wood using "
-                                              "4 acacia log\n\nGoal: craft acacia wood.", "done": False, "reward": 0.0}
+        assert call(u, "POST", "/create") == {
+            "id": 1,
+            "observation": "Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\nGoal: craft acacia wood.",
+            "done": False,
+            "reward": 0.0,
+        }
 
 
 @pytest.mark.slow
 def test_create_with_a_goal_and_commands(server: str) -> None:
-    answer = call(server, "POST", "/create", {"commands": "craft 4 stick using 2 planks", "goal": "minecraft:stick",
-                                             "minecraft_dir": "agentenv_textcraft/"})
+    answer = call(
+        server,
+        "POST",
+        "/create",
+        {"commands": "craft 4 stick using 2 planks", "goal": "minecraft:stick", "minecraft_dir": "agentenv_textcraft/"},
+    )
     env_id = answer.pop("id")
-    assert answer == {"observation": "Crafting commands:\ncraft 4 stick using 2 planks\n\nGoal: craft stick.",
-                      "done": False, "reward": 0.0}
+    assert answer == {
+        "observation": "Crafting commands:\ncraft 4 stick using 2 planks\n\nGoal: craft stick.",
+        "done": False,
+        "reward": 0.0,
+    }
     generated = call(server, "POST", "/create", {"goal": "crafting table"})
     assert generated["observation"] == CRAFTING_TABLE_OBS
     for i in (env_id, generated["id"]):

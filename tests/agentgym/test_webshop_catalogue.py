@@ -24,8 +24,9 @@ def test_generation_is_deterministic() -> None:
 
 def test_catalogue_size_and_categories(shop: Any) -> None:
     assert len(shop.products) == 1000
-    assert Counter(p.category for p in shop.products) == {c: 200 for c in
-                                                          ("beauty", "electronics", "fashion", "garden", "grocery")}
+    assert Counter(p.category for p in shop.products) == {
+        c: 200 for c in ("beauty", "electronics", "fashion", "garden", "grocery")
+    }
     assert len(shop.goals) >= 2000
     asins = [p.asin for p in shop.products]
     assert len(set(asins)) == len(asins)
@@ -44,7 +45,7 @@ def test_products_are_complete(shop: Any) -> None:
         if match := re.search(r"\(Color : (.+)\)$", p.title):  # a title names a colour the product offers
             assert match.group(1).lower() in p.options["color"]
         for group_values in p.options.values():
-            assert not any(options_match(a, b) for i, a in enumerate(group_values) for b in group_values[i + 1:])
+            assert not any(options_match(a, b) for i, a in enumerate(group_values) for b in group_values[i + 1 :])
 
 
 def test_catalogue_has_the_shapes_of_real_pages(shop: Any) -> None:
@@ -107,26 +108,65 @@ def test_human_goals(shop: Any) -> None:
 
 def _write_user_data(root: Path) -> None:
     products = [
-        {"asin": "B0USER0001", "name": "Tiny Test Hoodie", "pricing": "$3.78 - $11.38", "category": "fashion",
-         "query": "hoodie", "product_category": "Clothing › Men › Hoodies", "small_description": ["WARM"],
-         "full_description": "A hoodie.",
-         "customization_options": {"Color": [{"value": "Black/White"}, {"value": "Navy"}],
-                                   "Size": [{"value": "Small"}, {"value": "Large"}]}},
-        {"asin": "B0USER0002", "name": "Tiny Test Sofa", "pricing": "$985.00", "category": "garden",
-         "query": "sofa", "product_category": "Home › Furniture › Sofas", "small_description": "COMFY",
-         "full_description": "", "customization_options": None},
-        {"asin": "B0USER0003", "name": "Product Without Instruction", "pricing": "", "category": "grocery",
-         "query": "tea", "product_category": "Food › Tea", "small_description": [], "full_description": "",
-         "customization_options": {}},
+        {
+            "asin": "B0USER0001",
+            "name": "Tiny Test Hoodie",
+            "pricing": "$3.78 - $11.38",
+            "category": "fashion",
+            "query": "hoodie",
+            "product_category": "Clothing › Men › Hoodies",
+            "small_description": ["WARM"],
+            "full_description": "A hoodie.",
+            "customization_options": {
+                "Color": [{"value": "Black/White"}, {"value": "Navy"}],
+                "Size": [{"value": "Small"}, {"value": "Large"}],
+            },
+        },
+        {
+            "asin": "B0USER0002",
+            "name": "Tiny Test Sofa",
+            "pricing": "$985.00",
+            "category": "garden",
+            "query": "sofa",
+            "product_category": "Home › Furniture › Sofas",
+            "small_description": "COMFY",
+            "full_description": "",
+            "customization_options": None,
+        },
+        {
+            "asin": "B0USER0003",
+            "name": "Product Without Instruction",
+            "pricing": "",
+            "category": "grocery",
+            "query": "tea",
+            "product_category": "Food › Tea",
+            "small_description": [],
+            "full_description": "",
+            "customization_options": {},
+        },
     ]
     ins = {
-        "B0USER0001": {"attributes": ["warm", "soft"], "instruction": "i want a warm hoodie",
-                       "instruction_attributes": ["warm"]},
-        "B0USER0002": {"attributes": ["comfy"], "instruction": "i want a comfy sofa",
-                       "instruction_attributes": ["comfy"]},
+        "B0USER0001": {
+            "attributes": ["warm", "soft"],
+            "instruction": "i want a warm hoodie",
+            "instruction_attributes": ["warm"],
+        },
+        "B0USER0002": {
+            "attributes": ["comfy"],
+            "instruction": "i want a comfy sofa",
+            "instruction_attributes": ["comfy"],
+        },
     }
-    human = {"B0USER0001": [{"asin": "B0USER0001", "instruction": "A soft hoodie in navy.",
-                             "instruction_attributes": ["soft"], "instruction_options": ["Navy"]}]}
+    human = {
+        "B0USER0001": [
+            {
+                "asin": "B0USER0001",
+                "instruction": "A soft hoodie in navy.",
+                "instruction_attributes": ["soft"],
+                "instruction_options": ["Navy"],
+            }
+        ]
+    }
     for name, payload in zip(catalogue.DATA_FILES, (products, ins, human)):
         (root / name).write_text(json.dumps(payload))
 
@@ -146,13 +186,15 @@ def test_user_data_dir_synthetic(tmp_path: Path, shop: Any) -> None:
     assert upper["B0USER0001"] in (20.0, 30.0, 40.0)  # larger of two of 10, 20, 30, 40
     assert upper["B0USER0002"] == NO_PRICE_LIMIT  # only 990 lies above 985: no price clause
     clause = f", and price lower than {upper['B0USER0001']:.2f} dollars"
-    assert texts == sorted([
-        "i want a comfy sofa",
-        f"i want a warm hoodie with color: black | white, and size: large{clause}",
-        f"i want a warm hoodie with color: black | white, and size: small{clause}",
-        f"i want a warm hoodie with color: navy, and size: large{clause}",
-        f"i want a warm hoodie with color: navy, and size: small{clause}",
-    ])
+    assert texts == sorted(
+        [
+            "i want a comfy sofa",
+            f"i want a warm hoodie with color: black | white, and size: large{clause}",
+            f"i want a warm hoodie with color: black | white, and size: small{clause}",
+            f"i want a warm hoodie with color: navy, and size: large{clause}",
+            f"i want a warm hoodie with color: navy, and size: small{clause}",
+        ]
+    )
 
 
 def test_user_data_dir_human_and_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,8 +223,9 @@ def _script(name: str) -> Any:
     return module
 
 
-def test_prepared_data_and_warm_start_key_follow_the_catalogue(tmp_path: Path, shop: Any,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepared_data_and_warm_start_key_follow_the_catalogue(
+    tmp_path: Path, shop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another catalogue means other tasks: ``prepare_data --if_changed`` rewrites the parquet files and the warm
     start gets another cache key; the same catalogue leaves both as they were."""
     import argparse
@@ -193,8 +236,16 @@ def test_prepared_data_and_warm_start_key_follow_the_catalogue(tmp_path: Path, s
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    args = argparse.Namespace(env_name="webshop", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0,
-                              agent_overrides=[], sft_overrides=[], program=None)
+    args = argparse.Namespace(
+        env_name="webshop",
+        action_format="react",
+        n_demos=4,
+        n_dev_demos=2,
+        noise=0.0,
+        agent_overrides=[],
+        sft_overrides=[],
+        program=None,
+    )
     out = tmp_path / "data"
     argv = ["prepare_data.py", "--env_name", "webshop", "--out", str(out), "--if_changed"]
 

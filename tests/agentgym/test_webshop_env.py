@@ -25,7 +25,14 @@ def env(shop: Any, engine: SearchEngine) -> WebShopEnv:
 
 def test_stemmer_and_tokenizer() -> None:
     assert [stem(w) for w in ("extensions", "batteries", "boxes", "glass", "charging", "padded", "speed")] == [
-        "extension", "battery", "box", "glass", "charg", "padd", "speed"]
+        "extension",
+        "battery",
+        "box",
+        "glass",
+        "charg",
+        "padd",
+        "speed",
+    ]
     assert tokenize("The Hair-Extensions for a wedding!") == ["hair", "extension", "wedd"]
 
 
@@ -36,8 +43,9 @@ def test_search_finds_products_by_title(shop: Any, engine: SearchEngine) -> None
     assert len(engine.search("black")) == 50
 
 
-def test_index_is_loaded_from_cache(shop: Any, engine: SearchEngine, cache_dir: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_is_loaded_from_cache(
+    shop: Any, engine: SearchEngine, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert list((cache_dir / "webshop").glob(f"index-v*-{shop.products_hash}/params.index.json"))
 
     def no_indexing(*args: Any, **kwargs: Any) -> None:
@@ -62,8 +70,18 @@ def test_start_page_and_reset_errors(shop: Any, env: WebShopEnv) -> None:
 
 def test_invalid_actions_change_nothing(env: WebShopEnv) -> None:
     start = env.reset(0)
-    for action in ("click[search]", "search[]", "search[   ]", "click[buy now]", "click[next >]", "buy",
-                   "search shoes", "click[b0000000000]", "", "\x00\xff"):
+    for action in (
+        "click[search]",
+        "search[]",
+        "search[   ]",
+        "click[buy now]",
+        "click[next >]",
+        "buy",
+        "search shoes",
+        "click[b0000000000]",
+        "",
+        "\x00\xff",
+    ):
         r = env.step(action)
         assert (r.observation, r.reward, r.done, r.extra["info"]) == (start, 0.0, False, None), action
     results = env.step("search[running shoes]").observation
@@ -91,8 +109,8 @@ def test_pagination(shop: Any, env: WebShopEnv) -> None:
     assert len(hits) == 50
     p = shop.products[hits[0]]
     assert page1 == head + "Page 1 (Total results: 50) [SEP] Next > [SEP] " + " [SEP] ".join(
-        f"{shop.products[i].asin} [SEP] {shop.products[i].title} [SEP] {shop.products[i].price_text}"
-        for i in hits[:10])
+        f"{shop.products[i].asin} [SEP] {shop.products[i].title} [SEP] {shop.products[i].price_text}" for i in hits[:10]
+    )
     assert p.asin in page1
 
 
@@ -103,12 +121,16 @@ def test_item_page_options_and_sub_pages(shop: Any, env: WebShopEnv) -> None:
     results = env.step(f"search[{product.title}]").observation
     item = env.step(f"click[{product.asin.lower()}]").observation
     opts = "".join(f" [SEP] {g} [SEP] " + " [SEP] ".join(vs) for g, vs in product.options.items())
-    assert item == (f"Instruction: [SEP] {goal.instruction} [SEP] Back to Search [SEP] < Prev{opts} [SEP] "
-                    f"{product.title} [SEP] Price: {product.price_text} [SEP] Rating: N.A. [SEP] "
-                    "Description [SEP] Features [SEP] Reviews [SEP] Buy Now")
+    assert item == (
+        f"Instruction: [SEP] {goal.instruction} [SEP] Back to Search [SEP] < Prev{opts} [SEP] "
+        f"{product.title} [SEP] Price: {product.price_text} [SEP] Rating: N.A. [SEP] "
+        "Description [SEP] Features [SEP] Reviews [SEP] Buy Now"
+    )
     values = [v for vs in product.options.values() for v in vs]
-    assert env.available_actions() == {"has_search_bar": False, "clickables": [
-        "back to search", "< prev", "description", "features", "reviews", "buy now", *values]}
+    assert env.available_actions() == {
+        "has_search_bar": False,
+        "clickables": ["back to search", "< prev", "description", "features", "reviews", "buy now", *values],
+    }
     assert env.step(f"click[{values[0]}]").observation == item  # selecting keeps the page
     head = f"Instruction: [SEP] {goal.instruction} [SEP] Back to Search [SEP] < Prev"
     assert env.step("click[features]").observation == head + " [SEP] " + " [SEP] ".join(product.bullets)
@@ -143,8 +165,9 @@ def test_buy_ends_episode_without_leaking_target(shop: Any, env: WebShopEnv) -> 
     assert r.done and 0.0 <= r.reward < 1.0
     info = r.extra["info"]
     assert info is not None and info["goal_asin"] == goal.asin and info["asin"] == wrong.asin
-    assert r.observation == ("Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] "
-                             f"{round(r.reward, 4)}")
+    assert r.observation == (
+        f"Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] {round(r.reward, 4)}"
+    )
     assert goal.asin not in r.observation and goal.asin not in env.state()["html"]
     assert env.available_actions() == {"has_search_bar": False, "clickables": []}
     with pytest.raises(EpisodeStateError):
@@ -154,9 +177,15 @@ def test_buy_ends_episode_without_leaking_target(shop: Any, env: WebShopEnv) -> 
 
 def test_state_url_and_html(shop: Any, env: WebShopEnv) -> None:
     env.reset(5)
-    assert env.state() == {"url": "/5", "instruction_text": shop.goal(5).instruction, "html": (
-        '<html><body>\n<input id="search_input" type="text">\n<p>WebShop</p>\n<p>Instruction:</p>\n'
-        f"<p>{shop.goal(5).instruction}</p>\n" '<button class="btn">Search</button>\n</body></html>')}
+    assert env.state() == {
+        "url": "/5",
+        "instruction_text": shop.goal(5).instruction,
+        "html": (
+            '<html><body>\n<input id="search_input" type="text">\n<p>WebShop</p>\n<p>Instruction:</p>\n'
+            f"<p>{shop.goal(5).instruction}</p>\n"
+            '<button class="btn">Search</button>\n</body></html>'
+        ),
+    }
     env.step("search[red & black]")
     env.step("click[next >]")
     assert env.state()["url"] == "/search_results/5/red%20%26%20black/2"

@@ -57,16 +57,26 @@ def test_malformed_bodies_are_422(server: str, bystander: Client) -> None:
     status, body = call(server, "POST", "/step", data=b'{"env_idx": 0, "action": "\xff\xfe"}', headers=json_header)
     assert status == 422 and body["error"].startswith("invalid request: body is not valid JSON")
     assert call(server, "POST", "/step", json={"env_idx": env}) == (
-        422, {"error": "invalid request: action: Field required"})
+        422,
+        {"error": "invalid request: action: Field required"},
+    )
     assert call(server, "POST", "/step", json={"env_idx": "abc", "action": "click[next >]"}) == (
-        422, {"error": "invalid request: env_idx: Input should be a valid integer, unable to parse string as an integer"})
+        422,
+        {"error": "invalid request: env_idx: Input should be a valid integer, unable to parse string as an integer"},
+    )
     assert call(server, "POST", "/step", json=[env, "click[next >]"]) == (
-        422, {"error": "invalid request: body: Input should be a valid dictionary or object to extract fields from"})
+        422,
+        {"error": "invalid request: body: Input should be a valid dictionary or object to extract fields from"},
+    )
     assert call(server, "GET", "/observation") == (422, {"error": "invalid request: query.env_idx: Field required"})
     assert call(server, "POST", "/close", json={"env_idx": "x"}) == (
-        422, {"error": 'invalid request: body must be {"env_idx": <int>}'})
+        422,
+        {"error": 'invalid request: body must be {"env_idx": <int>}'},
+    )
     assert call(server, "POST", "/reset", json={"env_idx": env, "session_id": 10**9}) == (
-        422, {"error": "session_id 1000000000 out of range: expected 0 <= session_id < 2361"})
+        422,
+        {"error": "session_id 1000000000 out of range: expected 0 <= session_id < 2361"},
+    )
     assert_unharmed(server, bystander, before)
 
 
@@ -76,7 +86,9 @@ def test_long_and_binary_actions(server: str, bystander: Client) -> None:
     start = c.reset(0)
     too_long = "search[" + "a" * MAX_ACTION_CHARS + "]"
     assert call(server, "POST", "/step", json={"env_idx": c.env_idx, "action": too_long}) == (
-        422, {"error": f"invalid request: action: String should have at most {MAX_ACTION_CHARS} characters"})
+        422,
+        {"error": f"invalid request: action: String should have at most {MAX_ACTION_CHARS} characters"},
+    )
     longest = "click[" + "b" * (MAX_ACTION_CHARS - 7) + "]"
     assert c.step(longest) == {"state": start, "reward": 0.0, "done": False, "info": None}
     for action in ("\x00\x01\x02", "click[\x00]", "\ud7ff\ufffd" * 50, "search[\x00\x1b[31m]"):
@@ -102,7 +114,9 @@ def test_step_after_done_is_409(server: str, shop: Any) -> None:
     assert c.reset(1).startswith("WebShop [SEP]")  # a reset starts over
     c.close()
     assert call(server, "POST", "/close", json={"env_idx": c.env_idx}) == (
-        404, {"error": f"unknown env_idx {c.env_idx}: create one with POST /create"})
+        404,
+        {"error": f"unknown env_idx {c.env_idx}: create one with POST /create"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +128,15 @@ def capped(start_server: Callable[..., Any]) -> Iterator[str]:
 def test_env_cap_is_503(capped: str) -> None:
     ids = [call(capped, "POST", "/create")[1] for _ in range(4)]
     assert ids == [0, 1, 2, 3]
-    assert call(capped, "POST", "/create") == (503, {"error": (
-        "env cap reached: 4 of 4 envs are open; close some with POST /close or start the server with "
-        "a larger --max-envs")})
+    assert call(capped, "POST", "/create") == (
+        503,
+        {
+            "error": (
+                "env cap reached: 4 of 4 envs are open; close some with POST /close or start the server with "
+                "a larger --max-envs"
+            )
+        },
+    )
     assert call(capped, "POST", "/close", json={"env_idx": 2}) == (200, True)
     assert call(capped, "POST", "/create") == (200, 4)
     for env in (0, 1, 3, 4):

@@ -49,8 +49,17 @@ PERFECT = {"color": "natural black", "size": "22 inch"}
 
 
 def other(title: str, query: str, path: str, **kw: object) -> Product:
-    return dataclasses.replace(TARGET, asin="B0OTHER001", title=title, query=query, product_category=path,
-                               attributes=(), bullets=(), description="", **kw)
+    return dataclasses.replace(
+        TARGET,
+        asin="B0OTHER001",
+        title=title,
+        query=query,
+        product_category=path,
+        attributes=(),
+        bullets=(),
+        description="",
+        **kw,
+    )
 
 
 def test_perfect_purchase_scores_one() -> None:
@@ -58,10 +67,22 @@ def test_perfect_purchase_scores_one() -> None:
     # (2 attrs + 2 options + 1 price) / (2 + 2 + 1) = 1.0, r_type 1.0
     r = compute_reward(TARGET, GOAL, PERFECT)
     assert r.as_dict() == {
-        "reward": 1.0, "r_type": 1.0, "r_att": 1.0, "r_option": 1.0, "r_price": True,
-        "query_match": True, "category_match": True, "title_score": 1.0,
-        "n_attr_matched": 2, "n_attrs": 2, "n_opt_matched": 2, "n_opts": 2,
-        "price": 25.99, "price_upper": 40.0, "asin": "B0TARGET01", "goal_asin": "B0TARGET01",
+        "reward": 1.0,
+        "r_type": 1.0,
+        "r_att": 1.0,
+        "r_option": 1.0,
+        "r_price": True,
+        "query_match": True,
+        "category_match": True,
+        "title_score": 1.0,
+        "n_attr_matched": 2,
+        "n_attrs": 2,
+        "n_opt_matched": 2,
+        "n_opts": 2,
+        "price": 25.99,
+        "price_upper": 40.0,
+        "asin": "B0TARGET01",
+        "goal_asin": "B0TARGET01",
     }
 
 
@@ -100,8 +121,11 @@ def test_same_category_other_type_keeps_full_type_credit() -> None:
     # nouns(goal) = {velmora, heat, clip, hair, extensions, women}; nouns(shampoo) = {lumora, sulfate,
     # shampoo, hair}: title_score 1/6 = 0.167 (>= 0.1); paths share "Beauty & Personal Care" and
     # "Hair Care" -> category match -> r_type 1.0.  No attributes, no options: (0 + 0 + 1) / 5 = 0.2
-    shampoo = other("Lumora Sulfate Free Shampoo for Dry Hair", "shampoo",
-                    "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos")
+    shampoo = other(
+        "Lumora Sulfate Free Shampoo for Dry Hair",
+        "shampoo",
+        "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos",
+    )
     r = compute_reward(shampoo, GOAL, {})
     assert (r.r_type, r.category_match, r.query_match) == (1.0, True, False)
     assert r.title_score == pytest.approx(1 / 6)
@@ -111,8 +135,11 @@ def test_same_category_other_type_keeps_full_type_credit() -> None:
 def test_other_category_small_title_overlap_halves() -> None:
     # nouns(earbuds) = {korrix, earbuds, women}: overlap {women} -> 1/6 = 0.167, not > 0.2, no query
     # or category match -> r_type 0.5.  0.5 * (0 + 0 + 1) / 5 = 0.1
-    earbuds = other("Korrix Wireless Earbuds for Women", "wireless earbuds",
-                    "Electronics › Headphones, Earbuds & Accessories › Earbud Headphones")
+    earbuds = other(
+        "Korrix Wireless Earbuds for Women",
+        "wireless earbuds",
+        "Electronics › Headphones, Earbuds & Accessories › Earbud Headphones",
+    )
     r = compute_reward(earbuds, GOAL, {})
     assert (r.r_type, r.reward) == (0.5, pytest.approx(0.1))
 
@@ -127,8 +154,12 @@ def test_no_title_overlap_scores_zero_even_with_query_match() -> None:
 
 def test_tiny_title_overlap_gives_one_tenth() -> None:
     # 11 goal nouns, 1 shared: 1/11 = 0.091 < 0.1 -> r_type 0.1
-    goal = dataclasses.replace(GOAL, name="alpha beta gamma delta epsilon zeta theta iota kappa lambda sigma",
-                               query="greek letters", product_category="Letters › Greek")
+    goal = dataclasses.replace(
+        GOAL,
+        name="alpha beta gamma delta epsilon zeta theta iota kappa lambda sigma",
+        query="greek letters",
+        product_category="Letters › Greek",
+    )
     product = other("sigma", "latin letters", "Letters › Latin")
     kind = type_reward(product, goal)
     assert kind["r_type"] == 0.1
@@ -139,8 +170,12 @@ def test_goal_title_without_nouns_counts_as_point_two() -> None:
     # no goal nouns -> title_score 0.2 (not > 0.2), no query / category match -> 0.5
     goal = dataclasses.replace(GOAL, name="Soft and Warm", query="q1", product_category="A › B")
     product = other("Soft Blanket", "q2", "C › D")
-    assert type_reward(product, goal) == {"r_type": 0.5, "query_match": False, "category_match": False,
-                                          "title_score": 0.2}
+    assert type_reward(product, goal) == {
+        "r_type": 0.5,
+        "query_match": False,
+        "category_match": False,
+        "title_score": 0.2,
+    }
 
 
 def test_goal_without_options_has_no_option_score() -> None:
@@ -161,6 +196,12 @@ def test_colour_normalisation() -> None:
 
 def test_title_nouns() -> None:
     assert title_nouns("Velmora Heat Resistant Clip in Hair Extensions for Women") == {
-        "velmora", "heat", "clip", "hair", "extensions", "women"}
+        "velmora",
+        "heat",
+        "clip",
+        "hair",
+        "extensions",
+        "women",
+    }
     # adjectives, colours, -ly/-ing/-ed words go; -ing nouns from the keep list stay
     assert title_nouns("Really Cushioned Running Shoes, Black Lightweight Clothing") == {"shoes", "clothing"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
-
 from webshop_client import Client
 
 pytestmark = pytest.mark.slow

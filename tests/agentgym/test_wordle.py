@@ -9,19 +9,33 @@ from collections import Counter
 from typing import Callable
 
 import pytest
+from json_call import call
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import ServerUrl, serve_subprocess
-from agentgym.wordle.data import (NUM_TASKS, answers, feedback, guesses, secret_of, spell, task_ids, task_list,
-                                  task_order)
+from agentgym.wordle.data import (
+    NUM_TASKS,
+    answers,
+    feedback,
+    guesses,
+    secret_of,
+    spell,
+    task_ids,
+    task_list,
+    task_order,
+)
 from agentgym.wordle.env import INSTRUCTION, WordleEnv
 from agentgym.wordle.plan import OPENER, consistent, oracle, solver_guess
-from json_call import call
 
 SPEC = get_env_spec("wordle")
-LMRLGYM = [sys.executable, "-c", "import sys; from agentgym.launcher import lmrlgym_main; lmrlgym_main(sys.argv[1:])",
-           "--log-level", "warning"]
+LMRLGYM = [
+    sys.executable,
+    "-c",
+    "import sys; from agentgym.launcher import lmrlgym_main; lmrlgym_main(sys.argv[1:])",
+    "--log-level",
+    "warning",
+]
 
 
 def view(message: str, *lines: str) -> str:
@@ -30,8 +44,12 @@ def view(message: str, *lines: str) -> str:
 
 START_OBS = view("Let's start Wordle!", "No guesses yet.", "Guesses left: 6.")
 RAISE_ON_0 = view("b y b g b", "Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")  # task 0's secret is angst
-WON_0 = view("g g g g g", "Guess 1: r a i s e -> b y b g b", "Guess 2: a n g s t -> g g g g g",
-             "You found the word in 2 guesses. The episode is over.")
+WON_0 = view(
+    "g g g g g",
+    "Guess 1: r a i s e -> b y b g b",
+    "Guess 2: a n g s t -> g g g g g",
+    "You found the word in 2 guesses. The episode is over.",
+)
 
 
 # ---------------------------------------------------------------------- words, secrets and splits
@@ -48,8 +66,10 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
     assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 2135)))
     assert [secret_of(i) for i in range(5)] == ["angst", "dregs", "fussy", "muter", "girth"]
     assert (secret_of(199), secret_of(200), secret_of(2134)) == ("snarl", "scald", "black")
-    assert task_list("test")[:2] == [(0, "find the secret five-letter word in at most 6 guesses"),
-                                     (1, "find the secret five-letter word in at most 6 guesses")]
+    assert task_list("test")[:2] == [
+        (0, "find the secret five-letter word in at most 6 guesses"),
+        (1, "find the secret five-letter word in at most 6 guesses"),
+    ]
     assert task_list("train")[-1] == (2134, "find the secret five-letter word in at most 6 guesses")
     with pytest.raises(ValueError, match="unknown split 'val'"):
         task_ids("val")  # type: ignore[arg-type]
@@ -87,13 +107,20 @@ def test_a_play_with_every_kind_of_message() -> None:
     first = env.step("r a i s e")
     assert (first.observation, first.reward, first.done) == (RAISE_ON_0, 0.0, False)
     unknown = env.step("x y z z y")
-    assert (unknown.observation, unknown.reward, unknown.done) == (view(
-        'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
-        "Guess 1: r a i s e -> b y b g b", "Guesses left: 5."), 0.0, False)
+    assert (unknown.observation, unknown.reward, unknown.done) == (
+        view(
+            'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
+            "Guess 1: r a i s e -> b y b g b",
+            "Guesses left: 5.",
+        ),
+        0.0,
+        False,
+    )
     unspaced = env.step("angst")
     assert unspaced.observation.split("\n")[0] == (
         'invalid word: "angst" is not five letters separated by spaces (e.g. s h i r e). Nothing changed; no guess '
-        "was used.")
+        "was used."
+    )
     won = env.step(" A N G S T. ")
     assert (won.observation, won.reward, won.done) == (WON_0, 1.0, True)
     assert env.observation == WON_0 and env.history == [("raise", "b y b g b"), ("angst", "g g g g g")]
@@ -110,15 +137,28 @@ def test_the_sixth_wrong_guess_ends_the_episode_without_reward() -> None:
     assert [(r.reward, r.done) for r in results] == [(0.0, False)] * 5 + [(0.0, True)]
     assert results[4].observation.endswith("Guess 5: a b a c k -> b b b b b\nGuesses left: 1.")
     assert results[-1].observation == view(
-        "b y b y b", "Guess 1: r a i s e -> y b b y y", "Guess 2: s l a t e -> y b b b y",
-        "Guess 3: c r a n e -> b g b b y", "Guess 4: m o u n t -> b b b b b", "Guess 5: a b a c k -> b b b b b",
+        "b y b y b",
+        "Guess 1: r a i s e -> y b b y y",
+        "Guess 2: s l a t e -> y b b b y",
+        "Guess 3: c r a n e -> b g b b y",
+        "Guess 4: m o u n t -> b b b b b",
+        "Guess 5: a b a c k -> b b b b b",
         "Guess 6: z e b r a -> b y b y b",
-        "You are out of guesses; the word was d r e g s. The episode is over.")
+        "You are out of guesses; the word was d r e g s. The episode is over.",
+    )
 
 
 SHAPE, UNKNOWN = "not five letters separated by spaces", "not in the word list"
-INVALID = [("raise", SHAPE), ("r a i s", SHAPE), ("r a i s e s", SHAPE), ("", SHAPE), ("1 2 3 4 5", SHAPE),
-           ("guess r a i s e", SHAPE), ("x y z z y", UNKNOWN), ("Q Q Q Q Q", UNKNOWN)]
+INVALID = [
+    ("raise", SHAPE),
+    ("r a i s", SHAPE),
+    ("r a i s e s", SHAPE),
+    ("", SHAPE),
+    ("1 2 3 4 5", SHAPE),
+    ("guess r a i s e", SHAPE),
+    ("x y z z y", UNKNOWN),
+    ("Q Q Q Q Q", UNKNOWN),
+]
 
 
 @pytest.mark.parametrize(("action", "why"), INVALID)
@@ -129,9 +169,15 @@ def test_an_invalid_guess_changes_nothing_and_says_so(action: str, why: str) -> 
     result = env.step(action)
     shown = action.lower() if why == UNKNOWN else action
     suffix = " (e.g. s h i r e)" if why == SHAPE else ""
-    assert (result.observation, result.reward, result.done) == (view(
-        f'invalid word: "{shown}" is {why}{suffix}. Nothing changed; no guess was used.',
-        "Guess 1: r a i s e -> b y b g b", "Guesses left: 5."), 0.0, False)
+    assert (result.observation, result.reward, result.done) == (
+        view(
+            f'invalid word: "{shown}" is {why}{suffix}. Nothing changed; no guess was used.',
+            "Guess 1: r a i s e -> b y b g b",
+            "Guesses left: 5.",
+        ),
+        0.0,
+        False,
+    )
     assert env.history == [("raise", "b y b g b")]
 
 
@@ -140,7 +186,7 @@ def test_reset_refuses_unknown_seeds_and_step_and_observation_need_an_episode() 
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
         env.step("r a i s e")
     with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
-        env.observation
+        _ = env.observation
     for task_id in (-1, 2135, 10**30):
         with pytest.raises(InvalidRequestError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
             env.reset(task_id)
@@ -187,10 +233,13 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
 
     expert = get_expert("wordle")
     assert expert.reply(START_OBS, "react", SPEC) == (
-        "Thought: No guesses yet, so I open with raise, which splits the answers best.\nAction: r a i s e")
+        "Thought: No guesses yet, so I open with raise, which splits the answers best.\nAction: r a i s e"
+    )
     xml = expert.reply(RAISE_ON_0, "xml", SPEC)
-    assert xml == ("<think>19 words fit the colours so far; slash splits them best, so I guess it.</think>\n"
-                   "<action>s l a s h</action>")
+    assert xml == (
+        "<think>19 words fit the colours so far; slash splits them best, so I guess it.</think>\n"
+        "<action>s l a s h</action>"
+    )
     assert get_action_template("xml").parse(xml, SPEC).action == "s l a s h"
     # what an earlier observation showed is kept: a cut observation loses nothing
     assert expert.act("b b y g b") == "s l a s h"
@@ -205,8 +254,11 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
         observation = result.observation
         if result.done:
             break
-    assert actions[0] == "r a i s e" and actions[1] != "s l a s h" and actions[1].replace(" ", "") in consistent(
-        [("raise", "b y b g b")])
+    assert (
+        actions[0] == "r a i s e"
+        and actions[1] != "s l a s h"
+        and actions[1].replace(" ", "") in consistent([("raise", "b y b g b")])
+    )
     assert result.reward == 1.0
     with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 1.5"):
         get_expert("wordle", noise=1.5)
@@ -225,22 +277,40 @@ def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
         assert call(u, "GET", "/") == "ok"
         assert call(u, "POST", "/wordle/create") == {"id": 0}
         assert call(u, "POST", "/wordle/reset", {"id": 0, "seed": 0}) == {
-            "id": 0, "observation": START_OBS, "reward": 0.0, "done": False}
+            "id": 0,
+            "observation": START_OBS,
+            "reward": 0.0,
+            "done": False,
+        }
         assert call(u, "POST", "/wordle/step", {"id": 0, "action": "r a i s e"}) == {
-            "observation": RAISE_ON_0, "reward": 0.0, "done": False}
-        invalid = view('invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
-                       "Guess 1: r a i s e -> b y b g b", "Guesses left: 5.")
+            "observation": RAISE_ON_0,
+            "reward": 0.0,
+            "done": False,
+        }
+        invalid = view(
+            'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
+            "Guess 1: r a i s e -> b y b g b",
+            "Guesses left: 5.",
+        )
         assert call(u, "POST", "/wordle/step", {"id": 0, "action": "x y z z y"}) == {
-            "observation": invalid, "reward": 0.0, "done": False}
+            "observation": invalid,
+            "reward": 0.0,
+            "done": False,
+        }
         assert call(u, "GET", "/wordle/observation", params={"id": 0}) == invalid
         assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}) == {
-            "observation": WON_0, "reward": 1.0, "done": True}
+            "observation": WON_0,
+            "reward": 1.0,
+            "done": True,
+        }
         assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}, status=409) == {
-            "error": "episode is done: POST /wordle/reset to start a new one"}
+            "error": "episode is done: POST /wordle/reset to start a new one"
+        }
         assert call(u, "POST", "/maze/create") == {"id": 0}  # the same server walks the maze too
         assert call(u, "POST", "/maze/reset", {"id": 0, "game": 25})["observation"] == (
             "The goal is at position 8, 6. Your current position is at position 7, 6. There are walls to your left, "
-            "to your right. Moves left: 50.")
+            "to your right. Moves left: 50."
+        )
         assert call(u, "GET", "/wordle/list_envs") == [0] and call(u, "GET", "/maze/list_envs") == [0]
         assert call(u, "POST", "/wordle/close", {"id": 0}) is True
         assert call(u, "GET", "/wordle/list_envs") == [] and call(u, "GET", "/maze/list_envs") == [0]
@@ -253,7 +323,8 @@ def test_a_new_env_needs_a_reset_with_a_seed_and_routes_live_under_wordle(server
     assert call(server, "GET", "/wordle/observation", params={"id": env_id}, status=409) == no_episode
     assert call(server, "POST", "/wordle/step", {"id": env_id, "action": "r a i s e"}, status=409) == no_episode
     assert call(server, "POST", "/wordle/reset", {"id": env_id}, status=422) == {
-        "error": "invalid request: seed: Field required"}
+        "error": "invalid request: seed: Field required"
+    }
     assert call(server, "POST", "/step", {"id": env_id, "action": "r a i s e"}, status=404) == {"error": "Not Found"}
     assert call(server, "POST", "/wordle/close", {"id": env_id}) is True
 

@@ -28,7 +28,9 @@ register_reward_score("drill_faulty", faulty_score)
 
 
 class FaultyRewardRollout(FixedRollout):
-    def run_llm_loop(self, tasks: DataProto, do_sample: bool = True, global_step: int = 0, output_dir=None) -> DataProto:
+    def run_llm_loop(
+        self, tasks: DataProto, do_sample: bool = True, global_step: int = 0, output_dir=None
+    ) -> DataProto:
         batch = super().run_llm_loop(tasks, do_sample, global_step, output_dir)
         nt = batch.non_tensor_batch
         copies = [row % self.n for row in range(len(batch))]
@@ -38,4 +40,6 @@ class FaultyRewardRollout(FixedRollout):
         return batch
 
 
-PLUGIN = RolloutPlugin(build=lambda cfg, tokenizer, generator, n: FaultyRewardRollout(tokenizer, n), response_budget=lambda cfg: 8)
+PLUGIN = RolloutPlugin(
+    build=lambda cfg, tokenizer, generator, n: FaultyRewardRollout(tokenizer, n), response_budget=lambda cfg: 8
+)

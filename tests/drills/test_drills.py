@@ -41,20 +41,40 @@ pytestmark = pytest.mark.drills
 slow = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_PATH = os.pathsep.join(str(REPO / "tests" / d) for d in ("drills", "verl"))  # faulty_reward builds on fixed_rollout
+PLUGIN_PATH = os.pathsep.join(
+    str(REPO / "tests" / d) for d in ("drills", "verl")
+)  # faulty_reward builds on fixed_rollout
 
 
 def webshop_args(model: str, webshop_tasks: Path, out: Path, port: int | list[int], *extra: str) -> list[str]:
     """GRPO on WebShop with the tiny model; the trainer starts and supervises the server(s) on ``port``."""
     ports = ",".join(map(str, port if isinstance(port, list) else [port]))
     return [
-        f"actor_rollout_ref.model.path={model}", f"data.train_files={webshop_tasks}/train.parquet", f"data.val_files={webshop_tasks}/test.parquet",
-        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
-        f"agent.env_ports=[{ports}]", "agent.manage_servers=true", "agent.max_turns=2", "agent.max_response_length=16",
-        "agent.max_obs_length=96", "agent.max_prompt_length=1024", "agent.max_trajectory_length=1536", "agent.request_timeout_s=5",
-        "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.logger=[console,jsonl]", f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={webshop_tasks}/train.parquet",
+        f"data.val_files={webshop_tasks}/test.parquet",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.rollout.max_model_len=2048",
+        "actor_rollout_ref.rollout.kv_cache_gb=1",
+        f"agent.env_ports=[{ports}]",
+        "agent.manage_servers=true",
+        "agent.max_turns=2",
+        "agent.max_response_length=16",
+        "agent.max_obs_length=96",
+        "agent.max_prompt_length=1024",
+        "agent.max_trajectory_length=1536",
+        "agent.request_timeout_s=5",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.logger=[console,jsonl]",
+        f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
+        *extra,
     ]
 
 
@@ -68,8 +88,13 @@ class Run:
             env["PYTHONPATH"] = os.pathsep.join([pythonpath, os.environ.get("PYTHONPATH", "")])
         self.log = log
         with open(log, "w") as sink:
-            self.proc = subprocess.Popen([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, stdout=sink,
-                                         stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+                cwd=REPO,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -125,23 +150,33 @@ def latest(out: Path) -> str | None:
 
 
 def server_pid(run: Run, port: int) -> int:
-    found = run.wait_for(lambda text: re.search(rf"webshop server on port {port} started \(pid (\d+)\)", text), "the server start")
+    found = run.wait_for(
+        lambda text: re.search(rf"webshop server on port {port} started \(pid (\d+)\)", text), "the server start"
+    )
     return int(found.group(1))
 
 
-def start_past_step_1(model: str, webshop_tasks: Path, tmp_path: Path, port: int, *extra: str,
-                      environ: Mapping[str, str] | None = None) -> tuple[Run, Path, int]:
-    """A 4-step run without checkpoints on one supervised server; returns once step 1 is logged (run, output dir, server pid)."""
+def start_past_step_1(
+    model: str, webshop_tasks: Path, tmp_path: Path, port: int, *extra: str, environ: Mapping[str, str] | None = None
+) -> tuple[Run, Path, int]:
+    """A 4-step run without checkpoints on one supervised server;
+    returns once step 1 is logged (run, output dir, server pid)."""
     out = tmp_path / "run"
-    run = Run(webshop_args(model, webshop_tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
-              tmp_path / "run.log", environ=environ)
+    run = Run(
+        webshop_args(model, webshop_tasks, out, port, "trainer.total_training_steps=4", "trainer.save_freq=0", *extra),
+        tmp_path / "run.log",
+        environ=environ,
+    )
     pid = server_pid(run, port)
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
     return run, out, pid
 
 
 def complete_checkpoint(path: Path) -> bool:
-    return all((path / part).is_file() for part in ("trainer_state.pt", "actor/actor.pt", "actor/huggingface/model.safetensors"))
+    return all(
+        (path / part).is_file()
+        for part in ("trainer_state.pt", "actor/actor.pt", "actor/huggingface/model.safetensors")
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- env servers
@@ -160,28 +195,54 @@ def test_a_hung_env_route_then_a_hung_server_are_found_and_restarted(tiny_model_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     out = tmp_path / "run"
-    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=8", "trainer.save_freq=0", HF_ENGINE,
-                           "agent.server_hang_s=4", "agent.request_timeout_s=2", "agent.env_retries=0"),
-              tmp_path / "run.log", environ={FAULT_INJECTION_ENV: "1"})
+    run = Run(
+        webshop_args(
+            tiny_model_path,
+            webshop_tasks,
+            out,
+            port,
+            "trainer.total_training_steps=8",
+            "trainer.save_freq=0",
+            HF_ENGINE,
+            "agent.server_hang_s=4",
+            "agent.request_timeout_s=2",
+            "agent.env_retries=0",
+        ),
+        tmp_path / "run.log",
+        environ={FAULT_INJECTION_ENV: "1"},
+    )
     first = server_pid(run, port)
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
     assert requests.post(url + "/debug/hang", timeout=10).json() is True
-    stuck = run.wait_for(lambda _: requests.get(url + "/health", timeout=10).json()["oldest_request_s"] >= 1,
-                         "an env request hanging for a second")
+    stuck = run.wait_for(
+        lambda _: requests.get(url + "/health", timeout=10).json()["oldest_request_s"] >= 1,
+        "an env request hanging for a second",
+    )
     assert stuck and requests.get(url + "/", timeout=10).json() == "ok"  # the health check still answers
-    back = run.wait_for(lambda text: re.search(rf"webshop server on port {port} is back \(pid (\d+), restart 1\)", text),
-                        "the first restart")
+    back = run.wait_for(
+        lambda text: re.search(rf"webshop server on port {port} is back \(pid (\d+), restart 1\)", text),
+        "the first restart",
+    )
     second = int(back.group(1))
-    # a step must pass on the restarted server first: a step is rolled out again once, so two faults in one step stop the run
+    # a step must pass on the restarted server first: a step is rolled out again once,
+    # so two faults in one step stop the run
     done = max(steps_logged(out))
     run.wait_for(lambda _: max(steps_logged(out)) > done, "a step on the restarted server")
     os.kill(second, signal.SIGSTOP)
-    assert [s for s in range(1, 9) if s not in steps_logged(out)], "the run ended before the second hang: make it longer"
+    assert [s for s in range(1, 9) if s not in steps_logged(out)], (
+        "the run ended before the second hang: make it longer"
+    )
     assert run.finish() == 0, run.text()[-4000:]
     text = run.text()
-    assert re.search(rf"webshop server on port {port} has had an env request in flight for \d+ s while its health "
-                     rf"check answered \(an env route hung\); killed it; restarting in 1.0 s \(attempt 1 of 3\)", text)
-    assert re.search(rf"webshop server on port {port} did not answer its health check for \d+ s \(hung\); killed it; restarting", text)
+    assert re.search(
+        rf"webshop server on port {port} has had an env request in flight for \d+ s while its health "
+        rf"check answered \(an env route hung\); killed it; restarting in 1.0 s \(attempt 1 of 3\)",
+        text,
+    )
+    assert re.search(
+        rf"webshop server on port {port} did not answer its health check for \d+ s \(hung\); killed it; restarting",
+        text,
+    )
     assert re.search(rf"webshop server on port {port} is back \(pid \d+, restart 2\)", text)
     for pid in (first, second):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -202,25 +263,43 @@ def kill_and_take_port(pid: int, port: int) -> socket.socket:
 
 
 @slow
-def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_the_other_carries_on(tiny_model_path,
-                                                                                                    webshop_tasks, tmp_path):
+def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_the_other_carries_on(
+    tiny_model_path, webshop_tasks, tmp_path
+):
     """One of two servers is SIGKILLed after step 1 and another process takes its port: the server comes back on a
     free port and the agent follows it there; the other server serves meanwhile. (A restart on the same port: the
     hang drill.)"""
     ports, out, steps = [free_port(), free_port()], tmp_path / "run", 12
-    run = Run(webshop_args(tiny_model_path, webshop_tasks, out, ports, f"trainer.total_training_steps={steps}", "trainer.save_freq=0",
-                           HF_ENGINE),
-              tmp_path / "run.log")
+    run = Run(
+        webshop_args(
+            tiny_model_path,
+            webshop_tasks,
+            out,
+            ports,
+            f"trainer.total_training_steps={steps}",
+            "trainer.save_freq=0",
+            HF_ENGINE,
+        ),
+        tmp_path / "run.log",
+    )
     victim = server_pid(run, ports[0])
     run.wait_for(lambda _: 1 in steps_logged(out), "step 1")
     blocker = kill_and_take_port(victim, ports[0])  # something else now holds the port
     try:
-        moved = run.wait_for(lambda text: re.search(rf"webshop server on port {ports[0]}: the port is taken by another process; "
-                                                    rf"restarting on port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", text),
-                             "the move to a free port")
+        moved = run.wait_for(
+            lambda text: re.search(
+                rf"webshop server on port {ports[0]}: the port is taken by another process; "
+                rf"restarting on port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)",
+                text,
+            ),
+            "the move to a free port",
+        )
         assert moved.group(1) == moved.group(2)
         new_port = int(moved.group(1))
-        run.wait_for(lambda text: re.search(rf"webshop server on port {new_port} is back \(pid \d+, restart 1\)", text), "the restart")
+        run.wait_for(
+            lambda text: re.search(rf"webshop server on port {new_port} is back \(pid \d+, restart 1\)", text),
+            "the restart",
+        )
         back_at = max(steps_logged(out), default=0)
         assert back_at < steps, "the run ended before the restart: make it longer"
         assert run.finish() == 0, run.text()[-4000:]
@@ -229,12 +308,22 @@ def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_th
     text = run.text()
     assert f"webshop server on port {ports[0]} exited with code -9; restarting in 1.0 s (attempt 1 of 3)" in text
     assert f"port {ports[1]} exited" not in text and f"port {ports[1]} did not answer" not in text
-    served = [json.loads(line) for step in range(2, steps + 1)
-              for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
-    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), "the survivor served nothing"
-    later = [json.loads(line) for step in range(back_at + 1, steps + 1)
-             for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()]
-    assert any(r["server"] == f"http://127.0.0.1:{new_port}" and not r["failed"] for r in later), "the moved server served nothing"
+    served = [
+        json.loads(line)
+        for step in range(2, steps + 1)
+        for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()
+    ]
+    assert any(r["server"] == f"http://127.0.0.1:{ports[1]}" and not r["failed"] for r in served), (
+        "the survivor served nothing"
+    )
+    later = [
+        json.loads(line)
+        for step in range(back_at + 1, steps + 1)
+        for line in (out / "trajectories" / "rollouts" / f"step_{step:06d}.jsonl").open()
+    ]
+    assert any(r["server"] == f"http://127.0.0.1:{new_port}" and not r["failed"] for r in later), (
+        "the moved server served nothing"
+    )
     rows = metrics(out)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     assert rows[-1]["env/failed_trajectories"] == 0.0 and rows[-1]["env_server/restarts"] == 1.0
@@ -244,34 +333,64 @@ def test_a_killed_server_whose_port_was_taken_comes_back_on_a_free_port_while_th
 
 @slow
 def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_model_path, webshop_tasks, tmp_path, shop):
-    data = shutil.copytree(shop.data_dir, tmp_path / "webshop_data")  # the server's catalogue, which the test takes away
+    data = shutil.copytree(
+        shop.data_dir, tmp_path / "webshop_data"
+    )  # the server's catalogue, which the test takes away
     port = free_port()
-    run, out, pid = start_past_step_1(tiny_model_path, webshop_tasks, tmp_path, port, HF_ENGINE, "agent.server_max_restarts=2",
-                                      "agent.request_timeout_s=2", "agent.env_retries=0",
-                                      environ={"WEBSHOP_DATA_DIR": str(data)})
+    run, out, pid = start_past_step_1(
+        tiny_model_path,
+        webshop_tasks,
+        tmp_path,
+        port,
+        HF_ENGINE,
+        "agent.server_max_restarts=2",
+        "agent.request_timeout_s=2",
+        "agent.env_retries=0",
+        environ={"WEBSHOP_DATA_DIR": str(data)},
+    )
     shutil.rmtree(data)  # every restart fails to load the catalogue
     os.kill(pid, signal.SIGKILL)
     assert run.finish() == 3, run.text()[-4000:]
     text = run.text()
     assert f"webshop server on port {port} exited with code -9; restarting in 1.0 s (attempt 1 of 2)" in text
-    assert re.search(rf"run stopped: webshop server on port {port} is down and could not be restarted "
-                     rf"\(restart attempt 2 failed: exited with code 1\)", text)
+    assert re.search(
+        rf"run stopped: webshop server on port {port} is down and could not be restarted "
+        rf"\(restart attempt 2 failed: exited with code 1\)",
+        text,
+    )
     assert f"{data} has no items_shuffle_1000.json; expected WebShop's data files there" in text  # the log's tail
     done = steps_logged(out)[-1]  # steps may finish before the kill lands; the first one after it stops the run
     assert 1 <= done < 4
-    assert f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it" in text
+    assert (
+        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; "
+        "re-run the same command to resume from it"
+    ) in text
     assert latest(out) == str(done) and complete_checkpoint(out / "checkpoints" / f"global_step_{done}")
 
 
 # ---------------------------------------------------------------------------------------------------- rewards
 def faulty_reward_args(model: str, data: Path, out: Path, *extra: str) -> list[str]:
     return [
-        f"actor_rollout_ref.model.path={model}", "data.rollout=faulty_reward:PLUGIN", f"data.train_files={data}/train.parquet",
-        f"data.val_files={data}/dev.parquet", "algorithm.reward_score_fn=drill_faulty", "algorithm.reward_timeout_s=2",
-        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "actor_rollout_ref.rollout.name=hf", "trainer.total_training_steps=1", "trainer.val_before_train=false",
-        "trainer.test_freq=0", "trainer.save_freq=0", "trainer.logger=[console,jsonl]", f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
+        f"actor_rollout_ref.model.path={model}",
+        "data.rollout=faulty_reward:PLUGIN",
+        f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet",
+        "algorithm.reward_score_fn=drill_faulty",
+        "algorithm.reward_timeout_s=2",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.name=hf",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.logger=[console,jsonl]",
+        f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
+        *extra,
     ]
 
 
@@ -281,22 +400,30 @@ def test_a_reward_module_that_raises_or_hangs_fails_its_rows_with_the_error(tiny
     run = Run(faulty_reward_args(tiny_model_path, countdown_data, out), tmp_path / "run.log", pythonpath=PLUGIN_PATH)
     assert run.finish() == 0, run.text()[-4000:]
     (step,) = metrics(out)
-    assert step["reward/errors"] == 2.0 and step["trainer/step_retries"] == 0.0  # 2 of 4 failed: at the limit, not above
+    assert (
+        step["reward/errors"] == 2.0 and step["trainer/step_retries"] == 0.0
+    )  # 2 of 4 failed: at the limit, not above
     assert step["actor/grad_norm"] > 0  # the healthy group still trains
 
 
 @slow
 def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_path, countdown_data, tmp_path):
     out = tmp_path / "run"
-    run = Run(faulty_reward_args(tiny_model_path, countdown_data, out, "trainer.max_failed_fraction=0.25"), tmp_path / "run.log",
-              pythonpath=PLUGIN_PATH)
+    run = Run(
+        faulty_reward_args(tiny_model_path, countdown_data, out, "trainer.max_failed_fraction=0.25"),
+        tmp_path / "run.log",
+        pythonpath=PLUGIN_PATH,
+    )
     assert run.finish() == 3, run.text()[-4000:]
     text = run.text()
-    assert ("[trainer] step 1: 2 of 4 trajectories failed (trainer.max_failed_fraction=0.25); most common error: "
-            in text) and "rolling the step out again (once)" in text
+    assert (
+        "[trainer] step 1: 2 of 4 trajectories failed (trainer.max_failed_fraction=0.25); most common error: " in text
+    ) and "rolling the step out again (once)" in text
     assert "run stopped: step 1 failed twice: 2 of 4 trajectories failed" in text
-    assert ("reward 'drill_faulty' failed: ValueError: drill: this reward module has a bug" in text
-            or "reward 'drill_faulty' failed: timed out after 2 s" in text)
+    assert (
+        "reward 'drill_faulty' failed: ValueError: drill: this reward module has a bug" in text
+        or "reward 'drill_faulty' failed: timed out after 2 s" in text
+    )
     assert "no checkpoint was written; re-running starts from the beginning" in text
     assert steps_logged(out) == []
 
@@ -319,11 +446,21 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
     the batch rolled out ahead). The driver is SIGKILLed in step 2, while it writes step 2's checkpoint: everything
     step 2 did is lost and a half-written checkpoint is left. The re-run resumes from step 1 and ends with the step 2
     of a run never interrupted: the same tasks (none lost, none played twice), metrics and weights."""
-    common = ("trainer.total_training_steps=2", "trainer.save_freq=1", "data.shuffle=false",
-              "actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=8", "actor_rollout_ref.actor.optim.lr=1e-3",
-              "actor_rollout_ref.actor.use_kl_loss=true", "trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2")
+    common = (
+        "trainer.total_training_steps=2",
+        "trainer.save_freq=1",
+        "data.shuffle=false",
+        "actor_rollout_ref.model.lora_rank=4",
+        "actor_rollout_ref.model.lora_alpha=8",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "trainer.staleness=1",
+        "actor_rollout_ref.actor.tis_cap=2",
+    )
     straight_out = tmp_path / "straight"
-    straight = Run(webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log")
+    straight = Run(
+        webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log"
+    )
     assert straight.finish() == 0, straight.text()[-4000:]
     rows = metrics(straight_out)
     assert [r["step"] for r in rows] == [1, 2]
@@ -345,12 +482,16 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
     assert partial.exists(), "the kill landed after the checkpoint was complete"
     assert steps_logged(out) == [1]  # a step's metrics are logged once its checkpoint is complete
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=10)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, "the env server outlived its trainer"
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
+        "the env server outlived its trainer"
+    )
     first = out / "checkpoints" / "global_step_1"
     assert latest(out) == "1" and complete_checkpoint(first)
     assert not (out / "checkpoints" / "global_step_2").exists()
     saved = torch.load(first / "actor" / "actor.pt", weights_only=False)["model"]
-    assert len(saved) == 28 and all(name.endswith((".lora_A", ".lora_B")) for name in saved)  # 2 layers x 7 projections x (A, B)
+    assert len(saved) == 28 and all(
+        name.endswith((".lora_A", ".lora_B")) for name in saved
+    )  # 2 layers x 7 projections x (A, B)
     assert (first / "rollout_ahead.pt").is_file()  # step 2's batch
 
     resumed = Run(args, tmp_path / "resumed.log")
@@ -360,12 +501,21 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
     assert tasks_per_step(out) == {1: [700, 701], 2: [702, 703]}
     again, plain = metrics(out)[-1], rows[-1]
     assert again["step"] == plain["step"] == 2
-    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean", "critic/score/mean",
-                "rollout/staleness"):
+    for key in (
+        "env/reward/mean",
+        "env/turns/mean",
+        "response_length/mean",
+        "prompt_length/mean",
+        "critic/score/mean",
+        "rollout/staleness",
+    ):
         assert again[key] == plain[key], key
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/tis_weight_mean"):
         assert again[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), key
-    weights = [load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors") for o in (out, straight_out)]
+    weights = [
+        load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
+        for o in (out, straight_out)
+    ]
     assert weights[0].keys() == weights[1].keys()
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
@@ -376,20 +526,29 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
 @pytest.mark.timeout(1800)
 def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_path, webshop_tasks, tmp_path):
     out, port = tmp_path / "run", free_port()
-    args = webshop_args(tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=3", "trainer.save_freq=1")
+    args = webshop_args(
+        tiny_model_path, webshop_tasks, out, port, "trainer.total_training_steps=3", "trainer.save_freq=1"
+    )
     run = Run(args, tmp_path / "run.log")
-    found = run.wait_for(lambda text: re.search(r"workers: ActorRolloutRefWorker pids \[(\d+)\]", text), "the worker pids")
+    found = run.wait_for(
+        lambda text: re.search(r"workers: ActorRolloutRefWorker pids \[(\d+)\]", text), "the worker pids"
+    )
     run.wait_for(lambda _: latest(out) == "1", "the step-1 checkpoint")
     os.kill(int(found.group(1)), signal.SIGKILL)
     killed_at = time.monotonic()
     assert run.finish(timeout_s=120) == 3, run.text()[-4000:]
     stopped_in = time.monotonic() - killed_at
     text = run.text()
-    died = re.search(r"run stopped: a worker died in step (\d+): ActorRolloutRefWorker rank 0 of 1 died during \w+", text)
+    died = re.search(
+        r"run stopped: a worker died in step (\d+): ActorRolloutRefWorker rank 0 of 1 died during \w+", text
+    )
     assert died, text[-3000:]
     done = int(died.group(1)) - 1  # the step the kill landed in may be 2 or, on a fast box, 3
     assert done in (1, 2) and latest(out) == str(done)
-    assert f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; re-run the same command to resume from it" in text
+    assert (
+        f"the latest checkpoint is {out / 'checkpoints' / f'global_step_{done}'}; "
+        "re-run the same command to resume from it"
+    ) in text
     assert stopped_in < 60, f"the run took {stopped_in:.0f} s to stop"
 
     resumed = Run(args, tmp_path / "resumed.log")
@@ -401,14 +560,19 @@ def test_a_killed_worker_stops_the_run_within_seconds_and_it_resumes(tiny_model_
 # ---------------------------------------------------------------------------------------------------- bad inputs
 def _bad_start(tiny_model_path: str, tasks_dir: Path, out: Path, port: int) -> subprocess.CompletedProcess:
     args = webshop_args(tiny_model_path, tasks_dir, out, port)
-    return subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_missing_data_file_fails_before_any_work(tiny_model_path, tmp_path):
     out, port = tmp_path / "out", free_port()
     proc = _bad_start(tiny_model_path, tmp_path / "nowhere", out, port)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"config error: data.train_files='{tmp_path / 'nowhere'}/train.parquet' does not exist; run scripts/prepare_data.py"
+    assert proc.stderr.strip() == (
+        f"config error: data.train_files='{tmp_path / 'nowhere'}/train.parquet' does not exist; "
+        "run scripts/prepare_data.py"
+    )
     assert not out.exists() and "ray" not in proc.stdout.lower()
     with pytest.raises(OSError):  # no server was started on the port
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -420,6 +584,9 @@ def test_an_unwritable_output_dir_fails_before_any_work(tiny_model_path, webshop
     out, port = blocker / "run", free_port()
     proc = _bad_start(tiny_model_path, webshop_tasks, out, port)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"config error: trainer.output_dir='{out}' cannot be created: {blocker} is not a directory"
+    assert (
+        proc.stderr.strip()
+        == f"config error: trainer.output_dir='{out}' cannot be created: {blocker} is not a directory"
+    )
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()

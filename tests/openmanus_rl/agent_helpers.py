@@ -6,19 +6,23 @@ from typing import Any, Callable
 
 from verl.protocol import DataProto
 
-
 Reply = tuple[list[int], str]  # sampled ids and finish reason
 
 
 class ScriptedGenerator:
-    """``generate_sequences`` answering each row with ``policy(prompt_ids, seed)``; every token gets log-prob ``log_prob``.
+    """``generate_sequences`` answering each row with ``policy(prompt_ids, seed)``;
+    every token gets log-prob ``log_prob``.
 
     ``calls`` records each call's rows (prompt ids, seeds) and meta_info; ``before_call(i)``
     runs before call ``i`` answers (fault injection).
     """
 
-    def __init__(self, policy: Callable[[list[int], int], Reply], log_prob: float = -0.25,
-                 before_call: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        policy: Callable[[list[int], int], Reply],
+        log_prob: float = -0.25,
+        before_call: Callable[[int], None] | None = None,
+    ) -> None:
         self.policy = policy
         self.log_prob = log_prob
         self.before_call = before_call
@@ -31,11 +35,13 @@ class ScriptedGenerator:
         if self.before_call is not None:
             self.before_call(len(self.calls) - 1)
         replies = [self.policy(p, s) for p, s in zip(prompts, seeds)]
-        return DataProto.from_dict(non_tensors={
-            "response_ids": [ids for ids, _ in replies],
-            "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
-            "finish_reason": [reason for _, reason in replies],
-        })
+        return DataProto.from_dict(
+            non_tensors={
+                "response_ids": [ids for ids, _ in replies],
+                "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
+                "finish_reason": [reason for _, reason in replies],
+            }
+        )
 
 
 def text_policy(tokenizer: Any, reply: Callable[[str], str], eot_id: int = 2) -> Callable[[list[int], int], Reply]:
@@ -49,11 +55,13 @@ def text_policy(tokenizer: Any, reply: Callable[[str], str], eot_id: int = 2) ->
 
 def task_batch(task_ids: list[int], data_source: str = "webshop", **extra: list[Any]) -> DataProto:
     """A batch shaped like the parquet dataset's rows."""
-    return DataProto.from_dict(non_tensors={
-        "data_source": [data_source] * len(task_ids),
-        "extra_info": [{"index": i, "split": "test"} for i in task_ids],
-        **extra,
-    })
+    return DataProto.from_dict(
+        non_tensors={
+            "data_source": [data_source] * len(task_ids),
+            "extra_info": [{"index": i, "split": "test"} for i in task_ids],
+            **extra,
+        }
+    )
 
 
 class StreamingScriptedGenerator(ScriptedGenerator):
@@ -79,12 +87,14 @@ class StreamingScriptedGenerator(ScriptedGenerator):
     def poll_generation(self, max_wait_s: float = 0.0) -> DataProto:
         rows, self.queue = self.queue, []
         replies = [self.policy(prompt, seed) for _, prompt, seed in rows]
-        return DataProto.from_dict(non_tensors={
-            "request_id": [r for r, _, _ in rows],
-            "response_ids": [ids for ids, _ in replies],
-            "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
-            "finish_reason": [reason for _, reason in replies],
-        })
+        return DataProto.from_dict(
+            non_tensors={
+                "request_id": [r for r, _, _ in rows],
+                "response_ids": [ids for ids, _ in replies],
+                "response_log_probs": [[self.log_prob] * len(ids) for ids, _ in replies],
+                "finish_reason": [reason for _, reason in replies],
+            }
+        )
 
     def cancel_generation(self) -> None:
         self.cancelled += 1

@@ -24,15 +24,16 @@ START_TIMEOUT_S = 60.0
 
 @pytest.fixture(scope="session")
 def tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
     from model_prep import prepare_tokenizer
+    from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(prepare_tokenizer()))
 
 
 @pytest.fixture(scope="session")
-def spawn_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
+def spawn_server(
+    cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., ServerProcess]]:
     """``spawn_server("webshop" | "toy", *extra_args)`` -> a running `ServerProcess`, stopped at session end.
 
     Uses the session's private cache (``cache_dir`` and ``shop`` from tests/conftest.py)."""
@@ -46,8 +47,14 @@ def spawn_server(cache_dir: Path, shop: Any, tmp_path_factory: pytest.TempPathFa
     }
 
     def start(kind: str, *args: str) -> ServerProcess:
-        server = ServerProcess(kind, args=args, command=commands[kind], environ=env, log_path=logs / f"{kind}-{len(started)}.log",
-                               timeout_s=START_TIMEOUT_S)
+        server = ServerProcess(
+            kind,
+            args=args,
+            command=commands[kind],
+            environ=env,
+            log_path=logs / f"{kind}-{len(started)}.log",
+            timeout_s=START_TIMEOUT_S,
+        )
         started.append(server)
         try:
             return server.start()
@@ -77,9 +84,14 @@ def vllm_engine(tiny_model_path: str) -> Iterator[Any]:
     needs the real engine."""
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker({"model": {"path": tiny_model_path}, "num_threads": 1,
-                                    "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024}},
-                                   role="rollout")
+    worker = ActorRolloutRefWorker(
+        {
+            "model": {"path": tiny_model_path},
+            "num_threads": 1,
+            "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 1024},
+        },
+        role="rollout",
+    )
     worker.init_model()
     yield worker
     worker.shutdown()

@@ -17,6 +17,12 @@ class Recording:
         out = self.inner.generate_sequences(data)
         nt = out.non_tensor_batch
         for i, prompt in enumerate(data.non_tensor_batch["prompt_ids"]):
-            self.samples.append((list(prompt), [int(x) for x in nt["response_ids"][i]],
-                                 [float(x) for x in nt["response_log_probs"][i]], str(nt["finish_reason"][i])))
+            self.samples.append(
+                (
+                    list(prompt),
+                    [int(x) for x in nt["response_ids"][i]],
+                    [float(x) for x in nt["response_log_probs"][i]],
+                    str(nt["finish_reason"][i]),
+                )
+            )
         return out

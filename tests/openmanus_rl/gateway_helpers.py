@@ -12,9 +12,16 @@ import openai
 from verl.protocol import DataProto
 
 EOT = 2
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two integers.",
-                                           "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
-                                                                                           "b": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        },
+    }
+]
 LATE_CALLS: list[str] = []  # what a timed-out episode's call after its deadline got
 ASYNC_EVENTS: list[str] = []  # what the async sleeping program saw: "called", then "cancelled" or "woke"
 
@@ -26,10 +33,14 @@ def log_probs_for(call: int, n: int) -> list[float]:
 
 def row(out, b: int) -> tuple[list[int], list[int], list[int], list[float]]:
     """Row ``b`` without padding: prompt, response, response mask, rollout log-probs."""
-    prompt = out.batch["prompts"][b][out.batch["attention_mask"][b, :out.batch["prompts"].shape[1]] == 1].tolist()
-    length = int(out.batch["attention_mask"][b, out.batch["prompts"].shape[1]:].sum())
-    return (prompt, out.batch["responses"][b, :length].tolist(), out.batch["response_mask"][b, :length].tolist(),
-            out.batch["rollout_log_probs"][b, :length].tolist())
+    prompt = out.batch["prompts"][b][out.batch["attention_mask"][b, : out.batch["prompts"].shape[1]] == 1].tolist()
+    length = int(out.batch["attention_mask"][b, out.batch["prompts"].shape[1] :].sum())
+    return (
+        prompt,
+        out.batch["responses"][b, :length].tolist(),
+        out.batch["response_mask"][b, :length].tolist(),
+        out.batch["rollout_log_probs"][b, :length].tolist(),
+    )
 
 
 class ReplayGenerator:
@@ -55,9 +66,13 @@ class ReplayGenerator:
             self.block.wait()
         nt = data.non_tensor_batch
         rows = [self.answer(list(p), int(s), dict(data.meta_info)) for p, s in zip(nt["prompt_ids"], nt["seed"])]
-        return DataProto.from_dict(non_tensors={"response_ids": [r[0] for r in rows],
-                                                "response_log_probs": [r[1] for r in rows],
-                                                "finish_reason": [r[2] for r in rows]})
+        return DataProto.from_dict(
+            non_tensors={
+                "response_ids": [r[0] for r in rows],
+                "response_log_probs": [r[1] for r in rows],
+                "finish_reason": [r[2] for r in rows],
+            }
+        )
 
 
 class StreamingReplayGenerator(ReplayGenerator):
@@ -70,18 +85,24 @@ class StreamingReplayGenerator(ReplayGenerator):
 
     def submit_generation(self, data: DataProto) -> DataProto:
         nt = data.non_tensor_batch
-        self.queue += [(str(r), list(p), int(s), dict(data.meta_info))
-                       for r, p, s in zip(nt["request_id"], nt["prompt_ids"], nt["seed"])]
+        self.queue += [
+            (str(r), list(p), int(s), dict(data.meta_info))
+            for r, p, s in zip(nt["request_id"], nt["prompt_ids"], nt["seed"])
+        ]
         self.routes += [int(r) for r in nt["route"]]
         return DataProto()
 
     def poll_generation(self, max_wait_s: float = 0.0) -> DataProto:
         rows, self.queue = self.queue, []
         answers = [self.answer(p, s, m) for _, p, s, m in rows]
-        return DataProto.from_dict(non_tensors={"request_id": [r for r, *_ in rows],
-                                                "response_ids": [a[0] for a in answers],
-                                                "response_log_probs": [a[1] for a in answers],
-                                                "finish_reason": [a[2] for a in answers]})
+        return DataProto.from_dict(
+            non_tensors={
+                "request_id": [r for r, *_ in rows],
+                "response_ids": [a[0] for a in answers],
+                "response_log_probs": [a[1] for a in answers],
+                "finish_reason": [a[2] for a in answers],
+            }
+        )
 
     def cancel_generation(self) -> None:
         self.queue = []

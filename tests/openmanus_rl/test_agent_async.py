@@ -9,14 +9,20 @@ import time
 
 import pytest
 import torch
-
 from agent_helpers import StreamingScriptedGenerator, task_batch, text_policy
+
 from openmanus_rl.agent import AgentConfig, OpenManusAgent, trajectory_seed, turn_seed
 
 pytestmark = pytest.mark.in_process_engine
 
-CONFIG = {"n": 2, "max_turns": 3, "max_response_length": 24, "max_obs_length": 64, "max_prompt_length": 512,
-          "max_trajectory_length": 768}
+CONFIG = {
+    "n": 2,
+    "max_turns": 3,
+    "max_response_length": 24,
+    "max_obs_length": 64,
+    "max_prompt_length": 512,
+    "max_trajectory_length": 768,
+}
 SLOW_S = 2.0
 
 
@@ -35,7 +41,9 @@ def test_max_in_flight_is_checked():
 
 
 def searcher(tokenizer):
-    return StreamingScriptedGenerator(text_policy(tokenizer, lambda prompt: "Thought: look\nAction: search[cotton shirt]"))
+    return StreamingScriptedGenerator(
+        text_policy(tokenizer, lambda prompt: "Thought: look\nAction: search[cotton shirt]")
+    )
 
 
 def slowed(agent, method, task_id, seen):
@@ -48,7 +56,9 @@ def slowed(agent, method, task_id, seen):
         inner(item)
         if t.task_id == task_id and not seen:
             time.sleep(SLOW_S)
-            seen.append(sorted((o.task_id, o.copy, o.num_turns, o.status) for o in agent.running if o.task_id != task_id))
+            seen.append(
+                sorted((o.task_id, o.copy, o.num_turns, o.status) for o in agent.running if o.task_id != task_id)
+            )
 
     setattr(agent, method, call)
 
@@ -77,8 +87,9 @@ def assert_same_trajectories(a, b, log_prob_atol=0.0):
     assert torch.allclose(a.batch["rollout_log_probs"], b.batch["rollout_log_probs"], rtol=0, atol=log_prob_atol)
     for key in ("task_id", "num_turns", "status", "reward_total", "failed"):
         assert list(a.non_tensor_batch[key]) == list(b.non_tensor_batch[key]), key
-    assert [[turn["text"] for turn in r] for r in a.non_tensor_batch["trajectory"]] == \
-           [[turn["text"] for turn in r] for r in b.non_tensor_batch["trajectory"]]
+    assert [[turn["text"] for turn in r] for r in a.non_tensor_batch["trajectory"]] == [
+        [turn["text"] for turn in r] for r in b.non_tensor_batch["trajectory"]
+    ]
 
 
 @pytest.mark.slow
@@ -89,8 +100,9 @@ def test_a_slow_env_step_holds_back_only_its_own_trajectory(tokenizer, webshop_s
     assert seen == [[(1, 0, 3, "turn_limit"), (2, 0, 3, "turn_limit")]]
     assert list(out.non_tensor_batch["num_turns"]) == [3, 3, 3]
 
-    sync_out, seen = rollout(tokenizer, searcher(tokenizer), {**config, "rollout_mode": "sync"}, [0, 1, 2],
-                             slow=("_step", 0))
+    sync_out, seen = rollout(
+        tokenizer, searcher(tokenizer), {**config, "rollout_mode": "sync"}, [0, 1, 2], slow=("_step", 0)
+    )
     assert seen == [[(1, 0, 1, "running"), (2, 0, 1, "running")]]  # the turn barrier: everyone waited at turn 1
     assert_same_trajectories(out, sync_out)
 
@@ -101,15 +113,23 @@ def test_streamed_requests_carry_ids_routes_seeds_and_exact_prompts(tokenizer, w
     out, _ = rollout(tokenizer, generator, {**CONFIG, "env_ports": [webshop_server.port]}, [5, 6])
     by_id = {rid: (prompt, seed) for rid, prompt, seed in generator.submitted}
     assert sorted(by_id) == sorted(f"1:{i}:{turn}" for i in range(4) for turn in range(3))
-    assert generator.meta_info == {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 24,
-                                   "stop_token_ids": [2], "do_sample": True}
+    assert generator.meta_info == {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_tokens": 24,
+        "stop_token_ids": [2],
+        "do_sample": True,
+    }
     b = out.batch
     P = b["prompts"].shape[1]
     for i in range(4):  # row i = trajectory i = (task row i // 2, copy i % 2)
         seed = trajectory_seed(1, 3, f"webshop:{(5, 6)[i // 2]}", i % 2)
         prompt = b["prompts"][i][b["attention_mask"][i, :P] == 1].tolist()
         response = b["responses"][i].tolist()
-        starts = [0] + [s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 0 and b["response_mask"][i, s] == 1]
+        starts = [0] + [
+            s for s in range(1, len(response)) if b["response_mask"][i, s - 1] == 0 and b["response_mask"][i, s] == 1
+        ]
         assert len(starts) == 3
         for turn, s in enumerate(starts):  # each turn's prompt is the trajectory so far, token for token
             assert by_id[f"1:{i}:{turn}"] == (prompt + response[:s], turn_seed(seed, turn))
@@ -140,8 +160,14 @@ def hf_rollout_worker(model_path):
     """The HF fallback engine (the vLLM one is the session's ``vllm_engine``)."""
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    worker = ActorRolloutRefWorker({"model": {"path": model_path}, "num_threads": 1,
-                                    "rollout": {"name": "hf", "dtype": "float32", "max_model_len": 1024}}, role="rollout")
+    worker = ActorRolloutRefWorker(
+        {
+            "model": {"path": model_path},
+            "num_threads": 1,
+            "rollout": {"name": "hf", "dtype": "float32", "max_model_len": 1024},
+        },
+        role="rollout",
+    )
     worker.init_model()
     return worker
 
@@ -214,13 +240,23 @@ def played(outs):
         nt = out.non_tensor_batch
         for i in range(len(out)):
             tokens = out.batch["responses"][i][out.batch["attention_mask"][i, width:] == 1].tolist()
-            rows.append((nt["task_id"][i], nt["num_turns"][i], nt["status"][i], nt["reward_total"][i], tokens,
-                         [turn["text"] for turn in nt["trajectory"][i]]))
+            rows.append(
+                (
+                    nt["task_id"][i],
+                    nt["num_turns"][i],
+                    nt["status"][i],
+                    nt["reward_total"][i],
+                    tokens,
+                    [turn["text"] for turn in nt["trajectory"][i]],
+                )
+            )
     return rows
 
 
 @pytest.mark.slow
-def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(tokenizer, vllm_engine, webshop_server, spawn_server):
+def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(
+    tokenizer, vllm_engine, webshop_server, spawn_server
+):
     """20 tasks, greedy and sampled (2 copies each), run four ways: in one batch on one server (async), in batches of
     7 on two servers (sync), in batches of 3 on three servers (async), in one batch on two servers with at most 5
     trajectories in flight (async).  Every trajectory is the same: its seed comes
@@ -229,13 +265,25 @@ def test_trajectories_do_not_depend_on_batch_split_servers_or_rollout_mode(token
     tasks = list(range(20))
     for n, do_sample in ((1, False), (2, True)):
         runs = []
-        for batch, n_servers, mode, window in ((20, 1, "async", 0), (7, 2, "sync", 0), (3, 3, "async", 0),
-                                               (20, 2, "async", 5)):
-            config = {**CONFIG, "n": n, "max_turns": 2, "rollout_mode": mode, "max_in_flight": window,
-                      "env_ports": [server.port for server in servers[:n_servers]]}
+        for batch, n_servers, mode, window in (
+            (20, 1, "async", 0),
+            (7, 2, "sync", 0),
+            (3, 3, "async", 0),
+            (20, 2, "async", 5),
+        ):
+            config = {
+                **CONFIG,
+                "n": n,
+                "max_turns": 2,
+                "rollout_mode": mode,
+                "max_in_flight": window,
+                "env_ports": [server.port for server in servers[:n_servers]],
+            }
             with OpenManusAgent(tokenizer, vllm_engine, config) as agent:
-                outs = [agent.run_llm_loop(task_batch(tasks[i:i + batch]), do_sample=do_sample, global_step=0)
-                        for i in range(0, len(tasks), batch)]
+                outs = [
+                    agent.run_llm_loop(task_batch(tasks[i : i + batch]), do_sample=do_sample, global_step=0)
+                    for i in range(0, len(tasks), batch)
+                ]
             runs.append(played(outs))
         assert [row[0] for row in runs[0]] == [task for task in tasks for _ in range(n)]
         assert not any(row[2] == "failed" for row in runs[0])

@@ -3,8 +3,8 @@
 import time
 
 import pytest
-
 from agent_helpers import ScriptedGenerator, task_batch, text_policy
+
 from openmanus_rl.agent import OpenManusAgent
 
 pytestmark = pytest.mark.slow
@@ -15,8 +15,15 @@ def searcher(tokenizer):
 
 
 def config(*servers, **overrides):
-    return {"env_ports": [s.port for s in servers], "max_turns": 3, "max_response_length": 32, "max_obs_length": 64,
-            "env_retries": 1, "env_retry_backoff_s": 0.05, **overrides}
+    return {
+        "env_ports": [s.port for s in servers],
+        "max_turns": 3,
+        "max_response_length": 32,
+        "max_obs_length": 64,
+        "env_retries": 1,
+        "env_retry_backoff_s": 0.05,
+        **overrides,
+    }
 
 
 def check_failed_rows_are_masked_out(out, bad_url, error):

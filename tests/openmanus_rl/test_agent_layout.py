@@ -1,4 +1,5 @@
-"""The agent against the toy family-B server with a scripted generator: exact token layout, masks, rewards, groups, seeds.
+"""The agent against the toy family-B server with a scripted generator:
+exact token layout, masks, rewards, groups, seeds.
 
 The toy env's task k asks to reach k by ``add N`` actions (see toy_server.py).
 Token ids used below (SmolLM2 tokenizer):
@@ -13,16 +14,24 @@ import re
 import pytest
 import requests
 import torch
-
 from agent_helpers import ScriptedGenerator, task_batch, text_policy
+
 from openmanus_rl.agent import OpenManusAgent, trajectory_seed, turn_seed
-from verl.trainer.ppo.reward import RewardManager
 from openmanus_rl.envs import EnvSpec, register_env
+from verl.trainer.ppo.reward import RewardManager
 
 pytestmark = pytest.mark.slow
 
-register_env(EnvSpec(name="toy-counter", family="B", reset_field="data_idx",
-                     instructions="Reach the target number by adding.", action_pattern=r"add \d+"), replace=True)
+register_env(
+    EnvSpec(
+        name="toy-counter",
+        family="B",
+        reset_field="data_idx",
+        instructions="Reach the target number by adding.",
+        action_pattern=r"add \d+",
+    ),
+    replace=True,
+)
 
 PROMPT_TEXT = (
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
@@ -33,12 +42,12 @@ PROMPT_TEXT = (
 )
 ADD1 = [16521, 42, 803, 216, 33]
 HEAD, TAIL = [198, 1, 4093, 198], [2, 198, 1, 520, 9531, 198]
-R1 = ADD1 + [2]                      # stopped on <|im_end|>: sampled, mask 1
-O1 = HEAD + [3221, 216, 33] + TAIL   # "value 1" turn: mask 0
-R2 = ADD1                            # stopped by length: no <|im_end|> sampled ...
-E = [2]                              # ... so one is appended with mask 0
-O2 = HEAD + [3221, 216, 34] + TAIL   # "value 2" turn
-R3 = ADD1 + [2]                      # reaches 3: done, reward 1
+R1 = ADD1 + [2]  # stopped on <|im_end|>: sampled, mask 1
+O1 = HEAD + [3221, 216, 33] + TAIL  # "value 1" turn: mask 0
+R2 = ADD1  # stopped by length: no <|im_end|> sampled ...
+E = [2]  # ... so one is appended with mask 0
+O2 = HEAD + [3221, 216, 34] + TAIL  # "value 2" turn
+R3 = ADD1 + [2]  # reaches 3: done, reward 1
 RESPONSE = R1 + O1 + R2 + E + O2 + R3
 MASK = [1] * 6 + [0] * 13 + [1] * 5 + [0] + [0] * 13 + [1] * 6
 MODEL_POSITIONS = [i for i, m in enumerate(MASK) if m]  # 0-5, 19-23, 38-43: 17 tokens
@@ -52,8 +61,16 @@ def scripted_three_turns() -> ScriptedGenerator:
 
 
 def config(server, **overrides):
-    return {"env_name": "toy-counter", "env_ports": [server.port], "max_turns": 5, "max_prompt_length": 256,
-            "max_response_length": 16, "max_obs_length": 32, "max_trajectory_length": 512, **overrides}
+    return {
+        "env_name": "toy-counter",
+        "env_ports": [server.port],
+        "max_turns": 5,
+        "max_prompt_length": 256,
+        "max_response_length": 16,
+        "max_obs_length": 32,
+        "max_trajectory_length": 512,
+        **overrides,
+    }
 
 
 def test_exact_layout_of_a_scripted_three_turn_episode(tokenizer, toy_server):
@@ -74,11 +91,24 @@ def test_exact_layout_of_a_scripted_three_turn_episode(tokenizer, toy_server):
     assert "token_level_scores" not in b  # scores come from the reward path (tests/verl/test_reward_path.py)
     # the model was prompted with exactly the tokens it is trained on
     assert [c["prompts"] for c in generator.calls] == [[prompt], [prompt + R1 + O1], [prompt + R1 + O1 + R2 + E + O2]]
-    assert generator.calls[0]["meta_info"] == {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 16,
-                                               "stop_token_ids": [2], "do_sample": True}
+    assert generator.calls[0]["meta_info"] == {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_tokens": 16,
+        "stop_token_ids": [2],
+        "do_sample": True,
+    }
     nt = out.non_tensor_batch
-    assert (nt["task_id"][0], nt["num_turns"][0], nt["success"][0], nt["env_reward"][0], nt["failed"][0],
-            nt["status"][0], nt["data_source"][0]) == (3, 3, True, 1.0, False, "done", "toy")
+    assert (
+        nt["task_id"][0],
+        nt["num_turns"][0],
+        nt["success"][0],
+        nt["env_reward"][0],
+        nt["failed"][0],
+        nt["status"][0],
+        nt["data_source"][0],
+    ) == (3, 3, True, 1.0, False, "done", "toy")
     assert nt["reward_breakdown"][0] == {"goal": 1.0}
     turns = nt["trajectory"][0]
     assert [t["role"] for t in turns] == ["observation", "assistant"] * 3 + ["observation"]
@@ -88,8 +118,14 @@ def test_exact_layout_of_a_scripted_three_turn_episode(tokenizer, toy_server):
     assert [t["text"] for t in turns[::2]] == ["Task 3: value 0.", "value 1", "value 2", "value 3"]
     assert turns[-1]["in_sequence"] is False  # the final observation is not part of the training sequence
     m = out.meta_info["metrics"]
-    assert (m["env/success_rate"], m["env/turns/mean"], m["env/invalid_action_rate"], m["rollout/generated_tokens"],
-            m["env/failed_trajectories"], m["env/errors"]) == (1.0, 3.0, 0.0, 17.0, 0.0, 0.0)
+    assert (
+        m["env/success_rate"],
+        m["env/turns/mean"],
+        m["env/invalid_action_rate"],
+        m["rollout/generated_tokens"],
+        m["env/failed_trajectories"],
+        m["env/errors"],
+    ) == (1.0, 3.0, 0.0, 17.0, 0.0, 0.0)
 
 
 def test_single_rollout_path_gives_the_same_layout(tokenizer, toy_server):
@@ -101,14 +137,19 @@ def test_single_rollout_path_gives_the_same_layout(tokenizer, toy_server):
     assert [c["seeds"] for c in generator.calls] == [[11], [11 + 1_000_003], [11 + 2 * 1_000_003]]
 
 
-@pytest.mark.parametrize("allocation, expected", [
-    # R = goal 1.0 + format 0.5 * (3 of 3 turns match) = 1.5
-    ("last_token", {43: 1.5}),
-    ("uniform_positive", {i: 1.5 / 17 for i in MODEL_POSITIONS}),
-    ("discounted", {5: 0.25 * 1.5, 23: 0.5 * 1.5, 43: 1.5}),  # gamma 0.5 over the turn ends 5, 23, 43
-])
+@pytest.mark.parametrize(
+    "allocation, expected",
+    [
+        # R = goal 1.0 + format 0.5 * (3 of 3 turns match) = 1.5
+        ("last_token", {43: 1.5}),
+        ("uniform_positive", {i: 1.5 / 17 for i in MODEL_POSITIONS}),
+        ("discounted", {5: 0.25 * 1.5, 23: 0.5 * 1.5, 43: 1.5}),  # gamma 0.5 over the turn ends 5, 23, 43
+    ],
+)
 def test_reward_allocation_through_the_agent(tokenizer, toy_server, allocation, expected):
-    cfg = config(toy_server, reward_components={"goal": 1.0, "format": {"weight": 0.5, "patterns": [r"^Action: add \d+$"]}})
+    cfg = config(
+        toy_server, reward_components={"goal": 1.0, "format": {"weight": 0.5, "patterns": [r"^Action: add \d+$"]}}
+    )
     with OpenManusAgent(tokenizer, scripted_three_turns(), cfg) as agent:
         out = agent.run_llm_loop(task_batch([3]))
     assert "token_level_scores" not in out.batch  # the agent reports what happened; the reward path scores it
@@ -154,8 +195,10 @@ def test_groups_task_ids_and_seeds(tokenizer, toy_server):
 
 
 def test_invalid_actions_are_counted_and_explained(tokenizer, toy_server):
-    chat_feedback = ("Invalid action: your reply has no 'Action:' line, so nothing happened. "
-                     "Reply with 'Thought: ...' and then 'Action: <exactly one action>'.")
+    chat_feedback = (
+        "Invalid action: your reply has no 'Action:' line, so nothing happened. "
+        "Reply with 'Thought: ...' and then 'Action: <exactly one action>'."
+    )
     replies = iter([(tokenizer.encode("I give up") + [2], "stop"), (ADD1[:-1] + [35, 2], "stop")])  # "Action: add 3"
     generator = ScriptedGenerator(lambda prompt, seed: next(replies))
     with OpenManusAgent(tokenizer, generator, config(toy_server)) as agent:
@@ -165,7 +208,12 @@ def test_invalid_actions_are_counted_and_explained(tokenizer, toy_server):
     assert out.batch["responses"][0].tolist() == invalid + HEAD + feedback + TAIL + ADD1[:-1] + [35, 2]
     assert out.batch["response_mask"][0].tolist() == [1] * 4 + [0] * (len(feedback) + 10) + [1] * 6
     turns = out.non_tensor_batch["trajectory"][0]
-    assert (turns[1]["action"], turns[1]["valid"], turns[2]["text"], turns[2]["feedback"]) == (None, False, chat_feedback, True)
+    assert (turns[1]["action"], turns[1]["valid"], turns[2]["text"], turns[2]["feedback"]) == (
+        None,
+        False,
+        chat_feedback,
+        True,
+    )
     m = out.meta_info["metrics"]
     assert (m["env/invalid_actions"], m["env/invalid_action_rate"], m["env/success_rate"]) == (1.0, 0.5, 1.0)
 
@@ -213,7 +261,9 @@ def test_greedy_validation_passes_do_sample_false(tokenizer, toy_server):
 
 
 def test_prompt_budget_too_small_for_the_instructions(tokenizer, toy_server):
-    with pytest.raises(ValueError, match=r"max_prompt_length 64 is too small: the toy-counter instructions alone take \d+ tokens"):
+    with pytest.raises(
+        ValueError, match=r"max_prompt_length 64 is too small: the toy-counter instructions alone take \d+ tokens"
+    ):
         OpenManusAgent(tokenizer, ScriptedGenerator(solve(tokenizer)), config(toy_server, max_prompt_length=64))
 
 
@@ -269,8 +319,12 @@ def test_seeds_name_the_task_not_its_place_in_the_batch(tokenizer, toy_server):
     seeds = {(task, copy): seed for task, seed, copy in zip(forward["task_id"], forward["seed"], [0, 1, 0, 1])}
     assert list(backward["seed"]) == [seeds[12, 0], seeds[12, 1], seeds[3, 0], seeds[3, 1]]
     assert list(alone["seed"]) == [seeds[12, 0], seeds[12, 1]]
-    assert list(twice["seed"]) == [seeds[3, 0], seeds[3, 1], trajectory_seed(7, 0, "webshop:3#1", 0),
-                                   trajectory_seed(7, 0, "webshop:3#1", 1)]
+    assert list(twice["seed"]) == [
+        seeds[3, 0],
+        seeds[3, 1],
+        trajectory_seed(7, 0, "webshop:3#1", 0),
+        trajectory_seed(7, 0, "webshop:3#1", 1),
+    ]
     assert seeds[3, 0] == trajectory_seed(7, 0, "webshop:3", 0)
 
 
@@ -287,11 +341,21 @@ def test_dataset_columns_reach_the_reward_module(tokenizer, toy_server):
     register_reward_score("t_agent_gt", needs_ground_truth)
     try:
         with OpenManusAgent(tokenizer, ScriptedGenerator(solve(tokenizer)), config(toy_server, n=2)) as agent:
-            out = agent.run_llm_loop(task_batch([3, 12], reward_model=[{"ground_truth": {"target": 3}}, {"ground_truth": {"target": 12}}],
-                                                ability=["toy", "toy"]))
+            out = agent.run_llm_loop(
+                task_batch(
+                    [3, 12],
+                    reward_model=[{"ground_truth": {"target": 3}}, {"ground_truth": {"target": 12}}],
+                    ability=["toy", "toy"],
+                )
+            )
         nt = out.non_tensor_batch
         assert list(nt["ability"]) == ["toy"] * 4
-        assert [r["ground_truth"]["target"] for r in nt["reward_model"]] == [3, 3, 12, 12]  # copies of a row share its columns
+        assert [r["ground_truth"]["target"] for r in nt["reward_model"]] == [
+            3,
+            3,
+            12,
+            12,
+        ]  # copies of a row share its columns
         RewardManager(tokenizer, "t_agent_gt")(out)
         assert seen == [({"target": 3}, "test", 1)] * 2 + [({"target": 12}, "test", 1)] * 2
         assert out.batch["outcome_scores"].tolist() == [1.0, 1.0, 0.0, 0.0]

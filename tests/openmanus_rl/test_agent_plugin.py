@@ -12,8 +12,11 @@ from verl.workers.config import ConfigError
 def test_preflight_names_the_server_that_is_down():
     port = free_port()
     cfg = SimpleNamespace(agent={"env_ports": [port]})
-    with pytest.raises(ConfigError, match=rf"environment server http://127.0.0.1:{port}/ is not answering GET / with \"ok\"; "
-                                          rf"start it with `agentgym serve <env> --port {port}`"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"environment server http://127.0.0.1:{port}/ is not answering GET / with \"ok\"; "
+        rf"start it with `agentgym serve <env> --port {port}`",
+    ):
         PLUGIN.preflight(cfg)
 
 

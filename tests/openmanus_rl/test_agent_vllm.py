@@ -4,9 +4,9 @@ import json
 
 import pytest
 import torch
-
 from agent_helpers import task_batch
 from engine_helpers import Recording
+
 from openmanus_rl.agent import OpenManusAgent
 from verl.trainer.ppo.reward import RewardManager
 
@@ -15,9 +15,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 HEAD, TAIL, EOT = [198, 1, 4093, 198], [2, 198, 1, 520, 9531, 198], 2
 
 
-CONFIG = {"n": 2, "max_turns": 3, "max_response_length": 24, "max_obs_length": 64, "max_prompt_length": 512,
-          "max_trajectory_length": 768,
-          "reward_components": {"goal": 1.0, "format": 0.1, "length": {"weight": 0.1, "max_length": 40}}}
+CONFIG = {
+    "n": 2,
+    "max_turns": 3,
+    "max_response_length": 24,
+    "max_obs_length": 64,
+    "max_prompt_length": 512,
+    "max_trajectory_length": 768,
+    "reward_components": {"goal": 1.0, "format": 0.1, "length": {"weight": 0.1, "max_length": 40}},
+}
 
 
 def runs(mask):
@@ -68,7 +74,7 @@ def test_vllm_webshop_rollout_is_training_ready(tokenizer, vllm_engine, webshop_
             assert response[end - 1] == EOT or (reason == "length" and response[end] == EOT and mask[end] == 0)
         gaps = [(end, nxt) for (_, end), (nxt, _) in zip(model_runs, model_runs[1:])]
         for end, nxt in gaps:  # between model turns: [appended <|im_end|>] + head + observation + tail, mask 0
-            gap = response[end + (response[end] == EOT and response[end - 1] != EOT):nxt]
+            gap = response[end + (response[end] == EOT and response[end - 1] != EOT) : nxt]
             assert gap[:4] == HEAD and gap[-6:] == TAIL
         assert (b["rollout_log_probs"][i] * (1 - b["response_mask"][i])).abs().sum() == 0
         total = sum(nt["reward_breakdown"][i].values())
@@ -77,10 +83,22 @@ def test_vllm_webshop_rollout_is_training_ready(tokenizer, vllm_engine, webshop_
         assert scores[model_runs[-1][1] - 1].item() == pytest.approx(total)  # last_token allocation
         assert scores.abs().sum().item() == pytest.approx(abs(total))
     m = out.meta_info["metrics"]
-    for key in ("env/success_rate", "env/reward/mean", "env/turns/mean", "env/invalid_action_rate", "env/errors",
-                "env/failed_trajectories", "reward/goal/mean", "reward/format/mean", "reward/length/mean",
-                "timing_s/generation", "timing_s/env", "timing_s/rollout_total", "rollout/generated_tokens",
-                "rollout/truncated_trajectories"):
+    for key in (
+        "env/success_rate",
+        "env/reward/mean",
+        "env/turns/mean",
+        "env/invalid_action_rate",
+        "env/errors",
+        "env/failed_trajectories",
+        "reward/goal/mean",
+        "reward/format/mean",
+        "reward/length/mean",
+        "timing_s/generation",
+        "timing_s/env",
+        "timing_s/rollout_total",
+        "rollout/generated_tokens",
+        "rollout/truncated_trajectories",
+    ):
         assert isinstance(m[key], float), key
     assert m["rollout/generated_tokens"] == float(b["response_mask"].sum())
     assert m["timing_s/generation"] > 0 and m["timing_s/env"] > 0

@@ -13,8 +13,14 @@ from openmanus_rl.records.viewer import main as viewer_main
 def test_config_from_plain_and_omegaconf_dicts():
     from omegaconf import OmegaConf
 
-    fields = {"env_name": "babyai", "env_ports": [36005, 36006], "n": 4, "action_format": "xml",
-              "reward_components": {"goal": 1.0, "length": {"weight": 0.1, "max_length": 300}}, "history_window": 2}
+    fields = {
+        "env_name": "babyai",
+        "env_ports": [36005, 36006],
+        "n": 4,
+        "action_format": "xml",
+        "reward_components": {"goal": 1.0, "length": {"weight": 0.1, "max_length": 300}},
+        "history_window": 2,
+    }
     plain = AgentConfig(**fields)
     node = OmegaConf.create(fields)
     from_omegaconf = AgentConfig(**node)
@@ -27,33 +33,51 @@ def test_config_from_plain_and_omegaconf_dicts():
 def test_config_defaults_fit_the_small_box():
     cfg = AgentConfig()
     cfg.validate()
-    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (None, 96, 256, 3072, 1)
+    assert (cfg.max_turns, cfg.max_response_length, cfg.max_obs_length, cfg.max_trajectory_length, cfg.n) == (
+        None,
+        96,
+        256,
+        3072,
+        1,
+    )
     assert cfg.turn_cap("webshop") == 8  # WebShop's own cap
     assert cfg.response_budget == 3072 - 1024
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"env_name": "chess"}, "unknown env 'chess'"),
-    ({"env_ports": []}, "env_ports must be a non-empty list"),
-    ({"env_ports": [0]}, "env_ports must be"),
-    ({"env_ports": [36001, 36001]}, "lists a port twice"),
-    ({"env_server_base": "127.0.0.1"}, "must start with http"),
-    ({"manage_servers": True, "env_server_base": "http://10.0.0.5"}, "manage_servers starts the servers on this machine"),
-    ({"server_max_restarts": -1}, "server_max_restarts must be an int >= 0"),
-    ({"server_nodes": {"role": "env"}}, r"server_nodes=\{'role': 'env'\} says where the run starts its env servers: set "
-                                         r"manage_servers=true"),
-    ({"server_nodes": {"cpus": 8}, "manage_servers": True}, r"server_nodes maps Ray node label names to string values \(quote "
-                                                            r"them\), got \{'cpus': 8\}"),
-    ({"n": 0}, "n must be an int >= 1"),
-    ({"max_turns": 2.5}, "max_turns must be an int"),
-    ({"max_trajectory_length": 600}, "at least 1121"),  # 1024 prompt + 96 turn + 1 end-of-turn token
-    ({"action_format": "json"}, "unknown action format 'json'"),
-    ({"top_p": 0.0}, "top_p must be in"),
-    ({"temperature": -1.0}, "temperature must be >= 0"),
-    ({"request_timeout_s": 0}, "request_timeout_s must be > 0"),
-    ({"history_window": -1}, "history_window must be an int >= 0"),
-    ({"reward_components": {"speed": 1.0}}, "unknown type 'speed'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"env_name": "chess"}, "unknown env 'chess'"),
+        ({"env_ports": []}, "env_ports must be a non-empty list"),
+        ({"env_ports": [0]}, "env_ports must be"),
+        ({"env_ports": [36001, 36001]}, "lists a port twice"),
+        ({"env_server_base": "127.0.0.1"}, "must start with http"),
+        (
+            {"manage_servers": True, "env_server_base": "http://10.0.0.5"},
+            "manage_servers starts the servers on this machine",
+        ),
+        ({"server_max_restarts": -1}, "server_max_restarts must be an int >= 0"),
+        (
+            {"server_nodes": {"role": "env"}},
+            r"server_nodes=\{'role': 'env'\} says where the run starts its env servers: set "
+            r"manage_servers=true",
+        ),
+        (
+            {"server_nodes": {"cpus": 8}, "manage_servers": True},
+            r"server_nodes maps Ray node label names to string values \(quote "
+            r"them\), got \{'cpus': 8\}",
+        ),
+        ({"n": 0}, "n must be an int >= 1"),
+        ({"max_turns": 2.5}, "max_turns must be an int"),
+        ({"max_trajectory_length": 600}, "at least 1121"),  # 1024 prompt + 96 turn + 1 end-of-turn token
+        ({"action_format": "json"}, "unknown action format 'json'"),
+        ({"top_p": 0.0}, "top_p must be in"),
+        ({"temperature": -1.0}, "temperature must be >= 0"),
+        ({"request_timeout_s": 0}, "request_timeout_s must be > 0"),
+        ({"history_window": -1}, "history_window must be an int >= 0"),
+        ({"reward_components": {"speed": 1.0}}, "unknown type 'speed'"),
+    ],
+)
 def test_config_validate_errors(change, message):
     with pytest.raises(ValueError, match=message):
         AgentConfig(**change).validate()
@@ -68,12 +92,16 @@ def test_chat_pieces_of_smollm2(tokenizer):
 
 
 def test_built_sequence_equals_the_chat_template_rendering(tokenizer):
-    """prompt + model ids (ending in <|im_end|>) + observation turn == the template's own rendering of the conversation."""
+    """prompt + model ids (ending in <|im_end|>) + observation turn == the template's own rendering of
+    the conversation."""
     chat = ChatFormat(tokenizer)
     model_ids = chat.encode("Action: add 1") + [chat.eot_id]
     built = chat.prompt_ids("Task 3") + model_ids + chat.observation_turn_ids(chat.encode("value 1"))
-    conversation = [{"role": "user", "content": "Task 3"}, {"role": "assistant", "content": "Action: add 1"},
-                    {"role": "user", "content": "value 1"}]
+    conversation = [
+        {"role": "user", "content": "Task 3"},
+        {"role": "assistant", "content": "Action: add 1"},
+        {"role": "user", "content": "value 1"},
+    ]
     rendered = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     assert built == tokenizer.encode(rendered, add_special_tokens=False)
 
@@ -87,8 +115,19 @@ def test_truncate_observation(tokenizer):
 
 
 def test_jsonl_roundtrip_and_viewer(tmp_path, capsys):
-    records = [{"global_step": 3, "uid": "u", "task_id": 7, "copy": 0, "status": "done", "success": True,
-                "failed": False, "turns": [{"role": "observation", "text": "</script><b>x</b>"}], "segments": []}]
+    records = [
+        {
+            "global_step": 3,
+            "uid": "u",
+            "task_id": 7,
+            "copy": 0,
+            "status": "done",
+            "success": True,
+            "failed": False,
+            "turns": [{"role": "observation", "text": "</script><b>x</b>"}],
+            "segments": [],
+        }
+    ]
     path = write_jsonl(records, step_path(tmp_path, 3))
     assert path == tmp_path / "rollouts" / "step_000003.jsonl"
     assert read_jsonl(path) == records

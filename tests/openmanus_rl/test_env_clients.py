@@ -7,6 +7,7 @@ import time
 import pytest
 import requests
 
+from agentgym.spawn import free_port
 from openmanus_rl.envs import (
     EnvCapacityError,
     EnvClient,
@@ -20,7 +21,6 @@ from openmanus_rl.envs import (
     ServerAddresses,
     get_env_spec,
 )
-from agentgym.spawn import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,9 @@ def test_server_errors_are_retried_then_typed_and_a_full_server_is_waited_for(sp
 
     # create() waits for room: pauses of 0.1 s, 0.2 s, then 0.4 s would pass the 0.5 s it may wait
     start = time.monotonic()
-    with pytest.raises(EnvCapacityError, match=r"/create: the server stayed at its env cap \(HTTP 503\) for 0.5s") as info:
+    with pytest.raises(
+        EnvCapacityError, match=r"/create: the server stayed at its env cap \(HTTP 503\) for 0.5s"
+    ) as info:
         EnvClient(WEBSHOP, server.url, FAST).create(capacity_wait_s=0.5)
     assert info.value.status == 503 and 0.3 <= time.monotonic() - start < 0.5
     waiting = EnvClient(WEBSHOP, server.url, FAST)
@@ -164,7 +166,12 @@ def test_pool_balances_reuses_and_closes(spawn_server):
     spec = get_env_spec("babyai")
     pool = EnvPool(spec, [a.url, b.url], FAST)
     episodes = [pool.start_episode(task) for task in (1, 2, 3, 4)]
-    assert [obs for _, obs in episodes] == ["Task 1: value 0.", "Task 2: value 0.", "Task 3: value 0.", "Task 4: value 0."]
+    assert [obs for _, obs in episodes] == [
+        "Task 1: value 0.",
+        "Task 2: value 0.",
+        "Task 3: value 0.",
+        "Task 4: value 0.",
+    ]
     assert [c.server_url for c, _ in episodes] == [a.url, b.url, a.url, b.url]  # least leased, ties to the first
     assert pool.leased() == {a.url: 2, b.url: 2}
     for client, _ in episodes:
@@ -182,8 +189,12 @@ def test_pool_balances_reuses_and_closes(spawn_server):
 def test_pool_fails_over_skips_a_dead_server_and_takes_it_back(spawn_server):
     live, dead = spawn_server("toy"), spawn_server("toy")
     dead.kill()
-    pool = EnvPool(get_env_spec("babyai"), [dead.url, live.url],
-                   RetryPolicy(timeout_s=2.0, retries=0, backoff_s=0.0), cooldown_s=1.0)
+    pool = EnvPool(
+        get_env_spec("babyai"),
+        [dead.url, live.url],
+        RetryPolicy(timeout_s=2.0, retries=0, backoff_s=0.0),
+        cooldown_s=1.0,
+    )
     client, obs = pool.start_episode(5)
     assert (client.server_url, obs) == (live.url, "Task 5: value 0.")
     assert pool.stats["errors"] == 1  # the refused create on the dead server
@@ -246,7 +257,9 @@ def test_pool_replaces_an_idle_env_the_server_closed_for_idleness(spawn_server):
 
 
 def test_pool_with_no_reachable_server():
-    pool = EnvPool(WEBSHOP, [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"], RetryPolicy(2.0, 0, 0.0))
+    pool = EnvPool(
+        WEBSHOP, [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"], RetryPolicy(2.0, 0, 0.0)
+    )
     with pytest.raises(NoEnvServerError, match="no webshop server could start an episode"):
         pool.start_episode(0)
     assert pool.leased() == dict.fromkeys(pool.urls, 0)

@@ -7,8 +7,8 @@ import hashlib
 import json
 import math
 import subprocess
-from fractions import Fraction
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +18,13 @@ from openmanus_rl.eval import main
 from openmanus_rl.evaluation.checkpoints import ModelPathError, resolve_model_path
 from openmanus_rl.evaluation.compare import compare
 from openmanus_rl.evaluation.provenance import git_commit, model_files, model_sha256, package_versions
-from openmanus_rl.evaluation.results import (TaskResult, load_task_results, task_results_from_batch,
-                                             task_results_from_episodes, tasks_path_for)
+from openmanus_rl.evaluation.results import (
+    TaskResult,
+    load_task_results,
+    task_results_from_batch,
+    task_results_from_episodes,
+    tasks_path_for,
+)
 from openmanus_rl.evaluation.run import with_env_urls
 from openmanus_rl.evaluation.servers import server_url_list
 from openmanus_rl.evaluation.stats import bootstrap_ci, mcnemar_exact, paired_bootstrap_ci, wilson_interval
@@ -38,12 +43,15 @@ REPO = Path(__file__).resolve().parents[2]
 # 10/10: mirror image of 0/10 -> (0.7225, 1)
 # 2/3:  denom = 2.280486, center = (0.666667 + 0.640243)/2.280486 = 0.573082,
 #       half = 0.859449 * sqrt(0.074074 + 0.106707) = 0.859449 * 0.425184 = 0.365424 -> (0.2077, 0.9385)
-@pytest.mark.parametrize("successes,n,lo,hi", [
-    (7, 10, 0.3968, 0.8922),
-    (0, 10, 0.0, 0.2775),
-    (10, 10, 0.7225, 1.0),
-    (2, 3, 0.2077, 0.9385),
-])
+@pytest.mark.parametrize(
+    "successes,n,lo,hi",
+    [
+        (7, 10, 0.3968, 0.8922),
+        (0, 10, 0.0, 0.2775),
+        (10, 10, 0.7225, 1.0),
+        (2, 3, 0.2077, 0.9385),
+    ],
+)
 def test_wilson_interval_literal_values(successes, n, lo, hi):
     got = wilson_interval(successes, n)
     assert round(got[0], 4) == lo and round(got[1], 4) == hi
@@ -64,8 +72,9 @@ def test_wilson_interval_edges():
 # b=5,c=0: n=5, 2 * C(5,0)/32 = 2/32 = 0.0625
 # b=10,c=2: n=12, 2 * (1 + 12 + 66)/4096 = 158/4096 = 0.038574 -> 0.0386
 # b=5,c=1: n=6, 2 * (1 + 6)/64 = 14/64 = 0.21875
-@pytest.mark.parametrize("b,c,p", [(0, 0, 1.0), (5, 0, 0.0625), (10, 2, 0.0386), (2, 10, 0.0386), (5, 1, 0.2188),
-                                   (3, 3, 1.0)])
+@pytest.mark.parametrize(
+    "b,c,p", [(0, 0, 1.0), (5, 0, 0.0625), (10, 2, 0.0386), (2, 10, 0.0386), (5, 1, 0.2188), (3, 3, 1.0)]
+)
 def test_mcnemar_exact_literal_values(b, c, p):
     assert round(mcnemar_exact(b, c), 4) == p
 
@@ -163,8 +172,12 @@ def test_resolve_model_path_errors_name_what_was_looked_for(tmp_path: Path, chec
     with pytest.raises(ModelPathError) as err:
         resolve_model_path(empty)
     message = str(err.value)
-    for looked in (empty / "config.json", empty / "huggingface" / "config.json",
-                   empty / "actor" / "huggingface" / "config.json", empty / "latest_checkpointed_iteration.txt"):
+    for looked in (
+        empty / "config.json",
+        empty / "huggingface" / "config.json",
+        empty / "actor" / "huggingface" / "config.json",
+        empty / "latest_checkpointed_iteration.txt",
+    ):
         assert str(looked) in message
     with pytest.raises(ModelPathError, match="no such file"):
         resolve_model_path(tmp_path / "missing")
@@ -182,60 +195,155 @@ def test_main_reports_a_bad_model_path(tmp_path: Path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------- results
-def _result(task: int, success: bool, reward: float = 0.0, sample: int = 0, failed: bool = False,
-            turns: int = 2, invalid: int = 0, source: str = "webshop") -> TaskResult:
-    return TaskResult(task_id=task, sample=sample, success=success, env_reward=reward, turns=turns,
-                         invalid_actions=invalid, failed=failed, data_source=source)
+def _result(
+    task: int,
+    success: bool,
+    reward: float = 0.0,
+    sample: int = 0,
+    failed: bool = False,
+    turns: int = 2,
+    invalid: int = 0,
+    source: str = "webshop",
+) -> TaskResult:
+    return TaskResult(
+        task_id=task,
+        sample=sample,
+        success=success,
+        env_reward=reward,
+        turns=turns,
+        invalid_actions=invalid,
+        failed=failed,
+        data_source=source,
+    )
 
 
 def test_task_results_from_batch():
-    turns = [[{"role": "observation", "text": "o"}, {"role": "assistant", "valid": False},
-              {"role": "observation", "text": "bad"}, {"role": "assistant", "valid": True}],
-             [{"role": "assistant", "valid": True}], [], [{"role": "assistant", "valid": False}]]
-    out = DataProto.from_dict(non_tensors={
-        "task_id": [4, 4, 9, 9], "success": [True, False, False, False], "env_reward": [1.0, 0.5, 0.0, 0.0],
-        "num_turns": [2, 1, 0, 1], "trajectory": turns, "failed": [False, False, True, False],
-        "data_source": ["webshop"] * 4, "status": ["done", "done", "failed", "turn_limit"],
-        "error": [None, None, "EnvServerError: boom", None]})
+    turns = [
+        [
+            {"role": "observation", "text": "o"},
+            {"role": "assistant", "valid": False},
+            {"role": "observation", "text": "bad"},
+            {"role": "assistant", "valid": True},
+        ],
+        [{"role": "assistant", "valid": True}],
+        [],
+        [{"role": "assistant", "valid": False}],
+    ]
+    out = DataProto.from_dict(
+        non_tensors={
+            "task_id": [4, 4, 9, 9],
+            "success": [True, False, False, False],
+            "env_reward": [1.0, 0.5, 0.0, 0.0],
+            "num_turns": [2, 1, 0, 1],
+            "trajectory": turns,
+            "failed": [False, False, True, False],
+            "data_source": ["webshop"] * 4,
+            "status": ["done", "done", "failed", "turn_limit"],
+            "error": [None, None, "EnvServerError: boom", None],
+        }
+    )
     rows = task_results_from_batch(out, n=2)
     assert [(r.task_id, r.sample) for r in rows] == [(4, 0), (4, 1), (9, 0), (9, 1)]
     assert [r.invalid_actions for r in rows] == [1, 0, 0, 1]
     assert [r.failed for r in rows] == [False, False, True, False]
     assert rows[2].error == "EnvServerError: boom" and rows[0].error is None
-    assert rows[0].to_json() == {"task_id": 4, "sample": 0, "success": True, "env_reward": 1.0, "turns": 2,
-                                 "invalid_actions": 1, "failed": False, "data_source": "webshop", "status": "done",
-                                 "error": None}
+    assert rows[0].to_json() == {
+        "task_id": 4,
+        "sample": 0,
+        "success": True,
+        "env_reward": 1.0,
+        "turns": 2,
+        "invalid_actions": 1,
+        "failed": False,
+        "data_source": "webshop",
+        "status": "done",
+        "error": None,
+    }
     assert TaskResult.from_json(rows[3].to_json()) == rows[3]
 
 
 def test_task_results_from_episodes():
     # task 4: two episodes, the first with a prefix break (two rows of session s1) whose program said it failed
     # although its reward was 1; task 9: a failed episode and a successful one (success as the gateway resolves it)
-    out = DataProto.from_dict(non_tensors={
-        "gateway_session": ["s1", "s1", "s2", "s3", "s4"], "task_id": [4, 4, 4, 9, 9],
-        "num_turns": [2, 3, 1, 0, 4], "reward_total": [1.0, 1.0, 0.5, 0.0, 1.0],
-        "success": [False, False, False, False, True], "failed": [False, False, False, True, False],
-        "data_source": ["webshop"] * 5, "status": ["done", "done", "truncated", "failed", "done"],
-        "error": [None, None, None, "TimeoutError: episode", None]})
+    out = DataProto.from_dict(
+        non_tensors={
+            "gateway_session": ["s1", "s1", "s2", "s3", "s4"],
+            "task_id": [4, 4, 4, 9, 9],
+            "num_turns": [2, 3, 1, 0, 4],
+            "reward_total": [1.0, 1.0, 0.5, 0.0, 1.0],
+            "success": [False, False, False, False, True],
+            "failed": [False, False, False, True, False],
+            "data_source": ["webshop"] * 5,
+            "status": ["done", "done", "truncated", "failed", "done"],
+            "error": [None, None, None, "TimeoutError: episode", None],
+        }
+    )
     rows = task_results_from_episodes(out)
     assert [r.to_json() for r in rows] == [
-        {"task_id": 4, "sample": 0, "success": False, "env_reward": 1.0, "turns": 5, "invalid_actions": 0,
-         "failed": False, "data_source": "webshop", "status": "done", "error": None},
-        {"task_id": 4, "sample": 1, "success": False, "env_reward": 0.5, "turns": 1, "invalid_actions": 0,
-         "failed": False, "data_source": "webshop", "status": "truncated", "error": None},
-        {"task_id": 9, "sample": 0, "success": False, "env_reward": 0.0, "turns": 0, "invalid_actions": 0,
-         "failed": True, "data_source": "webshop", "status": "failed", "error": "TimeoutError: episode"},
-        {"task_id": 9, "sample": 1, "success": True, "env_reward": 1.0, "turns": 4, "invalid_actions": 0,
-         "failed": False, "data_source": "webshop", "status": "done", "error": None}]
+        {
+            "task_id": 4,
+            "sample": 0,
+            "success": False,
+            "env_reward": 1.0,
+            "turns": 5,
+            "invalid_actions": 0,
+            "failed": False,
+            "data_source": "webshop",
+            "status": "done",
+            "error": None,
+        },
+        {
+            "task_id": 4,
+            "sample": 1,
+            "success": False,
+            "env_reward": 0.5,
+            "turns": 1,
+            "invalid_actions": 0,
+            "failed": False,
+            "data_source": "webshop",
+            "status": "truncated",
+            "error": None,
+        },
+        {
+            "task_id": 9,
+            "sample": 0,
+            "success": False,
+            "env_reward": 0.0,
+            "turns": 0,
+            "invalid_actions": 0,
+            "failed": True,
+            "data_source": "webshop",
+            "status": "failed",
+            "error": "TimeoutError: episode",
+        },
+        {
+            "task_id": 9,
+            "sample": 1,
+            "success": True,
+            "env_reward": 1.0,
+            "turns": 4,
+            "invalid_actions": 0,
+            "failed": False,
+            "data_source": "webshop",
+            "status": "done",
+            "error": None,
+        },
+    ]
 
 
 def test_with_env_urls_spreads_the_servers_by_task_id():
-    batch = DataProto.from_dict(non_tensors={"data_source": ["webshop"] * 3, "extra_info": [
-        {"index": 7, "split": "test"}, {"index": 2, "split": "test"}, {"split": "test"}]})
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": ["webshop"] * 3,
+            "extra_info": [{"index": 7, "split": "test"}, {"index": 2, "split": "test"}, {"split": "test"}],
+        }
+    )
     out = with_env_urls(batch, ["http://a:1", "http://b:2"])
     assert list(out.non_tensor_batch["extra_info"]) == [
-        {"index": 7, "split": "test", "env_url": "http://b:2"}, {"index": 2, "split": "test", "env_url": "http://a:1"},
-        {"split": "test", "env_url": "http://a:1"}]  # no index: the row (2)
+        {"index": 7, "split": "test", "env_url": "http://b:2"},
+        {"index": 2, "split": "test", "env_url": "http://a:1"},
+        {"split": "test", "env_url": "http://a:1"},
+    ]  # no index: the row (2)
     assert list(batch.non_tensor_batch["extra_info"])[0] == {"index": 7, "split": "test"}  # the batch is left as it was
     assert list(out.non_tensor_batch["data_source"]) == ["webshop"] * 3
 
@@ -244,12 +352,19 @@ def test_a_program_that_cannot_load_fails_before_any_work(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--model", "no/such/folder", "--program", "examples.webshop_openai_agent:no_such_function"])
     assert exc.value.code == 2
-    assert "--program: program 'examples.webshop_openai_agent:no_such_function' cannot be loaded" in capsys.readouterr().err
+    assert (
+        "--program: program 'examples.webshop_openai_agent:no_such_function' cannot be loaded"
+        in capsys.readouterr().err
+    )
 
 
 def test_summarize_greedy_leaves_failed_episodes_out():
-    results = [_result(0, True, 1.0, invalid=1), _result(1, False, 0.5, turns=3), _result(2, True, 1.0, turns=1),
-               _result(3, False, 0.0, failed=True, turns=1, invalid=1)]
+    results = [
+        _result(0, True, 1.0, invalid=1),
+        _result(1, False, 0.5, turns=3),
+        _result(2, True, 1.0, turns=1),
+        _result(3, False, 0.0, failed=True, turns=1, invalid=1),
+    ]
     s = summarize(results, n=1)
     assert (s["tasks"], s["scored_tasks"], s["rollouts"], s["failed"]) == (4, 3, 4, 1)
     assert s["success_rate"] == pytest.approx(2 / 3)
@@ -263,9 +378,16 @@ def test_summarize_greedy_leaves_failed_episodes_out():
 
 def test_summarize_samples_mean_and_pass_at_k():
     # task 0: 1/2 succeed; task 1: 0/2; task 2: 2/2; task 3: one failed sample, the other succeeds
-    results = [_result(0, True, 1.0, 0), _result(0, False, 0.0, 1), _result(1, False, 0.2, 0), _result(1, False, 0.4, 1),
-               _result(2, True, 1.0, 0), _result(2, True, 1.0, 1), _result(3, False, 0.0, 0, failed=True),
-               _result(3, True, 1.0, 1)]
+    results = [
+        _result(0, True, 1.0, 0),
+        _result(0, False, 0.0, 1),
+        _result(1, False, 0.2, 0),
+        _result(1, False, 0.4, 1),
+        _result(2, True, 1.0, 0),
+        _result(2, True, 1.0, 1),
+        _result(3, False, 0.0, 0, failed=True),
+        _result(3, True, 1.0, 1),
+    ]
     s = summarize(results, n=2, seed=4)
     assert (s["tasks"], s["scored_tasks"], s["failed"]) == (4, 4, 1)
     assert s["success_rate"] == s["mean_at_k"] == pytest.approx((0.5 + 0 + 1 + 1) / 4)
@@ -291,7 +413,10 @@ def test_tasks_path_for():
 
 def test_server_url_list():
     assert server_url_list("http://127.0.0.1:36001") == ["http://127.0.0.1:36001"]
-    assert server_url_list("localhost:5000/, https://10.0.0.5:36002") == ["http://localhost:5000", "https://10.0.0.5:36002"]
+    assert server_url_list("localhost:5000/, https://10.0.0.5:36002") == [
+        "http://localhost:5000",
+        "https://10.0.0.5:36002",
+    ]
     with pytest.raises(ValueError, match=r"--server_url must list URLs like http://HOST:PORT, got 'ftp://x:1'"):
         server_url_list("http://a:1,ftp://x:1")
     with pytest.raises(ValueError, match="at least one server"):
@@ -366,8 +491,10 @@ def test_compare_missing_file(tmp_path: Path):
 
 
 def test_import_has_no_side_effects():
-    code = ("import sys, openmanus_rl.eval; "
-            "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'verl.workers') if m in sys.modules))")
+    code = (
+        "import sys, openmanus_rl.eval; "
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'verl.workers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -377,15 +504,52 @@ def test_import_has_no_side_effects():
 def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path, capsys):
     out = tmp_path / "results" / "tiny.json"
     data_dir = tmp_path / "data"  # missing: eval writes it with scripts/prepare_data.py
-    code = main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
-                    "--max_turns", "2", "--server_url", server, "--data_dir", str(data_dir), "--out", str(out),
-                    "--threads", "2", "--request_timeout_s", "45"])
+    code = main(
+        [
+            "--model",
+            tiny_model_path,
+            "--engine",
+            "hf",
+            "--dtype",
+            "float32",
+            "--limit",
+            "3",
+            "--max_turns",
+            "2",
+            "--server_url",
+            server,
+            "--data_dir",
+            str(data_dir),
+            "--out",
+            str(out),
+            "--threads",
+            "2",
+            "--request_timeout_s",
+            "45",
+        ]
+    )
     assert code == 0
     assert (data_dir / "webshop" / "test.parquet").is_file()
     summary = json.loads(out.read_text())
-    for key in ("model", "env", "split", "n", "greedy", "tasks", "success_rate", "success_ci95", "mean_reward",
-                "reward_ci95", "invalid_action_rate", "mean_turns", "failed", "per_source", "config", "ci_method",
-                "provenance"):
+    for key in (
+        "model",
+        "env",
+        "split",
+        "n",
+        "greedy",
+        "tasks",
+        "success_rate",
+        "success_ci95",
+        "mean_reward",
+        "reward_ci95",
+        "invalid_action_rate",
+        "mean_turns",
+        "failed",
+        "per_source",
+        "config",
+        "ci_method",
+        "provenance",
+    ):
         assert key in summary, key
     assert summary["tasks"] == 3 and summary["n"] == 1 and summary["greedy"] is True
     assert summary["env"] == "webshop" and summary["split"] == "test"
@@ -401,9 +565,13 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     assert summary["prefix_cache"] is None  # the HF engine keeps no prefix cache
     task_path = data_dir / "webshop" / "test.parquet"
     assert summary["provenance"] == {
-        "model_sha256": model_sha256(tiny_model_path), "model_files": [p.name for p in model_files(tiny_model_path)],
-        "task_file": str(task_path), "task_file_sha256": hashlib.sha256(task_path.read_bytes()).hexdigest(),
-        "versions": package_versions(), "git_commit": git_commit()}
+        "model_sha256": model_sha256(tiny_model_path),
+        "model_files": [p.name for p in model_files(tiny_model_path)],
+        "task_file": str(task_path),
+        "task_file_sha256": hashlib.sha256(task_path.read_bytes()).hexdigest(),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+    }
     assert "config.json" in summary["provenance"]["model_files"]
 
     lines = [json.loads(line) for line in (tmp_path / "results" / "tiny.tasks.jsonl").read_text().splitlines()]
@@ -413,7 +581,9 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
         assert {"task_id", "sample", "success", "env_reward", "turns", "invalid_actions", "failed"} <= set(row)
         assert 0 <= row["invalid_actions"] <= row["turns"] <= 2
     printed = capsys.readouterr().out
-    assert "success_rate" in printed and f"wall {summary['wall_s']:.0f} s, {summary['tasks_per_s']:.3f} tasks/s" in printed
+    assert (
+        "success_rate" in printed and f"wall {summary['wall_s']:.0f} s, {summary['tasks_per_s']:.3f} tasks/s" in printed
+    )
 
     # the run compared with itself: no gain, no discordant pair
     c = compare(out, out)
@@ -423,13 +593,42 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     # a window of one task in flight, and batches of two tasks: every task plays the same episode
     for schedule, batch_size in (("window", "1"), ("batches", "2")):
         other = tmp_path / "results" / f"{schedule}.json"
-        assert main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "3",
-                     "--max_turns", "2", "--server_url", server, "--data_dir", str(data_dir), "--out", str(other),
-                     "--threads", "2", "--schedule", schedule, "--batch_size", batch_size]) == 0
-        assert f"{'a window of 1 task' if schedule == 'window' else '2 batch(es) of up to 2 tasks'}" in \
-            capsys.readouterr().out
-        assert (tmp_path / "results" / f"{schedule}.tasks.jsonl").read_text() == \
-            (tmp_path / "results" / "tiny.tasks.jsonl").read_text()
+        assert (
+            main(
+                [
+                    "--model",
+                    tiny_model_path,
+                    "--engine",
+                    "hf",
+                    "--dtype",
+                    "float32",
+                    "--limit",
+                    "3",
+                    "--max_turns",
+                    "2",
+                    "--server_url",
+                    server,
+                    "--data_dir",
+                    str(data_dir),
+                    "--out",
+                    str(other),
+                    "--threads",
+                    "2",
+                    "--schedule",
+                    schedule,
+                    "--batch_size",
+                    batch_size,
+                ]
+            )
+            == 0
+        )
+        assert (
+            f"{'a window of 1 task' if schedule == 'window' else '2 batch(es) of up to 2 tasks'}"
+            in capsys.readouterr().out
+        )
+        assert (tmp_path / "results" / f"{schedule}.tasks.jsonl").read_text() == (
+            tmp_path / "results" / "tiny.tasks.jsonl"
+        ).read_text()
 
 
 @pytest.mark.slow
@@ -439,13 +638,36 @@ def test_end_to_end_agent_program(tiny_model_path: str, server: str, tmp_path: P
     from examples.webshop_openai_agent import MAX_TURNS
 
     out = tmp_path / "program.json"
-    code = main(["--model", tiny_model_path, "--engine", "hf", "--dtype", "float32", "--limit", "2", "--threads", "2",
-                 "--max_response_length", "8", "--server_url", server, "--data_dir", str(tmp_path / "data"),
-                 "--out", str(out), "--program", "examples.webshop_openai_agent:play"])
+    code = main(
+        [
+            "--model",
+            tiny_model_path,
+            "--engine",
+            "hf",
+            "--dtype",
+            "float32",
+            "--limit",
+            "2",
+            "--threads",
+            "2",
+            "--max_response_length",
+            "8",
+            "--server_url",
+            server,
+            "--data_dir",
+            str(tmp_path / "data"),
+            "--out",
+            str(out),
+            "--program",
+            "examples.webshop_openai_agent:play",
+        ]
+    )
     assert code == 0
     summary = json.loads(out.read_text())
     assert (summary["tasks"], summary["failed"], summary["success_rate"], summary["mean_reward"]) == (2, 0, 0.0, 0.0)
     assert summary["mean_turns"] == MAX_TURNS and summary["config"]["program"] == "examples.webshop_openai_agent:play"
     rows = [json.loads(line) for line in (tmp_path / "program.tasks.jsonl").read_text().splitlines()]
     assert [(r["task_id"], r["sample"], r["turns"], r["failed"], r["status"]) for r in rows] == [
-        (0, 0, MAX_TURNS, False, "done"), (1, 0, MAX_TURNS, False, "done")]
+        (0, 0, MAX_TURNS, False, "done"),
+        (1, 0, MAX_TURNS, False, "done"),
+    ]

@@ -7,25 +7,38 @@ import hashlib
 import json
 import subprocess
 import sys
-import tomllib
 from importlib.util import find_spec, module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
+import tomllib
 import torch
 import transformers
 
 from openmanus_rl.eval import main
 from openmanus_rl.evaluation.compare import compare
-from openmanus_rl.evaluation.provenance import (file_sha256, git_commit, model_files, model_sha256, package_versions,
-                                                provenance)
+from openmanus_rl.evaluation.provenance import (
+    file_sha256,
+    git_commit,
+    model_files,
+    model_sha256,
+    package_versions,
+    provenance,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
-HASHED = {"config.json": b'{"model_type": "llama"}', "model-00001-of-00002.safetensors": b"\x00\x01weights-1",
-          "model-00002-of-00002.safetensors": b"weights-2\xff", "pytorch_model.bin": b"bin",
-          "tokenizer.json": b'{"version": "1.0"}', "tokenizer_config.json": b"{}", "special_tokens_map.json": b"{}",
-          "merges.txt": b"a b\n", "vocab.json": b'{"a": 0}'}
+HASHED = {
+    "config.json": b'{"model_type": "llama"}',
+    "model-00001-of-00002.safetensors": b"\x00\x01weights-1",
+    "model-00002-of-00002.safetensors": b"weights-2\xff",
+    "pytorch_model.bin": b"bin",
+    "tokenizer.json": b'{"version": "1.0"}',
+    "tokenizer_config.json": b"{}",
+    "special_tokens_map.json": b"{}",
+    "merges.txt": b"a b\n",
+    "vocab.json": b'{"a": 0}',
+}
 IGNORED = {"README.md": b"# tiny", "optimizer.pt": b"state", "Config.JSON": b"{}", "generation_config.json": b"{}"}
 
 
@@ -40,15 +53,24 @@ def model_folder(tmp_path: Path) -> Path:
 
 
 def _expected_model_digest(files: dict[str, bytes]) -> str:
-    stream = b"".join(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data
-                      for name, data in sorted(files.items()))
+    stream = b"".join(
+        name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data for name, data in sorted(files.items())
+    )
     return hashlib.sha256(stream).hexdigest()
 
 
 def test_model_files_are_the_weights_config_and_tokenizer(model_folder: Path):
     assert [p.name for p in model_files(model_folder)] == [
-        "config.json", "merges.txt", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-        "pytorch_model.bin", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.json"]
+        "config.json",
+        "merges.txt",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "pytorch_model.bin",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.json",
+    ]
 
 
 def test_model_sha256_is_the_documented_stream(model_folder: Path):
@@ -87,9 +109,12 @@ def _vllm_version() -> str | None:
 
 def test_package_versions():
     assert package_versions() == {
-        "python": ".".join(map(str, sys.version_info[:3])), "torch": torch.__version__,
-        "transformers": transformers.__version__, "vllm": _vllm_version(),
-        "openmanus_rl": tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]}
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "vllm": _vllm_version(),
+        "openmanus_rl": tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"],
+    }
 
 
 def test_git_commit(tmp_path: Path):
@@ -110,15 +135,21 @@ def test_provenance(model_folder: Path, tmp_path: Path):
     tasks = tmp_path / "test.parquet"
     tasks.write_bytes(b"tasks")
     assert provenance(model_folder, tasks) == {
-        "model_sha256": _expected_model_digest(HASHED), "model_files": sorted(HASHED),
-        "task_file": str(tasks), "task_file_sha256": hashlib.sha256(b"tasks").hexdigest(),
-        "versions": package_versions(), "git_commit": git_commit(REPO)}
+        "model_sha256": _expected_model_digest(HASHED),
+        "model_files": sorted(HASHED),
+        "task_file": str(tasks),
+        "task_file_sha256": hashlib.sha256(b"tasks").hexdigest(),
+        "versions": package_versions(),
+        "git_commit": git_commit(REPO),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- compare's warning
 def _result_file(folder: Path, name: str, task_sha: str | None) -> Path:
-    rows = [{"task_id": t, "sample": 0, "success": t % 2 == 0, "env_reward": 1.0 if t % 2 == 0 else 0.0,
-             "failed": False} for t in range(4)]
+    rows = [
+        {"task_id": t, "sample": 0, "success": t % 2 == 0, "env_reward": 1.0 if t % 2 == 0 else 0.0, "failed": False}
+        for t in range(4)
+    ]
     (folder / f"{name}.tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = {"model": name, "tasks_file": f"{name}.tasks.jsonl"}
     if task_sha is not None:
@@ -132,8 +163,10 @@ def test_compare_warns_when_the_task_files_differ(tmp_path: Path, capsys):
     b = _result_file(tmp_path, "b", "2" * 64)
     same = _result_file(tmp_path, "same", "1" * 64)
     old = _result_file(tmp_path, "old", None)
-    expected = ("A and B read different task files (sha256 111111111111... and 222222222222...): "
-                "the same task id may be a different task")
+    expected = (
+        "A and B read different task files (sha256 111111111111... and 222222222222...): "
+        "the same task id may be a different task"
+    )
     assert compare(a, b)["warnings"] == [expected]
     assert compare(a, same)["warnings"] == []
     assert compare(a, old)["warnings"] == []

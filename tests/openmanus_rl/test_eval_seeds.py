@@ -37,17 +37,30 @@ def test_one_seed_is_the_bootstrap_over_tasks():
 
 
 def _write(path: Path, successes: list[int]) -> Path:
-    rows = [TaskResult(task_id=t, sample=0, success=bool(s), env_reward=float(s), turns=2, invalid_actions=0,
-                       failed=False, data_source="webshop") for t, s in enumerate(successes)]
+    rows = [
+        TaskResult(
+            task_id=t,
+            sample=0,
+            success=bool(s),
+            env_reward=float(s),
+            turns=2,
+            invalid_actions=0,
+            failed=False,
+            data_source="webshop",
+        )
+        for t, s in enumerate(successes)
+    ]
     path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
     return path
 
 
 def test_the_report_pairs_each_seed_and_pools_them(tmp_path: Path, capsys):
     base = _write(tmp_path / "warm.tasks.jsonl", [0, 0, 0, 0, 1, 1, 0, 0])
-    seeds = [_write(tmp_path / "s1.tasks.jsonl", [1, 1, 0, 0, 1, 1, 1, 0]),  # +3 of 8
-             _write(tmp_path / "s2.tasks.jsonl", [1, 0, 0, 0, 1, 1, 0, 0]),  # +1 of 8
-             _write(tmp_path / "s3.tasks.jsonl", [0, 0, 0, 0, 0, 0, 0, 0])]  # -2 of 8
+    seeds = [
+        _write(tmp_path / "s1.tasks.jsonl", [1, 1, 0, 0, 1, 1, 1, 0]),  # +3 of 8
+        _write(tmp_path / "s2.tasks.jsonl", [1, 0, 0, 0, 1, 1, 0, 0]),  # +1 of 8
+        _write(tmp_path / "s3.tasks.jsonl", [0, 0, 0, 0, 0, 0, 0, 0]),
+    ]  # -2 of 8
     r = seeds_report(base, seeds, resamples=2000)
     assert [c["success"]["gain"] for c in r["per_seed"]] == [3 / 8, 1 / 8, -2 / 8]
     assert r["per_seed"][0] == compare(base, seeds[0], resamples=2000)
@@ -55,8 +68,12 @@ def test_the_report_pairs_each_seed_and_pools_them(tmp_path: Path, capsys):
     assert (r["shared_tasks"], p["seeds"]) == (8, 3)
     assert p["gain"] == pytest.approx((3 + 1 - 2) / 24) and p["base_mean"] == 0.25
     assert p["arm_mean"] == pytest.approx(0.25 + 2 / 24)
-    assert p["ci95"] == list(pooled_bootstrap_ci(np.array([[1, 1, 0, 0, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0, 0, 0],
-                                                           [0, 0, 0, 0, -1, -1, 0, 0]], dtype=float), resamples=2000))
+    assert p["ci95"] == list(
+        pooled_bootstrap_ci(
+            np.array([[1, 1, 0, 0, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, -1, -1, 0, 0]], dtype=float),
+            resamples=2000,
+        )
+    )
     # seed 3's own interval: it loses tasks 4 and 5 and wins none, so every resample is <= 0, but some are 0
     assert r["per_seed"][2]["success"]["ci95"][1] == 0.0 and p["seeds_below_zero"] == 0
 

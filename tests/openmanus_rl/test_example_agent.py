@@ -10,10 +10,10 @@ from typing import Any, Callable
 
 import pytest
 import requests
-
 from agent_helpers import Reply, ScriptedGenerator, task_batch, text_policy
-from examples.webshop_openai_agent import DEFAULT_ENV_URL, MAX_TURNS, NUDGE, action, env_url
 from gateway_helpers import EOT, row
+
+from examples.webshop_openai_agent import DEFAULT_ENV_URL, MAX_TURNS, NUDGE, action, env_url
 from openmanus_rl.experts.webshop import WebShopExpert
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
@@ -24,8 +24,9 @@ ACTION = re.compile(r"(search|click)\[(.+)\]")
 
 
 def rollout(tokenizer: Any, generator: Any, **limits: int) -> GatewayRollout:
-    return GatewayRollout(tokenizer, generator, GatewayConfig(program=PROGRAM, n=1, concurrency=1,
-                                                              **{**LIMITS, **limits}))
+    return GatewayRollout(
+        tokenizer, generator, GatewayConfig(program=PROGRAM, n=1, concurrency=1, **{**LIMITS, **limits})
+    )
 
 
 def decode(tokenizer: Any, ids: list[int]) -> str:
@@ -65,9 +66,17 @@ def page_after(url: str, goal: int, act: str) -> str:
 def test_tool_calls_become_env_actions():
     assert action("search", '{"query": " red mug "}') == "search[red mug]"
     assert action("click", '{"target": "Buy Now"}') == "click[Buy Now]"
-    assert [action(*call) for call in [("click", '{"query": "x"}'), ("buy", '{"target": "x"}'), ("click", "x"),
-                                       ("click", '["x"]'), ("search", '{"query": " "}'), ("click", '{"target": 3}')]] \
-        == [None] * 6
+    assert [
+        action(*call)
+        for call in [
+            ("click", '{"query": "x"}'),
+            ("buy", '{"target": "x"}'),
+            ("click", "x"),
+            ("click", '["x"]'),
+            ("search", '{"query": " "}'),
+            ("click", '{"target": 3}'),
+        ]
+    ] == [None] * 6
 
 
 def test_the_server_comes_from_the_row_then_the_environment(monkeypatch):
@@ -90,29 +99,38 @@ def test_the_experts_tool_calls_buy_the_product_in_one_exact_sample(tokenizer, w
 
     nt = out.non_tensor_batch
     assert (len(out), nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
-        1, 1.0, True, "done", False)
+        1,
+        1.0,
+        True,
+        "done",
+        False,
+    )
     assert nt["program_info"][0] == {"success": True}
     assert actions[0].startswith("search[") and actions[-1] == "click[Buy Now]"
     assert len(generator.calls) == len(actions) == nt["num_turns"][0]
 
     prompts = [call["prompts"][0] for call in generator.calls]
     prompt, response, mask, log_probs = row(out, 0)
-    assert prompt == prompts[0] and decode(tokenizer, prompt).endswith(
-        "<|im_start|>assistant\n") and "Instruction: [SEP]" in decode(tokenizer, prompt)
-    assert response == prompts[-1][len(prompt):] + replies[-1]
+    assert (
+        prompt == prompts[0]
+        and decode(tokenizer, prompt).endswith("<|im_start|>assistant\n")
+        and "Instruction: [SEP]" in decode(tokenizer, prompt)
+    )
+    assert response == prompts[-1][len(prompt) :] + replies[-1]
     expected_mask = [0] * len(response)
     for p, ids in zip(prompts, replies):  # each reply sits where its call's prompt ended
         start = len(p) - len(prompt)
-        assert response[start:start + len(ids)] == ids
-        expected_mask[start:start + len(ids)] = [1] * len(ids)
+        assert response[start : start + len(ids)] == ids
+        expected_mask[start : start + len(ids)] = [1] * len(ids)
     assert mask == expected_mask
     assert log_probs == [-0.25 if m else 0.0 for m in mask]
     assert open_envs(webshop_server.url) == before
     # the search's result came back as a tool message holding the results page, as the env shows it
     results = page_after(webshop_server.url, GOAL, actions[0])
     assert "[SEP] Page 1 (Total results: " in results
-    assert decode(tokenizer, prompts[1][len(prompts[0]) + len(replies[0]):]) == (
-        f"\n<|im_start|>tool\n{results}<|im_end|>\n<|im_start|>assistant\n")
+    assert decode(tokenizer, prompts[1][len(prompts[0]) + len(replies[0]) :]) == (
+        f"\n<|im_start|>tool\n{results}<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 @pytest.mark.slow
@@ -124,20 +142,25 @@ def test_a_model_that_never_calls_a_tool_stops_at_the_turn_cap(tokenizer, websho
 
     nt = out.non_tensor_batch
     assert (len(out), nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
-        1, 0.0, False, "done", False)
+        1,
+        0.0,
+        False,
+        "done",
+        False,
+    )
     assert nt["program_info"][0] == {"success": False}
     assert len(generator.calls) == nt["num_turns"][0] == MAX_TURNS == 10
     last = decode(tokenizer, generator.calls[-1]["prompts"][0])
-    assert last.endswith(f"I will think about it.<|im_end|>\n<|im_start|>user\n{NUDGE}<|im_end|>\n"
-                         "<|im_start|>assistant\n")
+    assert last.endswith(
+        f"I will think about it.<|im_end|>\n<|im_start|>user\n{NUDGE}<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert last.count(NUDGE) == MAX_TURNS - 1
     reply = tokenizer.encode("I will think about it.", add_special_tokens=False) + [EOT]
     assert sum(row(out, 0)[2]) == MAX_TURNS * len(reply)
 
 
 @pytest.mark.slow
-def test_an_episode_that_outgrows_the_token_budget_ends_truncated_with_reward_0(tokenizer, webshop_server,
-                                                                                 monkeypatch):
+def test_an_episode_that_outgrows_the_token_budget_ends_truncated_with_reward_0(tokenizer, webshop_server, monkeypatch):
     """The results page does not fit after the search: the gateway answers context_length_exceeded and the
     agent stops (a kept row with reward 0, not a failed one)."""
     monkeypatch.setenv("WEBSHOP_URL", webshop_server.url)
@@ -147,6 +170,10 @@ def test_an_episode_that_outgrows_the_token_budget_ends_truncated_with_reward_0(
         out = r.run_llm_loop(task_batch([GOAL]))
 
     nt = out.non_tensor_batch
-    assert (nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (0.0, False, "truncated",
-                                                                                        False)
+    assert (nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
+        0.0,
+        False,
+        "truncated",
+        False,
+    )
     assert len(actions) == 1 and actions[0].startswith("search[")

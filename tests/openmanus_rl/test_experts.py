@@ -34,8 +34,10 @@ REPO = Path(__file__).resolve().parents[2]
 WEBSHOP = get_env_spec("webshop")
 REACT, XML = get_action_template("react"), get_action_template("xml")
 
-INSTRUCTION = ("i am after a box of protein bars that is non gmo and high protein, featuring whey protein with "
-               "flavor: cinnamon roll, and size: 24 count, and price lower than 70.00 dollars")
+INSTRUCTION = (
+    "i am after a box of protein bars that is non gmo and high protein, featuring whey protein with "
+    "flavor: cinnamon roll, and size: 24 count, and price lower than 70.00 dollars"
+)
 START_PAGE = f"WebShop [SEP] Instruction: [SEP] {INSTRUCTION} [SEP] Search"
 RESULTS_PAGE = (
     f"Instruction: [SEP] {INSTRUCTION} [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > "
@@ -73,14 +75,24 @@ def test_registry_get_register_and_unknown_name():
         register_expert("echo-test", _Echo, replace=True)
         with pytest.raises(ValueError) as info:
             get_expert("nope")
-        assert str(info.value) == "no expert for env 'nope'; experts exist for: ['alfworld', 'babyai', 'echo-test', 'frozenlake', 'maze', 'sciworld', 'sokoban', 'textcraft', 'webshop', 'wordle']"
+        assert str(info.value) == (
+            "no expert for env 'nope'; experts exist for: "
+            "['alfworld', 'babyai', 'echo-test', 'frozenlake', 'maze', 'sciworld', 'sokoban', 'textcraft', 'webshop', "
+            "'wordle']"
+        )
     finally:
         EXPERTS.pop("echo-test", None)
 
 
 # ---------------------------------------------------------------------- replies
-ACTIONS = ["search[red shoes for men]", "click[B0123ABCDE]", "click[Buy Now]", "click[< Prev]", "click[3.25 ounce]",
-           "click[navy | white]"]
+ACTIONS = [
+    "search[red shoes for men]",
+    "click[B0123ABCDE]",
+    "click[Buy Now]",
+    "click[< Prev]",
+    "click[3.25 ounce]",
+    "click[navy | white]",
+]
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -110,7 +122,8 @@ def test_expert_reply_uses_the_template():
     expert = WebShopExpert()
     assert expert.reply(START_PAGE, "xml", WEBSHOP) == (
         "<think>I search for the product the instruction describes.</think>\n"
-        "<action>search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]</action>")
+        "<action>search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]</action>"
+    )
 
 
 # ---------------------------------------------------------------------- the WebShop expert on literal pages
@@ -120,31 +133,45 @@ def test_instruction_parsing():
     assert ins.options == (("flavor", "cinnamon roll"), ("size", "24 count"))
     assert ins.price_limit == 70.0
     assert search_keywords(ins) == "box protein bars non gmo high whey flavor cinnamon roll size 24 count"
-    coat = parse_instruction("please get me a coat which is windproof, with faux fur trim with color: navy, and "
-                             "size: xxl, and price lower than 160.00 dollars")
+    coat = parse_instruction(
+        "please get me a coat which is windproof, with faux fur trim with color: navy, and "
+        "size: xxl, and price lower than 160.00 dollars"
+    )
     assert coat.request == "please get me a coat which is windproof, with faux fur trim"
     assert coat.options == (("color", "navy"), ("size", "xxl"))
     plain = parse_instruction("look for a set of makeup brushes which is easy to clean")
-    assert (plain.request, plain.options, plain.price_limit) == ("look for a set of makeup brushes which is easy to clean",
-                                                                 (), None)
+    assert (plain.request, plain.options, plain.price_limit) == (
+        "look for a set of makeup brushes which is easy to clean",
+        (),
+        None,
+    )
 
 
 def test_page_reading():
     results = read_page(RESULTS_PAGE)
     assert results.kind == "results" and results.truncated
-    assert [(x.asin, x.price) for x in results.listings] == [("B0AAAAAAA1", 88.95), ("B0AAAAAAA2", 39.95),
-                                                             ("B0AAAAAAA3", 26.0)]
+    assert [(x.asin, x.price) for x in results.listings] == [
+        ("B0AAAAAAA1", 88.95),
+        ("B0AAAAAAA2", 39.95),
+        ("B0AAAAAAA3", 26.0),
+    ]
     item = read_page(ITEM_PAGE)
     assert item.kind == "item" and item.price == 39.95
-    assert item.options == ["flavor", "chocolate peanut butter", "salted caramel", "cinnamon roll", "size",
-                            "12 count", "24 count"]
+    assert item.options == [
+        "flavor",
+        "chocolate peanut butter",
+        "salted caramel",
+        "cinnamon roll",
+        "size",
+        "12 count",
+        "24 count",
+    ]
     assert read_page(START_PAGE).kind == "start"
 
 
 def test_webshop_expert_plays_literal_pages():
     expert = WebShopExpert()
-    assert expert.act(START_PAGE) == (
-        "search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]")
+    assert expert.act(START_PAGE) == ("search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]")
     # B0AAAAAAA1 is first but above the price limit; the cut-off fourth listing is never chosen
     assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA2]"
     assert expert.last_thought == "B0AAAAAAA2 is the top result under 70.00 dollars ($39.95 to $52.99), so I open it."
@@ -159,7 +186,9 @@ def test_webshop_expert_backtracks_when_an_option_is_missing():
     expert.act(START_PAGE)
     assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA2]"
     assert expert.act(ITEM_WITHOUT_OPTION) == "click[< Prev]"
-    assert expert.last_thought == "This product does not fit: it does not offer size: 24 count. I go back to the results."
+    assert (
+        expert.last_thought == "This product does not fit: it does not offer size: 24 count. I go back to the results."
+    )
     assert expert.act(RESULTS_PAGE) == "click[B0AAAAAAA3]"  # the next affordable one
     expert.reset()
     assert expert.steps == 0 and expert.tried == []
@@ -184,8 +213,9 @@ def test_webshop_expert_noise():
         assert expert.act(ITEM_PAGE) == "click[Buy Now]"  # every option skipped
     assert picks == {"click[B0AAAAAAA1]", "click[B0AAAAAAA3]"}  # never the best one
     a, b = WebShopExpert(noise=0.5, seed=7), WebShopExpert(noise=0.5, seed=7)
-    assert [a.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)] == \
-           [b.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)]
+    assert [a.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)] == [
+        b.act(p) for p in (START_PAGE, RESULTS_PAGE, ITEM_PAGE, ITEM_PAGE)
+    ]
 
 
 def test_webshop_expert_reads_nothing_but_observations():
@@ -211,7 +241,9 @@ def test_expert_solves_test_tasks_without_catalogue(server, monkeypatch):
 
 
 def _one_episode_batch(task_id: int, split: str = "train") -> DataProto:
-    return DataProto.from_dict(non_tensors={"data_source": ["webshop"], "extra_info": [{"index": task_id, "split": split}]})
+    return DataProto.from_dict(
+        non_tensors={"data_source": ["webshop"], "extra_info": [{"index": task_id, "split": split}]}
+    )
 
 
 def _load_script(name: str = "make_sft_data"):
@@ -225,13 +257,24 @@ def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
     """The warm start plays its demonstrations under RL's agent limits: each env's own turn cap unless the run
     sets ``agent.max_turns`` (other agent keys do not shape demonstrations)."""
     warm_start, make_sft_data = _load_script("warm_start"), _load_script("make_sft_data")
-    assert warm_start.agent_limits() == {"max_turns": None, "max_prompt_length": 1024, "max_response_length": 96,
-                                         "max_obs_length": 256, "max_trajectory_length": 3072}
+    assert warm_start.agent_limits() == {
+        "max_turns": None,
+        "max_prompt_length": 1024,
+        "max_response_length": 96,
+        "max_obs_length": 256,
+        "max_trajectory_length": 3072,
+    }
     assert warm_start.agent_limits(["agent.max_turns=12", "agent.n=4", "agent.max_obs_length=128"]) == {
-        "max_turns": 12, "max_prompt_length": 1024, "max_response_length": 96, "max_obs_length": 128,
-        "max_trajectory_length": 3072}
-    assert [make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]).max_turns
-            for env in ("webshop", "maze", "sokoban")] == [8, 15, 20]
+        "max_turns": 12,
+        "max_prompt_length": 1024,
+        "max_response_length": 96,
+        "max_obs_length": 128,
+        "max_trajectory_length": 3072,
+    }
+    assert [
+        make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]).max_turns
+        for env in ("webshop", "maze", "sokoban")
+    ] == [8, 15, 20]
     assert make_sft_data.parse_args(["--env_name", "maze", "--out", "x", "--max_turns", "9"]).max_turns == 9
 
 
@@ -240,24 +283,40 @@ def test_sciworlds_demonstrations_keep_every_episode_that_scored() -> None:
     demonstration and failed the default job; it keeps every episode that scored (a correct start), the other envs
     keep their successes, and ``--keep`` still chooses."""
     make_sft_data = _load_script("make_sft_data")
-    rows = [{"failed": False, "success": False, "env_reward": 0.0}, {"failed": False, "success": False, "env_reward": 33.0},
-            {"failed": False, "success": True, "env_reward": 100.0}, {"failed": True, "success": False, "env_reward": 50.0}]
+    rows = [
+        {"failed": False, "success": False, "env_reward": 0.0},
+        {"failed": False, "success": False, "env_reward": 33.0},
+        {"failed": False, "success": True, "env_reward": 100.0},
+        {"failed": True, "success": False, "env_reward": 50.0},
+    ]
     assert [r["env_reward"] for r in make_sft_data.keep(rows, "progress")] == [33.0, 100.0]
     assert [r["env_reward"] for r in make_sft_data.keep(rows, "successful")] == [100.0]
-    keep = {env: make_sft_data.parse_args(["--env_name", env, "--out", "x"]).keep for env in ("sciworld", "alfworld", "webshop")}
+    keep = {
+        env: make_sft_data.parse_args(["--env_name", env, "--out", "x"]).keep
+        for env in ("sciworld", "alfworld", "webshop")
+    }
     assert keep == {"sciworld": "progress", "alfworld": "successful", "webshop": "successful"}
-    assert make_sft_data.parse_args(["--env_name", "sciworld", "--out", "x", "--keep", "successful"]).keep == "successful"
+    assert (
+        make_sft_data.parse_args(["--env_name", "sciworld", "--out", "x", "--keep", "successful"]).keep == "successful"
+    )
 
 
 def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
     """The demonstrations' turn cap reaches the experts that plan within a move budget; the others (ALFWorld, BabyAI,
     SciWorld, Wordle) take no such option, and building them with it failed."""
     make_sft_data = _load_script("make_sft_data")
-    options = {env: make_sft_data.expert_kwargs(make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]))
-               for env in ("webshop", "maze", "alfworld", "sciworld", "babyai", "wordle")}
-    assert options == {"webshop": {"noise": 0.0, "max_steps": 8}, "maze": {"noise": 0.0, "max_steps": 15},
-                       "alfworld": {"noise": 0.0}, "sciworld": {"noise": 0.0}, "babyai": {"noise": 0.0},
-                       "wordle": {"noise": 0.0}}
+    options = {
+        env: make_sft_data.expert_kwargs(make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]))
+        for env in ("webshop", "maze", "alfworld", "sciworld", "babyai", "wordle")
+    }
+    assert options == {
+        "webshop": {"noise": 0.0, "max_steps": 8},
+        "maze": {"noise": 0.0, "max_steps": 15},
+        "alfworld": {"noise": 0.0},
+        "sciworld": {"noise": 0.0},
+        "babyai": {"noise": 0.0},
+        "wordle": {"noise": 0.0},
+    }
     from openmanus_rl.experts import get_expert
 
     for env, kwargs in options.items():
@@ -288,30 +347,63 @@ def test_demonstrations_use_the_rl_runs_action_format() -> None:
     warm_start = _load_script("warm_start")
     assert warm_start.action_format("react") == "react"
     assert warm_start.action_format("react", ["agent.max_turns=12", "agent.action_format=tool_call"]) == "tool_call"
-    assert warm_start.action_format("xml", ["agent.action_format=react", "agent.action_format=tool_call"]) == "tool_call"
+    assert (
+        warm_start.action_format("xml", ["agent.action_format=react", "agent.action_format=tool_call"]) == "tool_call"
+    )
 
 
 def test_a_bad_sft_override_fails_before_any_demonstration(tiny_model_path: str, tmp_path: Path) -> None:
     """``sft.*`` overrides of the job reach the warm start's SFT, and are checked before the expert plays: no
     server is started and nothing is written. Without a warm start they are refused."""
-    cmd = [sys.executable, "scripts/warm_start.py", "--env_name", "maze", "--model", tiny_model_path,
-           "--cache_dir", str(tmp_path / "cache")]
+    cmd = [
+        sys.executable,
+        "scripts/warm_start.py",
+        "--env_name",
+        "maze",
+        "--model",
+        tiny_model_path,
+        "--cache_dir",
+        str(tmp_path / "cache"),
+    ]
     proc = subprocess.run([*cmd, "train.epochs=0"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines()[-1] == "[warm_start] config error: sft.train.epochs must be >= 1, got 0"
     assert not (tmp_path / "cache").exists()
-    proc = subprocess.run(["bash", "train_grpo.sh", "--no_warm_start", "sft.train.epochs=1"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", "train_grpo.sh", "--no_warm_start", "sft.train.epochs=1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr == "sft.* overrides configure the warm start, which --no_warm_start skips: sft.train.epochs=1\n"
 
 
-def test_a_bad_rl_override_fails_before_anything_is_written_under_the_runs_folder(tiny_model_path: str, tmp_path: Path) -> None:
+def test_a_bad_rl_override_fails_before_anything_is_written_under_the_runs_folder(
+    tiny_model_path: str, tmp_path: Path
+) -> None:
     """The job checks the whole config before the warm start, the servers or its output folder (where the run's
     log goes): a bad value stops it with exit code 2 and the run's folder is not created."""
     out = tmp_path / "run"
-    proc = subprocess.run(["bash", "train_ppo.sh", "--env_name", "maze", "--model", tiny_model_path, "--data_dir", str(tmp_path / "data"),
-                           "agent.max_turns=0", f"trainer.output_dir={out}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            "bash",
+            "train_ppo.sh",
+            "--env_name",
+            "maze",
+            "--model",
+            tiny_model_path,
+            "--data_dir",
+            str(tmp_path / "data"),
+            "agent.max_turns=0",
+            f"trainer.output_dir={out}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert "config error: agent: max_turns must be an int >= 1 (or null: each env's own cap), got 0" in proc.stderr
     assert not out.exists() and "every line of this run goes to" not in proc.stdout
@@ -326,13 +418,22 @@ def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     warm_start = _load_script("warm_start")
     program = "examples.webshop_openai_agent:play"
     assert warm_start.split_program(["agent.n=4", f"+agent.program={program}", "train.epochs=2"]) == (
-        program, ["agent.n=4", "train.epochs=2"])
+        program,
+        ["agent.n=4", "train.epochs=2"],
+    )
     assert warm_start.split_program(["agent.n=4"]) == (None, ["agent.n=4"])
     source = (REPO / "examples" / "webshop_openai_agent.py").read_bytes()
     assert warm_start.program_source_sha256(program) == __import__("hashlib").sha256(source).hexdigest()
     model = Path(warm_start.__file__).resolve().parents[1] / "examples"  # any folder: the key reads its files
-    base = dict(env_name="webshop", action_format="tool_call", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[],
-                sft_overrides=[])
+    base = dict(
+        env_name="webshop",
+        action_format="tool_call",
+        n_demos=4,
+        n_dev_demos=2,
+        noise=0.0,
+        agent_overrides=[],
+        sft_overrides=[],
+    )
     keys = {warm_start.cache_key(argparse.Namespace(**base, program=p), model, "float32") for p in (None, program)}
     assert len(keys) == 2
 
@@ -344,8 +445,22 @@ def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tm
     out = tmp_path / "one.parquet"
     from model_prep import prepare_tokenizer
 
-    argv = ["--n", "1", "--split", "dev", "--action_format", action_format, "--out", str(out), "--server_url", server,
-            "--keep", "all", "--tokenizer", str(prepare_tokenizer())]
+    argv = [
+        "--n",
+        "1",
+        "--split",
+        "dev",
+        "--action_format",
+        action_format,
+        "--out",
+        str(out),
+        "--server_url",
+        server,
+        "--keep",
+        "all",
+        "--tokenizer",
+        str(prepare_tokenizer()),
+    ]
     stats = script.main(argv)
     assert stats["played"] == 1 and stats["kept"] == 1
     sample = pd.read_parquet(out).iloc[0]
@@ -385,7 +500,9 @@ def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tm
     assert [template.parse(t.reply, WEBSHOP).action for t in turns] == [t.action for t in turns]
 
     # the expert saw what the model sees: each observation as it entered the sequence (whole, or cut)
-    observations = [t for t in batch.non_tensor_batch["trajectory"][0] if t["role"] == "observation" and t["in_sequence"]]
+    observations = [
+        t for t in batch.non_tensor_batch["trajectory"][0] if t["role"] == "observation" and t["in_sequence"]
+    ]
     for seen, entered in zip([t.observation for t in turns], observations):
         if entered["truncated"]:
             assert seen.endswith(" [truncated]") and entered["text"].startswith(seen[: -len(" [truncated]")][:200])
@@ -397,17 +514,46 @@ def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tm
 def test_make_sft_data_script_end_to_end(server, tiny_model_path, tmp_path):
     out = tmp_path / "sft" / "webshop_react_3.parquet"
     env = dict(os.environ, PYTHONUNBUFFERED="1")  # carries the session's OPENMANUS_CACHE to the script's own server
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_sft_data.py"), "--env_name", "webshop",
-                           "--n", "3", "--split", "dev", "--action_format", "react", "--out", str(out),
-                           "--tokenizer", tiny_model_path],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "make_sft_data.py"),
+            "--env_name",
+            "webshop",
+            "--n",
+            "3",
+            "--split",
+            "dev",
+            "--action_format",
+            "react",
+            "--out",
+            str(out),
+            "--tokenizer",
+            tiny_model_path,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
     assert stats["played"] == 3 and stats["kept"] == 3 and stats["success_rate"] == 1.0  # measured: 500-502 all solved
     assert "[sft] played 3 episodes (0 env failures), success rate 1.000" in proc.stdout
     frame = pd.read_parquet(out)
-    assert list(frame.columns) == ["input_ids", "loss_mask", "task_id", "success", "env_reward", "num_turns", "status",
-                                   "env_name", "action_format", "split"]
+    assert list(frame.columns) == [
+        "input_ids",
+        "loss_mask",
+        "task_id",
+        "success",
+        "env_reward",
+        "num_turns",
+        "status",
+        "env_name",
+        "action_format",
+        "split",
+    ]
     assert frame.task_id.tolist() == [500, 501, 502]
     assert set(frame.split) == {"dev"} and set(frame.env_name) == {"webshop"} and frame.success.all()
     from transformers import AutoTokenizer
@@ -417,12 +563,15 @@ def test_make_sft_data_script_end_to_end(server, tiny_model_path, tmp_path):
         assert len(row.input_ids) == len(row.loss_mask) <= 3072
         assert row.loss_mask[0] == 0 and row.loss_mask[-1] == 1  # the prompt first, the last reply at the end
         text = tokenizer.decode(row.input_ids)
-        assert text.count("<|im_start|>assistant\nThought: ") == row.num_turns and text.endswith("Action: click[Buy Now]<|im_end|>")
+        assert text.count("<|im_start|>assistant\nThought: ") == row.num_turns and text.endswith(
+            "Action: click[Buy Now]<|im_end|>"
+        )
 
 
 def test_webshop_expert_on_pages_cut_short():
     cut_in_price = RESULTS_PAGE.replace(" [SEP] B0AAAAAAA4 [SEP] Fenana Non Gmo [truncated]", " [truncated]").replace(
-        "$26.00", "$2")
+        "$26.00", "$2"
+    )
     assert [x.asin for x in read_page(cut_in_price).listings] == ["B0AAAAAAA1", "B0AAAAAAA2"]  # "$2" may be partial
     cut_item = ITEM_PAGE[: ITEM_PAGE.index(" [SEP] Pellstone")] + " [SEP] Pell [truncated]"
     page = read_page(cut_item)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 import gateway_helpers as gh
+import pytest
 from agent_helpers import task_batch
 from gateway_helpers import EOT, ReplayGenerator, StreamingReplayGenerator, log_probs_for, row
+
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.trajectory import Trajectory
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
@@ -25,8 +25,11 @@ LIMITS = {"max_prompt_length": 512, "max_response_length": 48, "max_trajectory_l
 
 def rollout(tokenizer, generator, program: str, **config) -> GatewayRollout:
     """One episode at a time unless ``concurrency`` says otherwise: a `ReplayGenerator` answers in call order."""
-    return GatewayRollout(tokenizer, generator, GatewayConfig(program=f"gateway_helpers:{program}",
-                                                              **{"n": 1, "concurrency": 1, **LIMITS, **config}))
+    return GatewayRollout(
+        tokenizer,
+        generator,
+        GatewayConfig(program=f"gateway_helpers:{program}", **{"n": 1, "concurrency": 1, **LIMITS, **config}),
+    )
 
 
 def said(tokenizer, text: str, reason: str = "stop") -> tuple[list[int], str]:
@@ -48,55 +51,92 @@ def test_an_episode_succeeds_by_the_programs_flag_else_by_a_reward_of_one():
         session.samples = [Sample([5, 6], [7, EOT], [1, 1], [-0.1, -0.2], [1])]
         return Episode(row, 0, f"u{row}", row, {"data_source": "toy"}, session, "http://127.0.0.1:1")
 
-    outcomes = [Outcome(1.0, "program", {"success": False}),  # the flag wins over the reward, both ways
-                Outcome(0.5, "program", {"success": True}),
-                Outcome(1.0, "episode"), Outcome(0.9, "episode"),  # no flag: reward >= 1
-                Outcome(1.0, "program", {"success": "yes"}),  # not a bool: not a flag
-                Outcome(1.0, "program", {"success": True}, error="TimeoutError: episode")]  # a failed row never succeeds
+    outcomes = [
+        Outcome(1.0, "program", {"success": False}),  # the flag wins over the reward, both ways
+        Outcome(0.5, "program", {"success": True}),
+        Outcome(1.0, "episode"),
+        Outcome(0.9, "episode"),  # no flag: reward >= 1
+        Outcome(1.0, "program", {"success": "yes"}),  # not a bool: not a flag
+        Outcome(1.0, "program", {"success": True}, error="TimeoutError: episode"),
+    ]  # a failed row never succeeds
     out = build_batch([episode(i) for i in range(6)], outcomes, {}, pad_id=0, eot_id=EOT)
     assert list(out.non_tensor_batch["success"]) == [False, True, True, False, True, False]
 
 
 @pytest.mark.parametrize("streams", [False, True], ids=["generate_sequences", "streaming"])
 def test_three_turn_tool_conversation_is_one_exact_sample(tokenizer, streams):
-    calls = ['<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
-             'Next: <tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>', "The sum is 7."]
+    calls = [
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
+        'Next: <tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>',
+        "The sum is 7.",
+    ]
     replies = [said(tokenizer, c) for c in calls]
     generator = (StreamingReplayGenerator if streams else ReplayGenerator)(replies)
     batch = task_batch([4], prompt=[[{"role": "user", "content": "What is 1+2, then 3+4?"}]])
     with rollout(tokenizer, generator, "tool_episode") as r:
         out = r.run_llm_loop(batch, global_step=2)
 
-    assert len(out) == 1 and generator.prompts[1][:len(generator.prompts[0])] == generator.prompts[0]
+    assert len(out) == 1 and generator.prompts[1][: len(generator.prompts[0])] == generator.prompts[0]
     prompt, response, mask, log_probs = row(out, 0)
     assert prompt == generator.prompts[0]
-    assert text(tokenizer, prompt).startswith("<|im_start|>system\nYou can call these tools (one JSON schema per line):\n"
-                                              '{"name": "add", "description": "Add two integers.",')
-    assert text(tokenizer, prompt).endswith("<|im_end|>\n<|im_start|>user\nWhat is 1+2, then 3+4?<|im_end|>\n"
-                                            "<|im_start|>assistant\n")
-    gap = lambda result: tokenizer.encode(f"\n<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n",  # noqa: E731
-                                          add_special_tokens=False)
+    assert text(tokenizer, prompt).startswith(
+        "<|im_start|>system\nYou can call these tools (one JSON schema per line):\n"
+        '{"name": "add", "description": "Add two integers.",'
+    )
+    assert text(tokenizer, prompt).endswith(
+        "<|im_end|>\n<|im_start|>user\nWhat is 1+2, then 3+4?<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+    def gap(result: str) -> list[int]:
+        return tokenizer.encode(
+            f"\n<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+        )
+
     (r0, _), (r1, _), (r2, _) = replies
     assert response == r0 + gap("3") + r1 + gap("7") + r2
     assert mask == [1] * len(r0) + [0] * len(gap("3")) + [1] * len(r1) + [0] * len(gap("7")) + [1] * len(r2)
-    assert log_probs == (log_probs_for(0, len(r0)) + [0.0] * len(gap("3")) + log_probs_for(1, len(r1))
-                         + [0.0] * len(gap("7")) + log_probs_for(2, len(r2)))
-    assert generator.prompts[1] == prompt + r0 + gap("3") and generator.prompts[2] == prompt + response[:-len(r2)]
+    assert log_probs == (
+        log_probs_for(0, len(r0))
+        + [0.0] * len(gap("3"))
+        + log_probs_for(1, len(r1))
+        + [0.0] * len(gap("7"))
+        + log_probs_for(2, len(r2))
+    )
+    assert generator.prompts[1] == prompt + r0 + gap("3") and generator.prompts[2] == prompt + response[: -len(r2)]
     nt = out.non_tensor_batch
     assert nt["turn_ends"][0] == [len(r0) - 1, len(r0) + len(gap("3")) + len(r1) - 1, len(response) - 1]
     assert (nt["reward_total"][0], nt["success"][0], nt["num_turns"][0], nt["status"][0]) == (0.75, True, 3, "done")
     assert nt["program_info"][0] == {"success": True, "answer": "The sum is 7."}
     key = "1:2:4:0"
     assert generator.seeds == [call_seed(key, 0), call_seed(key, 1), call_seed(key, 2)]
-    assert generator.metas[0] == {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 48,
-                                  "stop_token_ids": [EOT], "stop": [], "do_sample": True}
+    assert generator.metas[0] == {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_tokens": 48,
+        "stop_token_ids": [EOT],
+        "stop": [],
+        "do_sample": True,
+    }
     if streams:
         assert generator.routes == [0, 0, 0]
     metrics = out.meta_info["metrics"]
-    assert {k: metrics[k] for k in ("gateway/calls", "gateway/prefix_breaks", "gateway/failed_episodes",
-                                    "gateway/samples", "rollout/generated_tokens")} == {
-        "gateway/calls": 3.0, "gateway/prefix_breaks": 0.0, "gateway/failed_episodes": 0.0, "gateway/samples": 1.0,
-        "rollout/generated_tokens": float(len(r0) + len(r1) + len(r2))}
+    assert {
+        k: metrics[k]
+        for k in (
+            "gateway/calls",
+            "gateway/prefix_breaks",
+            "gateway/failed_episodes",
+            "gateway/samples",
+            "rollout/generated_tokens",
+        )
+    } == {
+        "gateway/calls": 3.0,
+        "gateway/prefix_breaks": 0.0,
+        "gateway/failed_episodes": 0.0,
+        "gateway/samples": 1.0,
+        "rollout/generated_tokens": float(len(r0) + len(r1) + len(r2)),
+    }
 
     # the reward path pays the program's reward, not the module webshop rows would pick
     assert RewardManager(tokenizer)(out) == {"reward/episode/mean": 0.75, "reward/errors": 0.0}
@@ -104,8 +144,11 @@ def test_three_turn_tool_conversation_is_one_exact_sample(tokenizer, streams):
 
 
 def test_the_engine_sees_the_sampled_text_and_unparsable_blocks_stay_content(tokenizer):
-    replies = [said(tokenizer, 'Let me add. <tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'),
-               said(tokenizer, "<tool_call>not json</tool_call>"), said(tokenizer, "3")]
+    replies = [
+        said(tokenizer, 'Let me add. <tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'),
+        said(tokenizer, "<tool_call>not json</tool_call>"),
+        said(tokenizer, "3"),
+    ]
     seen = []
 
     class Recording(ReplayGenerator):
@@ -120,9 +163,11 @@ def test_the_engine_sees_the_sampled_text_and_unparsable_blocks_stay_content(tok
     assert out.non_tensor_batch["error"][0] == "TypeError: 'NoneType' object is not subscriptable"
     # the second prompt holds the reply as sampled ("Let me add. <tool_call>"), not as the gateway would
     # render the returned message (content "Let me add.", then the call on a line of its own)
-    assert seen[1].endswith("<|im_start|>user\n1+2?<|im_end|>\n<|im_start|>assistant\nLet me add. "
-                            '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call><|im_end|>\n'
-                            "<|im_start|>tool\n3<|im_end|>\n<|im_start|>assistant\n")
+    assert seen[1].endswith(
+        "<|im_start|>user\n1+2?<|im_end|>\n<|im_start|>assistant\nLet me add. "
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call><|im_end|>\n'
+        "<|im_start|>tool\n3<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_the_agent_loop_lays_out_the_same_conversation_identically(tokenizer):
@@ -157,7 +202,8 @@ def test_rewritten_history_starts_a_second_sample_of_the_same_episode(tokenizer)
     prompt, response, mask, _ = row(out, 1)
     assert prompt == generator.prompts[1] and text(tokenizer, prompt).endswith(
         "<|im_start|>user\nPlan the trip.<|im_end|>\n<|im_start|>assistant\n(summary of the plan)<|im_end|>\n"
-        "<|im_start|>user\nGo on.<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nGo on.<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert (response, mask) == (said(tokenizer, "Day 2: Lyon.")[0], [1] * len(response))
     first = row(out, 0)
     assert first[0] == generator.prompts[0] and first[1] == said(tokenizer, "Day 1: Paris.")[0]
@@ -191,8 +237,10 @@ def test_raw_text_echo_continues_by_tokens(tokenizer):
     with rollout(tokenizer, generator, "raw_echo_episode") as r:
         out = r.run_llm_loop(task_batch([0], extra_info=[{"index": 0, "raw": raw}]))
     assert len(out) == 1 and out.meta_info["metrics"]["gateway/prefix_breaks"] == 0.0
-    assert generator.prompts[1][:len(generator.prompts[0]) + len(said(tokenizer, raw)[0])] == \
-        generator.prompts[0] + said(tokenizer, raw)[0]
+    assert (
+        generator.prompts[1][: len(generator.prompts[0]) + len(said(tokenizer, raw)[0])]
+        == generator.prompts[0] + said(tokenizer, raw)[0]
+    )
 
 
 def test_failed_episodes_are_failed_rows_with_their_error(tokenizer):
@@ -204,10 +252,12 @@ def test_failed_episodes_are_failed_rows_with_their_error(tokenizer):
             deadline = time.monotonic() + 3.0
             while program == "sleeping_episode" and not gh.LATE_CALLS and time.monotonic() < deadline:
                 time.sleep(0.05)  # its late call, after the rollout closed its session
-    expected = {"raising_episode": "ValueError: boom",
-                "bad_return_episode": "TypeError: the returned reward must be a finite number, got 'yes'",
-                "silent_episode": "the program made no model call",
-                "sleeping_episode": "the episode timed out after 0.5 s"}
+    expected = {
+        "raising_episode": "ValueError: boom",
+        "bad_return_episode": "TypeError: the returned reward must be a finite number, got 'yes'",
+        "silent_episode": "the program made no model call",
+        "sleeping_episode": "the episode timed out after 0.5 s",
+    }
     for program, out in results.items():
         nt = out.non_tensor_batch
         assert (nt["failed"][0], nt["status"][0], nt["error"][0]) == (True, "failed", expected[program]), program
@@ -288,8 +338,9 @@ def test_a_program_returning_none_is_scored_by_the_reward_registry(tokenizer):
 def test_groups_seeds_and_greedy_validation(tokenizer):
     generator = ReplayGenerator([said(tokenizer, "a")])
     with rollout(tokenizer, generator, "chat_episode", n=2, seed=5, concurrency=4) as r:
-        out = r.run_llm_loop(task_batch([3, 8], extra_info=[{"index": 3, "turns": ["x"]}, {"index": 8, "turns": ["y"]}]),
-                             global_step=7)
+        out = r.run_llm_loop(
+            task_batch([3, 8], extra_info=[{"index": 3, "turns": ["x"]}, {"index": 8, "turns": ["y"]}]), global_step=7
+        )
         alone = list(generator.seeds)
         r.run_llm_loop(task_batch([8], extra_info=[{"index": 8, "turns": ["y"]}]), global_step=7, do_sample=False)
     nt = out.non_tensor_batch
@@ -308,7 +359,9 @@ def test_plugin_is_registered_and_checks_its_section(tokenizer):
     rollout_cfg = SimpleNamespace(temperature=1.0, top_p=1.0, top_k=-1)
     cfg = lambda **agent: SimpleNamespace(agent=agent, actor_rollout_ref=SimpleNamespace(rollout=rollout_cfg))  # noqa: E731
     PLUGIN.validate(cfg(program="gateway_helpers:tool_episode", env_name="webshop"))
-    with pytest.raises(ConfigError, match=r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0"):
+    with pytest.raises(
+        ConfigError, match=r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0"
+    ):
         PLUGIN.validate(cfg(program="gateway_helpers:tool_episode", temperature=0.5))
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['programme'\]"):
         PLUGIN.validate(cfg(programme="gateway_helpers:tool_episode"))
@@ -322,9 +375,16 @@ def test_plugin_is_registered_and_checks_its_section(tokenizer):
 def test_records_name_every_call(tokenizer, tmp_path):
     generator = ReplayGenerator([said(tokenizer, "a")])
     with rollout(tokenizer, generator, "chat_episode") as r:
-        r.run_llm_loop(task_batch([2], extra_info=[{"index": 2, "turns": ["x", "y"]}]), global_step=3,
-                       output_dir=str(tmp_path))
+        r.run_llm_loop(
+            task_batch([2], extra_info=[{"index": 2, "turns": ["x", "y"]}]), global_step=3, output_dir=str(tmp_path)
+        )
     [record] = [json.loads(line) for line in (tmp_path / "rollouts" / "step_000003.jsonl").read_text().splitlines()]
-    assert [(c["sample"], c["reply"], c["content"], c["finish_reason"]) for c in record["calls"]] == \
-        [(0, "a<|im_end|>", "a", "stop")] * 2
-    assert (record["status"], record["reward"], record["scored_by"], record["prefix_breaks"]) == ("done", 0.5, "program", 0)
+    assert [(c["sample"], c["reply"], c["content"], c["finish_reason"]) for c in record["calls"]] == [
+        (0, "a<|im_end|>", "a", "stop")
+    ] * 2
+    assert (record["status"], record["reward"], record["scored_by"], record["prefix_breaks"]) == (
+        "done",
+        0.5,
+        "program",
+        0,
+    )

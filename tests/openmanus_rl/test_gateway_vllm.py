@@ -2,9 +2,9 @@
 through the ``openai`` client keeps exactly the ids and log-probs the engine returned."""
 
 import pytest
-
 from agent_helpers import task_batch
 from engine_helpers import Recording
+
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
 pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
@@ -12,8 +12,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 
 def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, vllm_engine):
     generator = Recording(vllm_engine)
-    config = GatewayConfig(program="gateway_helpers:chat_episode", n=2, concurrency=2, max_prompt_length=256,
-                           max_response_length=12, max_trajectory_length=512)
+    config = GatewayConfig(
+        program="gateway_helpers:chat_episode",
+        n=2,
+        concurrency=2,
+        max_prompt_length=256,
+        max_response_length=12,
+        max_trajectory_length=512,
+    )
     with GatewayRollout(tokenizer, generator, config) as rollout:
         out = rollout.run_llm_loop(task_batch([0], extra_info=[{"index": 0, "turns": ["Say hi.", "Again."]}]))
 
@@ -26,8 +32,11 @@ def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, vllm_engine):
         sequence = prompt + out.batch["responses"][b, :length].tolist()
         mask = out.batch["response_mask"][b, :length].tolist()
         # the engine calls this row is made of: each one's prompt is a prefix of the row, its sampled ids follow
-        calls = {len(p): (ids, lps) for p, ids, lps, _ in generator.samples
-                 if sequence[:len(p)] == p and sequence[len(p):len(p) + len(ids)] == ids}
+        calls = {
+            len(p): (ids, lps)
+            for p, ids, lps, _ in generator.samples
+            if sequence[: len(p)] == p and sequence[len(p) : len(p) + len(ids)] == ids
+        }
         assert sorted(calls)[0] == len(prompt) and len(calls) == 2, b
         for start, (ids, lps) in calls.items():
             span = slice(start - len(prompt), start - len(prompt) + len(ids))

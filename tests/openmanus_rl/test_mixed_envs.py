@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Iterator
 
 import pytest
+from agent_helpers import ScriptedGenerator, StreamingScriptedGenerator, text_policy
 
 from agentgym.frozenlake.plan import oracle as frozenlake_oracle
 from agentgym.maze.plan import oracle as maze_oracle
@@ -16,14 +17,11 @@ from openmanus_rl.agent import AgentConfig, OpenManusAgent
 from openmanus_rl.experts import ExpertGenerator
 from verl.protocol import DataProto
 
-from agent_helpers import ScriptedGenerator, StreamingScriptedGenerator, text_policy
-
 ROWS = [("frozenlake", 0), ("maze", 3), ("frozenlake", 1), ("maze", 7)]
 
 
 def config(**overrides: Any) -> AgentConfig:
-    return AgentConfig(**{"env_name": "frozenlake,maze", "env_ports": [36901, 36902, 36903, 36904],
-                          **overrides})
+    return AgentConfig(**{"env_name": "frozenlake,maze", "env_ports": [36901, 36902, 36903, 36904], **overrides})
 
 
 def test_ports_are_cut_into_one_run_per_env() -> None:
@@ -31,11 +29,15 @@ def test_ports_are_cut_into_one_run_per_env() -> None:
     assert config().ports_by_env() == {"frozenlake": [36901, 36902], "maze": [36903, 36904]}
     assert AgentConfig().ports_by_env() == {"webshop": [36001]}
     config().validate()
-    with pytest.raises(ValueError, match=r"env_ports must list the same number of ports for each of the 2 envs "
-                                         r"\['frozenlake', 'maze'\].*got 3 ports"):
+    with pytest.raises(
+        ValueError,
+        match=r"env_ports must list the same number of ports for each of the 2 envs "
+        r"\['frozenlake', 'maze'\].*got 3 ports",
+    ):
         config(env_ports=[1, 2, 3]).validate()
-    with pytest.raises(ValueError, match="env_name must name one env or several distinct envs separated by commas, "
-                                         "got 'maze,maze'"):
+    with pytest.raises(
+        ValueError, match="env_name must name one env or several distinct envs separated by commas, got 'maze,maze'"
+    ):
         config(env_name="maze,maze").validate()
     with pytest.raises(ValueError, match="unknown env 'chess'"):
         config(env_name="maze,chess").validate()
@@ -45,10 +47,16 @@ def test_each_env_has_its_own_turn_cap_unless_the_run_sets_one() -> None:
     assert AgentConfig().max_turns is None
     assert [config().turn_cap(env) for env in ("frozenlake", "maze")] == [12, 15]
     assert [AgentConfig(env_name=env).turn_cap(env) for env in ("webshop", "wordle", "sokoban", "babyai")] == [
-        8, 8, 20, 15]
+        8,
+        8,
+        20,
+        15,
+    ]
     assert [config(max_turns=5).turn_cap(env) for env in ("frozenlake", "maze")] == [5, 5]
     for bad in (0, 2.5, True):
-        with pytest.raises(ValueError, match=rf"max_turns must be an int >= 1 \(or null: each env's own cap\), got {bad!r}"):
+        with pytest.raises(
+            ValueError, match=rf"max_turns must be an int >= 1 \(or null: each env's own cap\), got {bad!r}"
+        ):
             config(max_turns=bad).validate()
 
 
@@ -57,7 +65,9 @@ def short_lake_budget(monkeypatch: pytest.MonkeyPatch) -> int:
     """FrozenLake's own trajectory budget set to 900 tokens for the test (Maze keeps its own)."""
     from agentgym.registry import ENV_SPECS
 
-    monkeypatch.setitem(ENV_SPECS, "frozenlake", dataclasses.replace(ENV_SPECS["frozenlake"], max_trajectory_length=900))
+    monkeypatch.setitem(
+        ENV_SPECS, "frozenlake", dataclasses.replace(ENV_SPECS["frozenlake"], max_trajectory_length=900)
+    )
     return 900
 
 
@@ -70,11 +80,16 @@ def test_each_env_has_its_own_token_budget_unless_the_run_sets_one(short_lake_bu
     assert [fixed.trajectory_budget(env) for env in ("frozenlake", "maze")] == [2000, 2000]
     assert (fixed.longest_trajectory, fixed.response_budget) == (2000, 1488)
     own.validate()
-    with pytest.raises(ValueError, match=r"frozenlake's own max_trajectory_length \(EnvSpec\) \(900\) must leave room "
-                                         r"after max_prompt_length \(850\) for one model turn of max_response_length "
-                                         r"\(96\) plus its end-of-turn token: at least 947"):
+    with pytest.raises(
+        ValueError,
+        match=r"frozenlake's own max_trajectory_length \(EnvSpec\) \(900\) must leave room "
+        r"after max_prompt_length \(850\) for one model turn of max_response_length "
+        r"\(96\) plus its end-of-turn token: at least 947",
+    ):
         config(max_trajectory_length=None, max_prompt_length=850).validate()
-    with pytest.raises(ValueError, match=r"max_trajectory_length must be an int \(or null: each env's own budget\), got 2\.5"):
+    with pytest.raises(
+        ValueError, match=r"max_trajectory_length must be an int \(or null: each env's own budget\), got 2\.5"
+    ):
         config(max_trajectory_length=2.5).validate()
 
 
@@ -82,19 +97,33 @@ def test_the_engine_context_must_hold_the_longest_budget(short_lake_budget: int)
     from verl.trainer.ppo.config import load_config
     from verl.workers.config import ConfigError
 
-    base = ["actor_rollout_ref.model.path=/nowhere", "agent.env_name='frozenlake,maze'", "agent.env_ports=[1,2]",
-            "agent.max_prompt_length=512"]
+    base = [
+        "actor_rollout_ref.model.path=/nowhere",
+        "agent.env_name='frozenlake,maze'",
+        "agent.env_ports=[1,2]",
+        "agent.max_prompt_length=512",
+    ]
     maze = get_env_spec("maze").max_trajectory_length
-    with pytest.raises(ConfigError, match=rf"the budget of frozenlake \(900\) / maze \({maze}\) \(agent.max_trajectory_length: "
-                                          rf"null takes each env's EnvSpec.max_trajectory_length\) allows trajectories of "
-                                          rf"{maze} tokens, more than the engine's context "
-                                          rf"actor_rollout_ref.rollout.max_model_len=1024"):
-        load_config([*base, "agent.max_trajectory_length=null", "actor_rollout_ref.rollout.max_model_len=1024"],
-                    check_files=False)
-    with pytest.raises(ConfigError, match=r"agent.max_trajectory_length allows trajectories of 3000 tokens, more than the "
-                                          r"engine's context actor_rollout_ref.rollout.max_model_len=2048"):
-        load_config([*base, "agent.max_trajectory_length=3000", "actor_rollout_ref.rollout.max_model_len=2048"],
-                    check_files=False)
+    with pytest.raises(
+        ConfigError,
+        match=rf"the budget of frozenlake \(900\) / maze \({maze}\) \(agent.max_trajectory_length: "
+        rf"null takes each env's EnvSpec.max_trajectory_length\) allows trajectories of "
+        rf"{maze} tokens, more than the engine's context "
+        rf"actor_rollout_ref.rollout.max_model_len=1024",
+    ):
+        load_config(
+            [*base, "agent.max_trajectory_length=null", "actor_rollout_ref.rollout.max_model_len=1024"],
+            check_files=False,
+        )
+    with pytest.raises(
+        ConfigError,
+        match=r"agent.max_trajectory_length allows trajectories of 3000 tokens, more than the "
+        r"engine's context actor_rollout_ref.rollout.max_model_len=2048",
+    ):
+        load_config(
+            [*base, "agent.max_trajectory_length=3000", "actor_rollout_ref.rollout.max_model_len=2048"],
+            check_files=False,
+        )
     load_config([*base, "agent.max_trajectory_length=null"], check_files=False)
 
 
@@ -107,10 +136,20 @@ def servers() -> Iterator[tuple[str, str]]:
 @pytest.mark.slow
 def test_each_row_goes_to_its_env_and_metrics_are_per_source(servers: tuple[str, str], tokenizer: Any) -> None:
     lake, maze = servers
-    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_turns": 16,
-                    "max_trajectory_length": 4096, "rollout_mode": "sync", "write_viewer": False}
-    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
-                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    agent_config = {
+        "env_name": "frozenlake,maze",
+        "env_ports": [lake.port, maze.port],
+        "max_turns": 16,
+        "max_trajectory_length": 4096,
+        "rollout_mode": "sync",
+        "write_viewer": False,
+    }
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": [s for s, _ in ROWS],
+            "extra_info": [{"index": i, "split": "test"} for _, i in ROWS],
+        }
+    )
     generator = ExpertGenerator(tokenizer, "frozenlake,maze", "react")
     with OpenManusAgent(tokenizer, generator, agent_config) as agent:
         out = agent.run_llm_loop(batch)
@@ -121,32 +160,53 @@ def test_each_row_goes_to_its_env_and_metrics_are_per_source(servers: tuple[str,
         # FrozenLake's expert sees the map (a shortest path); Maze's sees only the walls beside it and
         # takes two detours on start 3
         assert [len(frozenlake_oracle(0)), len(maze_oracle(3)), len(frozenlake_oracle(1)), len(maze_oracle(7))] == [
-            6, 11, 8, 10]
+            6,
+            11,
+            8,
+            10,
+        ]
         assert list(nt["num_turns"]) == [6, 13, 8, 10]
         first = [turns[0]["text"] for turns in nt["trajectory"]]
         assert first[0].startswith("Frozen lake 4x4") and first[1].startswith("The goal is at position 8, 6.")
         assert {k: v for k, v in metrics.items() if k.startswith(("env/frozenlake/", "env/maze/"))} == {
-            "env/frozenlake/success_rate": 1.0, "env/frozenlake/reward/mean": 1.0,
+            "env/frozenlake/success_rate": 1.0,
+            "env/frozenlake/reward/mean": 1.0,
             "env/frozenlake/turns/mean": 7.0,
-            "env/frozenlake/trajectories": 2.0, "env/frozenlake/failed_trajectories": 0.0,
-            "env/maze/success_rate": 1.0, "env/maze/reward/mean": 1.0,
+            "env/frozenlake/trajectories": 2.0,
+            "env/frozenlake/failed_trajectories": 0.0,
+            "env/maze/success_rate": 1.0,
+            "env/maze/reward/mean": 1.0,
             "env/maze/turns/mean": 11.5,
-            "env/maze/trajectories": 2.0, "env/maze/failed_trajectories": 0.0}
+            "env/maze/trajectories": 2.0,
+            "env/maze/failed_trajectories": 0.0,
+        }
         assert metrics["reward/frozenlake/total/mean"] == 1.0 and metrics["env/success_rate"] == 1.0
 
-        unknown = DataProto.from_dict(non_tensors={"data_source": ["maze", "sokoban"],
-                                                   "extra_info": [{"index": 0}, {"index": 0}]})
-        with pytest.raises(ValueError, match=r"row 1 has data_source 'sokoban', which names none of the envs "
-                                             r"\['frozenlake', 'maze'\] of agent.env_name"):
+        unknown = DataProto.from_dict(
+            non_tensors={"data_source": ["maze", "sokoban"], "extra_info": [{"index": 0}, {"index": 0}]}
+        )
+        with pytest.raises(
+            ValueError,
+            match=r"row 1 has data_source 'sokoban', which names none of the envs "
+            r"\['frozenlake', 'maze'\] of agent.env_name",
+        ):
             agent.run_llm_loop(unknown)
 
 
-GRPO = ["algorithm.adv_estimator=grpo", "agent.n=4", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.use_kl_loss=true", "trainer.val_before_train=false"]
+GRPO = [
+    "algorithm.adv_estimator=grpo",
+    "agent.n=4",
+    "data.train_batch_size=2",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    "actor_rollout_ref.actor.use_kl_loss=true",
+    "trainer.val_before_train=false",
+]
 
 
-@pytest.mark.parametrize("env_name", ["babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop",
-                                      "wordle", "babyai,webshop"])
+@pytest.mark.parametrize(
+    "env_name",
+    ["babyai", "frozenlake", "maze", "sciworld", "sokoban", "textcraft", "webshop", "wordle", "babyai,webshop"],
+)
 def test_every_env_and_a_mix_pass_the_grpo_jobs_config_check(env_name: str, tiny_model_path: str, tmp_path) -> None:
     """What ``./train_grpo.sh --env_name <env>`` checks before any work, on that env's own prepared data."""
     import subprocess
@@ -154,15 +214,40 @@ def test_every_env_and_a_mix_pass_the_grpo_jobs_config_check(env_name: str, tiny
 
     from verl.trainer.ppo.config import load_config
 
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", env_name, "--out", str(tmp_path),
-                    "--train_size", "4", "--dev_size", "2", "--test_size", "2"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/prepare_data.py",
+            "--env_name",
+            env_name,
+            "--out",
+            str(tmp_path),
+            "--train_size",
+            "4",
+            "--dev_size",
+            "2",
+            "--test_size",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+    )
     folder = tmp_path / env_name.replace(",", "+")
     envs = env_name.split(",")
     ports = list(range(36901, 36901 + len(envs)))
-    cfg = load_config([*GRPO, f"actor_rollout_ref.model.path={tiny_model_path}",
-                       f"data.train_files={folder / 'train.parquet'}", f"data.val_files={folder / 'dev.parquet'}",
-                       f"agent.env_name='{env_name}'", f"agent.env_ports={ports}", "agent.manage_servers=true",
-                       f"trainer.output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={tmp_path / 'ckpt'}"])
+    cfg = load_config(
+        [
+            *GRPO,
+            f"actor_rollout_ref.model.path={tiny_model_path}",
+            f"data.train_files={folder / 'train.parquet'}",
+            f"data.val_files={folder / 'dev.parquet'}",
+            f"agent.env_name='{env_name}'",
+            f"agent.env_ports={ports}",
+            "agent.manage_servers=true",
+            f"trainer.output_dir={tmp_path / 'out'}",
+            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        ]
+    )
     assert cfg.agent["env_name"] == env_name
     assert AgentConfig(**cfg.agent).ports_by_env() == {env: [port] for env, port in zip(envs, ports)}
 
@@ -178,8 +263,22 @@ def test_a_mixed_dataset_takes_the_envs_in_turn(tmp_path) -> None:
     from agentgym.registry import ENV_SPECS
     from agentgym.spec import load_object
 
-    subprocess.run([sys.executable, "scripts/prepare_data.py", "--env_name", "frozenlake,maze", "--out", str(tmp_path),
-                    "--train_size", "3", "--test_size", "2"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/prepare_data.py",
+            "--env_name",
+            "frozenlake,maze",
+            "--out",
+            str(tmp_path),
+            "--train_size",
+            "3",
+            "--test_size",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+    )
     dev = pd.read_parquet(tmp_path / "frozenlake+maze" / "dev.parquet")
     ids = {env: [int(i) for i, _ in load_object(ENV_SPECS[env].tasks)("dev")] for env in ("frozenlake", "maze")}
     assert (len(ids["frozenlake"]), len(ids["maze"])) == (100, 26)
@@ -208,10 +307,19 @@ def test_an_episode_ends_at_its_own_envs_turn_cap(servers: tuple[str, str], toke
     lake, maze = servers
     policy = text_policy(tokenizer, lambda prompt: "I am not sure yet.")
     generator = (StreamingScriptedGenerator if mode == "async" else ScriptedGenerator)(policy)
-    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_trajectory_length": 8192,
-                    "rollout_mode": mode, "write_viewer": False}
-    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
-                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    agent_config = {
+        "env_name": "frozenlake,maze",
+        "env_ports": [lake.port, maze.port],
+        "max_trajectory_length": 8192,
+        "rollout_mode": mode,
+        "write_viewer": False,
+    }
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": [s for s, _ in ROWS],
+            "extra_info": [{"index": i, "split": "test"} for _, i in ROWS],
+        }
+    )
     with OpenManusAgent(tokenizer, generator, agent_config) as agent:
         nt = agent.run_llm_loop(batch).non_tensor_batch
     assert list(nt["num_turns"]) == [12, 15, 12, 15]
@@ -219,19 +327,30 @@ def test_an_episode_ends_at_its_own_envs_turn_cap(servers: tuple[str, str], toke
 
 
 @pytest.mark.slow
-def test_an_episode_ends_at_its_own_envs_token_budget(servers: tuple[str, str], tokenizer: Any, short_lake_budget: int) -> None:
+def test_an_episode_ends_at_its_own_envs_token_budget(
+    servers: tuple[str, str], tokenizer: Any, short_lake_budget: int
+) -> None:
     """The same policy under each env's own budget: FrozenLake's rows (900 tokens) run out of budget before their
     12 turns, Maze's (its own, larger budget) play their 15; no response outgrows its env's budget."""
     lake, maze = servers
     policy = text_policy(tokenizer, lambda prompt: "I am not sure yet.")
-    agent_config = {"env_name": "frozenlake,maze", "env_ports": [lake.port, maze.port], "max_trajectory_length": None,
-                    "max_prompt_length": 512, "write_viewer": False}
-    batch = DataProto.from_dict(non_tensors={"data_source": [s for s, _ in ROWS],
-                                             "extra_info": [{"index": i, "split": "test"} for _, i in ROWS]})
+    agent_config = {
+        "env_name": "frozenlake,maze",
+        "env_ports": [lake.port, maze.port],
+        "max_trajectory_length": None,
+        "max_prompt_length": 512,
+        "write_viewer": False,
+    }
+    batch = DataProto.from_dict(
+        non_tensors={
+            "data_source": [s for s, _ in ROWS],
+            "extra_info": [{"index": i, "split": "test"} for _, i in ROWS],
+        }
+    )
     with OpenManusAgent(tokenizer, ScriptedGenerator(policy), agent_config) as agent:
         out = agent.run_llm_loop(batch)
     nt = out.non_tensor_batch
     assert list(nt["status"]) == ["truncated", "turn_limit", "truncated", "turn_limit"]
     assert nt["num_turns"][0] == nt["num_turns"][2] < 12 and list(nt["num_turns"][1::2]) == [15, 15]
-    response_tokens = out.batch["attention_mask"][:, out.batch["prompts"].shape[1]:].sum(dim=1).tolist()
+    response_tokens = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :].sum(dim=1).tolist()
     assert max(response_tokens[0::2]) <= short_lake_budget - 512 < max(response_tokens[1::2])

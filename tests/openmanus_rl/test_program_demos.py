@@ -18,19 +18,25 @@ from verl.protocol import DataProto
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = "examples.webshop_openai_agent:play"
-FIRST_PAGE = "WebShop [SEP] Instruction: [SEP] i need a red ceramic mug, and price lower than 20.00 dollars [SEP] Search"
-RESULTS = "Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] Red Ceramic Mug [SEP] $9.99"
+FIRST_PAGE = (
+    "WebShop [SEP] Instruction: [SEP] i need a red ceramic mug, and price lower than 20.00 dollars [SEP] Search"
+)
+RESULTS = (
+    "Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] Red Ceramic Mug [SEP] $9.99"
+)
 
 
 def prompt(tokenizer, *messages: tuple[str, str]) -> list[int]:
-    text = tokenizer.apply_chat_template([{"role": r, "content": c} for r, c in messages], add_generation_prompt=True,
-                                         tokenize=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": r, "content": c} for r, c in messages], add_generation_prompt=True, tokenize=False
+    )
     return tokenizer.encode(text, add_special_tokens=False)
 
 
 def call(expert: ProgramExpert, ids: list[int], max_tokens: int = 96) -> tuple[list[int], str]:
-    out = expert.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": [ids], "seed": [0]},
-                                                        meta_info={"max_tokens": max_tokens})).non_tensor_batch
+    out = expert.generate_sequences(
+        DataProto.from_dict(non_tensors={"prompt_ids": [ids], "seed": [0]}, meta_info={"max_tokens": max_tokens})
+    ).non_tensor_batch
     return list(out["response_ids"][0]), out["finish_reason"][0]
 
 
@@ -38,8 +44,12 @@ def test_the_observation_is_the_last_user_or_tool_message(tokenizer):
     assert message_heads(ChatFormat(tokenizer)) == ["<|im_start|>user\n", "<|im_start|>tool\n"]
     expert = ProgramExpert(tokenizer, "webshop")
     assert expert.observation(prompt(tokenizer, ("system", SYSTEM), ("user", FIRST_PAGE))) == FIRST_PAGE
-    assert expert.observation(prompt(tokenizer, ("system", SYSTEM), ("user", FIRST_PAGE), ("assistant", "a"),
-                                     ("tool", RESULTS))) == RESULTS
+    assert (
+        expert.observation(
+            prompt(tokenizer, ("system", SYSTEM), ("user", FIRST_PAGE), ("assistant", "a"), ("tool", RESULTS))
+        )
+        == RESULTS
+    )
 
 
 def test_the_reply_is_the_experts_tool_call_and_a_new_prompt_a_new_episode(tokenizer):
@@ -48,12 +58,20 @@ def test_the_reply_is_the_experts_tool_call_and_a_new_prompt_a_new_episode(token
     ids, reason = call(expert, first)
     assert reason == "stop" and ids[-1] == ChatFormat(tokenizer).eot_id
     text = tokenizer.decode(ids[:-1])
-    assert text == "I search for the product the instruction describes.\n" + \
-        '<tool_call>{"name": "search", "arguments": {"query": "red ceramic mug"}}</tool_call>'
+    assert (
+        text
+        == "I search for the product the instruction describes.\n"
+        + '<tool_call>{"name": "search", "arguments": {"query": "red ceramic mug"}}</tool_call>'
+    )
     assert expert.episodes == [["search[red ceramic mug]"]]
     # the same conversation, one tool result later: the same episode
-    later = first + ids + tokenizer.encode("\n<|im_start|>tool\n" + RESULTS + "<|im_end|>\n<|im_start|>assistant\n",
-                                           add_special_tokens=False)
+    later = (
+        first
+        + ids
+        + tokenizer.encode(
+            "\n<|im_start|>tool\n" + RESULTS + "<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+        )
+    )
     call(expert, later)
     assert expert.episodes == [["search[red ceramic mug]", "click[B000000001]"]]
     # a prompt that does not extend the last call's: a new episode, a fresh expert; a short budget cuts the reply
@@ -70,8 +88,22 @@ def test_demonstrations_are_the_programs_conversations(server, tokenizer, tmp_pa
     from model_prep import prepare_tokenizer
 
     out = tmp_path / "demos.parquet"
-    stats = script.main(["--n", "4", "--program", PROGRAM, "--out", str(out), "--server_url", server, "--keep", "all",
-                         "--tokenizer", str(prepare_tokenizer())])
+    stats = script.main(
+        [
+            "--n",
+            "4",
+            "--program",
+            PROGRAM,
+            "--out",
+            str(out),
+            "--server_url",
+            server,
+            "--keep",
+            "all",
+            "--tokenizer",
+            str(prepare_tokenizer()),
+        ]
+    )
     rows = pd.read_parquet(out)
     assert (stats["played"], stats["env_failures"], stats["kept"]) == (4, 0, 4)
     assert list(rows.task_id) == [700, 701, 702, 703] and set(rows.action_format) == {"tool_call"}

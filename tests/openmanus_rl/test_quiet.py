@@ -14,10 +14,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quiet.py"
 RUN = [
     "[config] ok\n",
     "2026-11-28 17:25:28,862\tINFO worker.py:2038 -- Started a local Ray instance.\n",
-    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m [precision] actor rank 0: bfloat16 (set explicitly in the config)\n",
-    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m \rLoading weights:   0%|          | 0/272\rLoading weights: 100%|##| 272/272\n",
-    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m (MainProcess pid=10721) WARNING 11-28 17:26:33 [layerwise.py:266] RotaryEmbedding: Failed to load weights\n",
-    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m [rank0]:[W1128 17:25:40.610235661 utils.cpp:68] Warning: NUMA binding\n",
+    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m [precision] actor rank 0: "
+    "bfloat16 (set explicitly in the config)\n",
+    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m \rLoading weights:   "
+    "0%|          | 0/272\rLoading weights: 100%|##| 272/272\n",
+    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m (MainProcess pid=10721) WARNING 11-28 17:26:33 "
+    "[layerwise.py:266] RotaryEmbedding: Failed to load weights\n",
+    "\x1b[36m(ActorRolloutRefWorker pid=10721)\x1b[0m [rank0]:[W1128 17:25:40.610235661 "
+    "utils.cpp:68] Warning: NUMA binding\n",
     "  cpu = _conversion_method_template(device=torch.device('cpu'))\n",
     "[step 1/3] succ=0.25 reward=0.7333 (~1.5 min left)\n",
     "[summary] where the time went\n",
@@ -57,9 +61,15 @@ def test_every_line_goes_to_the_log_and_the_shown_ones_to_the_terminal(tmp_path)
     log = tmp_path / "run" / "run.log"
     log.parent.mkdir()
     log.write_text("an earlier run\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), "--log", str(log)], input="".join(RUN).encode(), capture_output=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--log", str(log)], input="".join(RUN).encode(), capture_output=True, check=True
+    )
     assert out.stdout.decode().splitlines() == list(shown_lines(RUN))
     assert log.read_bytes() == ("an earlier run\n" + "".join(RUN)).encode()  # appended, byte for byte
-    everything = subprocess.run([sys.executable, str(SCRIPT), "--log", str(tmp_path / "all.log"), "--all"], input="".join(RUN).encode(),
-                                capture_output=True, check=True)
+    everything = subprocess.run(
+        [sys.executable, str(SCRIPT), "--log", str(tmp_path / "all.log"), "--all"],
+        input="".join(RUN).encode(),
+        capture_output=True,
+        check=True,
+    )
     assert everything.stdout == "".join(RUN).encode()

@@ -8,17 +8,26 @@ from openmanus_rl.rewards import EpisodeOutcome, FormatReward, GoalReward, Lengt
 
 
 def outcome(**kw):
-    base = dict(env_name="webshop", env_reward=0.75, success=False, reward_scale=1.0, model_tokens=14,
-                model_texts=("Action: search[x]", "hmm", "Action: click[y]", "Action: buy"))
+    base = dict(
+        env_name="webshop",
+        env_reward=0.75,
+        success=False,
+        reward_scale=1.0,
+        model_tokens=14,
+        model_texts=("Action: search[x]", "hmm", "Action: click[y]", "Action: buy"),
+    )
     return EpisodeOutcome(**{**base, **kw})
 
 
 def test_composer_total_and_breakdown():
     composer = RewardComposer.from_config(
-        {"goal": 1.0,
-         "length": {"weight": 0.5, "max_length": 10, "kind": "quadratic"},
-         "format": {"weight": 0.2, "patterns": {"webshop": [r"Action: (search|click)\["], "default": ["never"]}}},
-        env_name="webshop")
+        {
+            "goal": 1.0,
+            "length": {"weight": 0.5, "max_length": 10, "kind": "quadratic"},
+            "format": {"weight": 0.2, "patterns": {"webshop": [r"Action: (search|click)\["], "default": ["never"]}},
+        },
+        env_name="webshop",
+    )
     total, breakdown = composer(outcome())
     # goal:   1.0 * 0.75                                   = 0.75
     # length: x = (14 - 10) / 10 = 0.4; 0.5 * -(0.4 ** 2)   = -0.08
@@ -42,11 +51,14 @@ def test_goal_reward_modes_and_scale():
     assert GoalReward("success")(outcome(success=False, env_reward=0.9)) == 0.0
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("linear", -0.4),                  # x = (14 - 10) / 10
-    ("quadratic", -0.16),              # x ** 2
-    ("log", -math.log(1.4)),           # log(1 + x)
-])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("linear", -0.4),  # x = (14 - 10) / 10
+        ("quadratic", -0.16),  # x ** 2
+        ("log", -math.log(1.4)),  # log(1 + x)
+    ],
+)
 def test_length_penalty_kinds(kind, expected):
     assert LengthPenalty(10, kind)(outcome(model_tokens=14)) == pytest.approx(expected)
     assert LengthPenalty(10, kind)(outcome(model_tokens=10)) == 0.0  # at the limit: no penalty
@@ -61,16 +73,19 @@ def test_format_reward_share_of_turns():
     assert FormatReward([r"x"])(outcome(model_texts=())) == 0.0
 
 
-@pytest.mark.parametrize("config, message", [
-    ({}, "empty"),
-    ({"bonus": 1.0}, "unknown type 'bonus'"),
-    ({"goal": "high"}, "weight must be a number"),
-    ({"goal": {"mode": "always"}}, "mode must be"),
-    ({"length": 0.1}, "'length' \\(length\\)"),  # max_length is required
-    ({"length": {"max_length": 5, "kind": "cubic"}}, "kind must be one of"),
-    ({"format": {"patterns": ["("]}}, "does not compile"),
-    ({"g2": {"type": "goal", "extra": 1}}, "'g2'"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({}, "empty"),
+        ({"bonus": 1.0}, "unknown type 'bonus'"),
+        ({"goal": "high"}, "weight must be a number"),
+        ({"goal": {"mode": "always"}}, "mode must be"),
+        ({"length": 0.1}, "'length' \\(length\\)"),  # max_length is required
+        ({"length": {"max_length": 5, "kind": "cubic"}}, "kind must be one of"),
+        ({"format": {"patterns": ["("]}}, "does not compile"),
+        ({"g2": {"type": "goal", "extra": 1}}, "'g2'"),
+    ],
+)
 def test_composer_config_errors(config, message):
     with pytest.raises(ValueError, match=message):
         RewardComposer.from_config(config, "webshop")

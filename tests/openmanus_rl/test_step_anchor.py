@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from agent_helpers import ScriptedGenerator, task_batch
+
 from openmanus_rl.agent import OpenManusAgent
 from openmanus_rl.agent.output import build_batch, build_step_batch, normalize_observation
 from openmanus_rl.agent.trajectory import Trajectory
@@ -11,19 +11,32 @@ from openmanus_rl.envs import EnvSpec, register_env
 from verl.trainer.ppo.gigpo import compute_gigpo_advantage
 from verl.trainer.ppo.reward import RewardManager
 
-SPEC = register_env(EnvSpec(name="toy-counter", family="B", reset_field="data_idx",
-                            instructions="Reach the target number by adding.", action_pattern=r"add \d+"), replace=True)
+SPEC = register_env(
+    EnvSpec(
+        name="toy-counter",
+        family="B",
+        reset_field="data_idx",
+        instructions="Reach the target number by adding.",
+        action_pattern=r"add \d+",
+    ),
+    replace=True,
+)
 EOT = 2
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Task 3: value 0.", "task 3: value 0."),
-    ("  You are in the  MIDDLE\tof a room.\n\nLooking around,\r\n you see a desk.  ",
-     "you are in the middle of a room. looking around, you see a desk."),
-    ("[SEP]  Search\n[SEP]", "[sep] search [sep]"),  # punctuation and brackets are kept
-    ("\n \t ", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Task 3: value 0.", "task 3: value 0."),
+        (
+            "  You are in the  MIDDLE\tof a room.\n\nLooking around,\r\n you see a desk.  ",
+            "you are in the middle of a room. looking around, you see a desk.",
+        ),
+        ("[SEP]  Search\n[SEP]", "[sep] search [sep]"),  # punctuation and brackets are kept
+        ("\n \t ", ""),
+        ("", ""),
+    ],
+)
 def test_normalize_observation(text, expected):
     assert normalize_observation(text) == expected
 
@@ -52,14 +65,48 @@ def episode(uid, copy, events, reward=1.0, status="done"):
 
 def three_episodes():
     """Task 3 won (a) and lost (b, whose second turn is invalid), task 4 failed (c)."""
-    a = episode("g", 0, [("obs", "Task 3:  Value 0."), ("model", [11, EOT]), ("obs", "VALUE 1"), ("model", [12, EOT]),
-                         ("obs", "value 2"), ("model", [13, EOT]), ("obs", "value 3")])
+    a = episode(
+        "g",
+        0,
+        [
+            ("obs", "Task 3:  Value 0."),
+            ("model", [11, EOT]),
+            ("obs", "VALUE 1"),
+            ("model", [12, EOT]),
+            ("obs", "value 2"),
+            ("model", [13, EOT]),
+            ("obs", "value 3"),
+        ],
+    )
     # turn 1 is invalid: the feedback is not a state, so turn 2 acts on the reset state again
-    b = episode("g", 1, [("obs", "task 3: value 0.\n"), ("model", [21, EOT]),
-                         ("feedback", "Invalid action: reply with 'Action: ...'."), ("model", [22, EOT]),
-                         ("obs", "Value 1"), ("model", [23, EOT]), ("obs", "value 2")], reward=0.0, status="turn_limit")
-    c = episode("h", 0, [("obs", "Task 4: value 0."), ("model", [31, EOT]), ("feedback", "Invalid action: x"),
-                         ("model", [32, EOT]), ("feedback", "Invalid action: x")], reward=0.0, status="turn_limit")
+    b = episode(
+        "g",
+        1,
+        [
+            ("obs", "task 3: value 0.\n"),
+            ("model", [21, EOT]),
+            ("feedback", "Invalid action: reply with 'Action: ...'."),
+            ("model", [22, EOT]),
+            ("obs", "Value 1"),
+            ("model", [23, EOT]),
+            ("obs", "value 2"),
+        ],
+        reward=0.0,
+        status="turn_limit",
+    )
+    c = episode(
+        "h",
+        0,
+        [
+            ("obs", "Task 4: value 0."),
+            ("model", [31, EOT]),
+            ("feedback", "Invalid action: x"),
+            ("model", [32, EOT]),
+            ("feedback", "Invalid action: x"),
+        ],
+        reward=0.0,
+        status="turn_limit",
+    )
     c.fail("EnvClientError: boom")  # a failed trajectory still gets its anchors (GiGPO skips it by its mask)
     return [a, b, c], [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
 
@@ -69,9 +116,14 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     out = build_step_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
     nt = out.non_tensor_batch
     assert list(nt["anchor_obs"]) == [
-        "task 3: value 0.", "value 1", "value 2",         # a
-        "task 3: value 0.", "task 3: value 0.", "value 1",  # b: turn 1 follows the feedback
-        "task 4: value 0.", "task 4: value 0.",            # c (failed)
+        "task 3: value 0.",
+        "value 1",
+        "value 2",  # a
+        "task 3: value 0.",
+        "task 3: value 0.",
+        "value 1",  # b: turn 1 follows the feedback
+        "task 4: value 0.",
+        "task 4: value 0.",  # c (failed)
     ]
     assert nt["anchor_obs"].dtype == object
     # the existing columns are unchanged
@@ -90,9 +142,16 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     #   group h is failed (mask 0) -> 0
     index = np.array(nt["uid"], dtype=object)
     RewardManager(NoText(), "episode")(out)  # the reward path: every row of a trajectory carries its R
-    adv, _ = compute_gigpo_advantage(out.batch["token_level_scores"], out.batch["response_mask"].float(), index, nt,
-                                     scores=out.batch["outcome_scores"], step_gamma=0.5, epsilon=0.0)
-    r2, s48 = 0.5 ** 0.5, 48 ** 0.5
+    adv, _ = compute_gigpo_advantage(
+        out.batch["token_level_scores"],
+        out.batch["response_mask"].float(),
+        index,
+        nt,
+        scores=out.batch["outcome_scores"],
+        step_gamma=0.5,
+        epsilon=0.0,
+    )
+    r2, s48 = 0.5**0.5, 48**0.5
     expected = [r2 + s48 / 6, r2 + r2, r2 + 0.0, -r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2, 0.0, 0.0]
     assert adv[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
 
@@ -104,13 +163,23 @@ def test_whole_trajectory_rows_carry_each_turns_anchor_and_get_the_same_advantag
     out = build_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
     nt = out.non_tensor_batch
     assert list(nt["turn_ends"]) == [[1, 5, 9], [1, 5, 9], []]  # model turns of 2 tokens, observations of 2
-    assert list(nt["anchor_obs"]) == [["task 3: value 0.", "value 1", "value 2"],
-                                      ["task 3: value 0.", "task 3: value 0.", "value 1"], []]
+    assert list(nt["anchor_obs"]) == [
+        ["task 3: value 0.", "value 1", "value 2"],
+        ["task 3: value 0.", "task 3: value 0.", "value 1"],
+        [],
+    ]
     RewardManager(NoText(), "episode")(out)
     index = np.array(nt["uid"], dtype=object)
-    adv, _ = compute_gigpo_advantage(out.batch["token_level_scores"], out.batch["response_mask"].float(), index, nt,
-                                     scores=out.batch["outcome_scores"], step_gamma=0.5, epsilon=0.0)
-    r2, s48 = 0.5 ** 0.5, 48 ** 0.5
+    adv, _ = compute_gigpo_advantage(
+        out.batch["token_level_scores"],
+        out.batch["response_mask"].float(),
+        index,
+        nt,
+        scores=out.batch["outcome_scores"],
+        step_gamma=0.5,
+        epsilon=0.0,
+    )
+    r2, s48 = 0.5**0.5, 48**0.5
     a, b = (r2 + s48 / 6, r2 + r2, r2), (-r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2)
     assert adv[0].tolist()[:10] == pytest.approx([a[0], a[0], 0, 0, a[1], a[1], 0, 0, a[2], a[2]], abs=1e-6)
     assert adv[1].tolist()[:10] == pytest.approx([b[0], b[0], 0, 0, b[1], b[1], 0, 0, b[2], b[2]], abs=1e-6)
@@ -136,11 +205,23 @@ def test_inconsistent_turn_record_is_an_error():
 def test_agent_rows_carry_the_anchor(tokenizer, toy_server, history_window):
     """Through the real agent and toy server: an invalid first reply, then "Action: add 3" solves task 3; step-wise
     rows carry one anchor each, a whole-trajectory row one per turn."""
-    replies = iter([(tokenizer.encode("I give up") + [EOT], "stop"),
-                    (tokenizer.encode("Action: add 3", add_special_tokens=False) + [EOT], "stop")])
+    replies = iter(
+        [
+            (tokenizer.encode("I give up") + [EOT], "stop"),
+            (tokenizer.encode("Action: add 3", add_special_tokens=False) + [EOT], "stop"),
+        ]
+    )
     generator = ScriptedGenerator(lambda prompt, seed: next(replies))
-    cfg = {"env_name": "toy-counter", "env_ports": [toy_server.port], "max_turns": 5, "max_prompt_length": 256,
-           "max_response_length": 16, "max_obs_length": 32, "max_trajectory_length": 512, "history_window": history_window}
+    cfg = {
+        "env_name": "toy-counter",
+        "env_ports": [toy_server.port],
+        "max_turns": 5,
+        "max_prompt_length": 256,
+        "max_response_length": 16,
+        "max_obs_length": 32,
+        "max_trajectory_length": 512,
+        "history_window": history_window,
+    }
     with OpenManusAgent(tokenizer, generator, cfg) as agent:
         out = agent.run_llm_loop(task_batch([3], uid=["g"]))
     nt = out.non_tensor_batch
@@ -154,8 +235,17 @@ def test_agent_rows_carry_the_anchor(tokenizer, toy_server, history_window):
         assert list(nt["step_reward"][0]) == [0.0, 1.0]  # the env paid on the second turn only
 
 
-SCORED = register_env(EnvSpec(name="toy-scored", family="B", reset_field="data_idx", reward_scale=100.0,
-                              instructions="Raise the score.", action_pattern=r"add \d+"), replace=True)
+SCORED = register_env(
+    EnvSpec(
+        name="toy-scored",
+        family="B",
+        reset_field="data_idx",
+        reward_scale=100.0,
+        instructions="Raise the score.",
+        action_pattern=r"add \d+",
+    ),
+    replace=True,
+)
 
 
 def test_step_rows_carry_what_each_turn_earned_on_the_way():
@@ -164,9 +254,22 @@ def test_step_rows_carry_what_each_turn_earned_on_the_way():
     from openmanus_rl.rewards import RewardComposer
 
     composer = RewardComposer.from_config({"goal": 2.0, "length": {"weight": 0.1, "max_length": 1}}, "toy-scored")
-    t = episode("g", 0, [("obs", "score 0"), ("model", [11, EOT]), ("obs", "score 10"), ("model", [12, EOT]),
-                         ("feedback", "Invalid action: x"), ("model", [13, EOT]), ("obs", "score 35"),
-                         ("model", [14, EOT]), ("obs", "score 35")], reward=35.0)
+    t = episode(
+        "g",
+        0,
+        [
+            ("obs", "score 0"),
+            ("model", [11, EOT]),
+            ("obs", "score 10"),
+            ("model", [12, EOT]),
+            ("feedback", "Invalid action: x"),
+            ("model", [13, EOT]),
+            ("obs", "score 35"),
+            ("model", [14, EOT]),
+            ("obs", "score 35"),
+        ],
+        reward=35.0,
+    )
     assistant = [e for e in t.turns if e["role"] == "assistant"]
     for entry, reward in zip(assistant, (10.0, None, 35.0, 35.0)):  # turn 1 was invalid: no env step, no reward
         if reward is not None:

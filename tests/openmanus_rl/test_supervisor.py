@@ -35,11 +35,13 @@ def wait_until(check: Callable[[], object], what: str, timeout_s: float = 60.0) 
 
 
 def test_a_server_whose_env_route_hangs_while_it_answers_is_restarted(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(FAULT_INJECTION_ENV, "1")  # the supervisor's servers inherit it
     port = free_port()
-    supervisor = ServerSupervisor("textcraft", [port], tmp_path, backoff_s=0.1, hang_s=1.5, poll_s=0.2,
-                                  addresses=ServerAddresses()).start()
+    supervisor = ServerSupervisor(
+        "textcraft", [port], tmp_path, backoff_s=0.1, hang_s=1.5, poll_s=0.2, addresses=ServerAddresses()
+    ).start()
     url = f"http://127.0.0.1:{port}"
     try:
         pid = int(re.search(r"started \(pid (\d+)\)", capsys.readouterr().out).group(1))
@@ -49,14 +51,19 @@ def test_a_server_whose_env_route_hangs_while_it_answers_is_restarted(
         assert requests.get(url + "/", timeout=5).json() == "ok"  # ...while GET / answers
         health = requests.get(url + "/health", timeout=5).json()
         assert health["in_flight"] == 1 and 0.3 <= health["oldest_request_s"] < 1.5
-        assert supervisor.wait_ready(0.3) == ("no textcraft server could serve within 0.3 s (none answered its health "
-                                              "check without an env call hanging from before)")
+        assert supervisor.wait_ready(0.3) == (
+            "no textcraft server could serve within 0.3 s (none answered its health "
+            "check without an env call hanging from before)"
+        )
 
         wait_until(lambda: supervisor.metrics()["env_server/restarts"] == 1.0, "the restart")
         out = capsys.readouterr().out
-        assert re.search(rf"textcraft server on port {port} has had an env request in flight for \d+ s while its "
-                         r"health check answered \(an env route hung\); killed it; restarting in 0.1 s "
-                         r"\(attempt 1 of 3\)", out), out
+        assert re.search(
+            rf"textcraft server on port {port} has had an env request in flight for \d+ s while its "
+            r"health check answered \(an env route hung\); killed it; restarting in 0.1 s "
+            r"\(attempt 1 of 3\)",
+            out,
+        ), out
         assert re.search(rf"textcraft server on port {port} is back \(pid \d+, restart 1\)", out), out
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         assert supervisor.wait_ready(5) is None
@@ -66,7 +73,9 @@ def test_a_server_whose_env_route_hangs_while_it_answers_is_restarted(
         supervisor.close()
 
 
-def test_a_port_taken_before_the_start_moves_the_server_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_port_taken_before_the_start_moves_the_server_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A configured port another process holds (a stray server, or a client's ephemeral port taken between choosing
     the port and binding it) starts the server on a free port, recorded for the agent, instead of failing the run."""
     port, addresses = free_port(), ServerAddresses()
@@ -78,8 +87,11 @@ def test_a_port_taken_before_the_start_moves_the_server_at_once(tmp_path: Path, 
     try:
         supervisor.start()
         out = capsys.readouterr().out
-        moved = re.search(rf"textcraft server on port {port}: the port is taken by another process; starting on "
-                          r"port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", out)
+        moved = re.search(
+            rf"textcraft server on port {port}: the port is taken by another process; starting on "
+            r"port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)",
+            out,
+        )
         assert moved and moved.group(1) == moved.group(2) != str(port), out
         assert addresses.resolve(home) == f"http://127.0.0.1:{moved.group(1)}" and supervisor.wait_ready(5) is None
         assert supervisor.homes() == [home]  # the agent's name for it stays the configured URL
@@ -89,11 +101,11 @@ def test_a_port_taken_before_the_start_moves_the_server_at_once(tmp_path: Path, 
 
 
 def test_a_taken_port_moves_the_server_to_a_free_one_and_the_pool_follows(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     port, addresses = free_port(), ServerAddresses()
     home = f"http://127.0.0.1:{port}"
-    supervisor = ServerSupervisor("textcraft", [port], tmp_path, backoff_s=0.5, poll_s=0.2,
-                                  addresses=addresses).start()
+    supervisor = ServerSupervisor("textcraft", [port], tmp_path, backoff_s=0.5, poll_s=0.2, addresses=addresses).start()
     pool = EnvPool(get_env_spec("textcraft"), [home], FAST, addresses=addresses)
     blocker = socket.socket()
     try:
@@ -108,8 +120,11 @@ def test_a_taken_port_moves_the_server_to_a_free_one_and_the_pool_follows(
 
         wait_until(lambda: supervisor.metrics()["env_server/restarts"] == 1.0, "the restart")
         out = capsys.readouterr().out
-        moved = re.search(rf"textcraft server on port {port}: the port is taken by another process; restarting on "
-                          r"port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)", out)
+        moved = re.search(
+            rf"textcraft server on port {port}: the port is taken by another process; restarting on "
+            r"port (\d+) \(the agent now uses http://127.0.0.1:(\d+)\)",
+            out,
+        )
         assert moved and moved.group(1) == moved.group(2), out
         new_url = f"http://127.0.0.1:{moved.group(1)}"
         assert f"textcraft server on port {port} exited with code -9; restarting in 0.5 s (attempt 1 of 3)" in out

@@ -75,6 +75,7 @@ def build_app(prefix: str, reset_field: str, with_close: bool) -> FastAPI:
         return {"error": f"unknown id {id}"} if env is None else {"observation": f"value {env['value']}"}
 
     if with_close:
+
         @router.post("/close")
         def close(body: dict[str, Any] = Body(...)) -> Any:
             if envs.pop(body.get("id"), None) is None:
@@ -103,5 +104,10 @@ if __name__ == "__main__":
     parser.add_argument("--reset-field", default="data_idx")
     parser.add_argument("--no-close", action="store_true")
     args = parser.parse_args()
-    uvicorn.run(build_app(args.prefix, args.reset_field, not args.no_close), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        build_app(args.prefix, args.reset_field, not args.no_close),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )

@@ -6,7 +6,9 @@ from verl.protocol import DataProto
 from verl.workers.actor import PPOActor
 
 
-def update_capturing_grads(actor: PPOActor, data: DataProto, sampling: dict) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+def update_capturing_grads(
+    actor: PPOActor, data: DataProto, sampling: dict
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """``actor.update_policy(data)`` with one mini-batch; returns its gradient just before the step (of the
     parameters that have one), and the metrics."""
     grads, step = {}, actor.clip_and_step

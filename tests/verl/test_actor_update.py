@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from grad_capture import update_capturing_grads
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForCausalLM
 
@@ -10,16 +11,24 @@ from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, OptimConfig
 
-from grad_capture import update_capturing_grads
-
-
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the unfiltered, untempered distribution
 
 
 def make_actor(path: str, **overrides) -> PPOActor:
     torch.manual_seed(0)
     module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    cfg = ActorConfig(**{"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 4, "use_dynamic_bsz": False, "mixed_precision": "float32", "shuffle": False, "grad_clip": 1e9, "optim": OptimConfig(lr=1e-3, weight_decay=0.0), **overrides})
+    cfg = ActorConfig(
+        **{
+            "ppo_mini_batch_size": 4,
+            "ppo_micro_batch_size_per_gpu": 4,
+            "use_dynamic_bsz": False,
+            "mixed_precision": "float32",
+            "shuffle": False,
+            "grad_clip": 1e9,
+            "optim": OptimConfig(lr=1e-3, weight_decay=0.0),
+            **overrides,
+        }
+    )
     opt = build_optimizer(module, cfg.optim)
     return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", cfg.mixed_precision)
 
@@ -30,12 +39,16 @@ def batch():
     responses = [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]]
     masks = [[1, 1, 1, 1], [1], [1, 0, 1], [1, 1]]
     d = packed_proto(prompts, responses, response_masks=masks, pad_id=2)
-    d.batch["advantages"] = torch.tensor([[1.0, 1, 1, 1], [-1.0, 0, 0, 0], [0.5, 0, 0.5, 0], [2.0, -2, 0, 0]]) * d.batch["response_mask"]
+    d.batch["advantages"] = (
+        torch.tensor([[1.0, 1, 1, 1], [-1.0, 0, 0, 0], [0.5, 0, 0.5, 0], [2.0, -2, 0, 0]]) * d.batch["response_mask"]
+    )
     return d
 
 
 def grads_of_one_update(actor: PPOActor, data) -> dict[str, torch.Tensor]:
-    lp = actor.compute_log_prob(data, sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None)["log_probs"]
+    lp = actor.compute_log_prob(data, sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None)[
+        "log_probs"
+    ]
     data.batch["old_log_probs"] = lp
     return update_capturing_grads(actor, data, PLAIN)
 
@@ -43,8 +56,12 @@ def grads_of_one_update(actor: PPOActor, data) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
 def test_micro_batching_matches_one_big_batch(tiny_model_path, mode):
     full, m_full = grads_of_one_update(make_actor(tiny_model_path, loss_agg_mode=mode), batch())
-    micro, m_micro = grads_of_one_update(make_actor(tiny_model_path, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=1), batch())
-    dyn, _ = grads_of_one_update(make_actor(tiny_model_path, loss_agg_mode=mode, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=10), batch())
+    micro, m_micro = grads_of_one_update(
+        make_actor(tiny_model_path, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=1), batch()
+    )
+    dyn, _ = grads_of_one_update(
+        make_actor(tiny_model_path, loss_agg_mode=mode, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=10), batch()
+    )
     for k in full:
         # fp32 sums in another order: on AVX512-BF16 boxes single elements differ by up to ~5e-6
         torch.testing.assert_close(micro[k], full[k], atol=2e-5, rtol=1e-4)
@@ -112,11 +129,14 @@ def test_lm_head_in_chunks_gives_the_same_numbers_and_gradients(tiny_model_path,
     a = whole.compute_log_prob(batch(), PLAIN, True, 4, None)
     b = chunked.compute_log_prob(batch(), PLAIN, True, 4, None)
     torch.testing.assert_close(b["log_probs"], a["log_probs"], atol=1e-6, rtol=0)
-    # entropies near 11 nats are sums over the vocabulary whose order follows the chunk's shape: fp32 rounding, 1e-6 relative
+    # entropies near 11 nats are sums over the vocabulary whose order follows the chunk's shape:
+    # fp32 rounding, 1e-6 relative
     torch.testing.assert_close(b["entropys"], a["entropys"], atol=1e-6, rtol=2e-6)
     g_whole, m_whole = grads_of_one_update(whole, batch())
     g_chunked, m_chunked = grads_of_one_update(chunked, batch())
-    for k in g_whole:  # the head's gradient is summed chunk by chunk: the order of the sum differs (AVX2 kernels: up to 4.4e-6)
+    for k in (
+        g_whole
+    ):  # the head's gradient is summed chunk by chunk: the order of the sum differs (AVX2 kernels: up to 4.4e-6)
         torch.testing.assert_close(g_chunked[k], g_whole[k], atol=2e-5, rtol=1e-5)
     assert m_chunked["actor/entropy"] == pytest.approx(m_whole["actor/entropy"], rel=2e-6)
     assert m_chunked["actor/pg_loss"] == pytest.approx(m_whole["actor/pg_loss"], abs=1e-7)
@@ -131,7 +151,10 @@ class VocabMatmuls(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default) and out.shape[-1] == self.vocab:
+        if (
+            func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+            and out.shape[-1] == self.vocab
+        ):
             self.count += 1
         return out
 
@@ -166,7 +189,9 @@ def test_without_old_log_probs_the_update_uses_its_own_detached_ones(tiny_model_
     # one optimiser step per batch: the old log-probs a separate pass would give are the update's own
     recomputed, m_recomputed = grads_of_one_update(make_actor(tiny_model_path), batch())
     data = batch()
-    data.batch["rollout_log_probs"] = torch.zeros_like(data.batch["advantages"])  # the engine's; here 0, so the gap is -log p
+    data.batch["rollout_log_probs"] = torch.zeros_like(
+        data.batch["advantages"]
+    )  # the engine's; here 0, so the gap is -log p
     reused, m_reused = update_capturing_grads(make_actor(tiny_model_path), data, PLAIN)
     for k in recomputed:
         torch.testing.assert_close(reused[k], recomputed[k], atol=1e-6, rtol=1e-5)
@@ -178,7 +203,9 @@ def test_without_old_log_probs_the_update_uses_its_own_detached_ones(tiny_model_
 
 
 def batch_log_probs(path: str) -> torch.Tensor:
-    return make_actor(path).compute_log_prob(batch(), sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None)["log_probs"]
+    return make_actor(path).compute_log_prob(
+        batch(), sampling=PLAIN, with_entropy=False, micro_batch_rows=4, max_tokens=None
+    )["log_probs"]
 
 
 @pytest.mark.parametrize("overrides", [{"ppo_epochs": 2}, {"ppo_mini_batch_size": 2}])

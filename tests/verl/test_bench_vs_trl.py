@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import pytest
-
 from bench_vs_trl import Job, Step, our_overrides, summarize, trl_config
 
-JOB = Job(model="/models/m", data_dir="/data/countdown", prompts=4, group=4, prompt_len=256, response_len=128,
-          lr=2e-6, kl=0.0, dtype="bfloat16", threads=2, warmup=1, steps=3, seed=1)
+JOB = Job(
+    model="/models/m",
+    data_dir="/data/countdown",
+    prompts=4,
+    group=4,
+    prompt_len=256,
+    response_len=128,
+    lr=2e-6,
+    kl=0.0,
+    dtype="bfloat16",
+    threads=2,
+    warmup=1,
+    steps=3,
+    seed=1,
+)
 
 
 def test_tokens_per_second_counts_generated_and_trained_tokens():
@@ -26,7 +38,12 @@ def test_our_overrides_make_a_valid_grpo_config(tmp_path):
 
     cfg = load_config(our_overrides(JOB, str(tmp_path / "out")), check_files=False)
     actor = cfg.actor_rollout_ref.actor
-    assert (cfg.algorithm.adv_estimator, cfg.data.rollout, cfg.agent["n"], cfg.data.train_batch_size) == ("grpo", "single_turn", 4, 4)
+    assert (cfg.algorithm.adv_estimator, cfg.data.rollout, cfg.agent["n"], cfg.data.train_batch_size) == (
+        "grpo",
+        "single_turn",
+        4,
+        4,
+    )
     assert (actor.ppo_mini_batch_size, actor.ppo_epochs, actor.loss_agg_mode) == (16, 1, "token-mean")
     assert (actor.optim.lr, actor.use_kl_loss, actor.mixed_precision) == (2e-6, False, "bfloat16")
     assert (cfg.agent["max_prompt_length"], cfg.agent["max_response_length"]) == (256, 128)

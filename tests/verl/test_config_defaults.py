@@ -75,13 +75,25 @@ def test_dataclass_keys_and_defaults_match_the_yaml(config):
     assert OmegaConf.to_container(compose(config), resolve=True) == yaml_value(config)  # as the entry points load it
 
 
-@pytest.mark.parametrize("config, overrides, expected", [
-    ("ppo_trainer", ["actor_rollout_ref.actor.clip_ratio=0.3", "+agent.extra=1", "+trainer.extra=1"],
-     ["actor_rollout_ref.actor.clip_ratio: dataclass 0.2, YAML 0.3", "agent.extra: only in the YAML",
-      "trainer.extra: only in the YAML"]),
-    ("sft_trainer", ["optim.lr=1e-5", "+train.extra=1"],
-     ["optim.lr: dataclass 0.0001, YAML 1e-05", "train.extra: only in the YAML"]),
-])
+@pytest.mark.parametrize(
+    "config, overrides, expected",
+    [
+        (
+            "ppo_trainer",
+            ["actor_rollout_ref.actor.clip_ratio=0.3", "+agent.extra=1", "+trainer.extra=1"],
+            [
+                "actor_rollout_ref.actor.clip_ratio: dataclass 0.2, YAML 0.3",
+                "agent.extra: only in the YAML",
+                "trainer.extra: only in the YAML",
+            ],
+        ),
+        (
+            "sft_trainer",
+            ["optim.lr=1e-5", "+train.extra=1"],
+            ["optim.lr: dataclass 0.0001, YAML 1e-05", "train.extra: only in the YAML"],
+        ),
+    ],
+)
 def test_the_drift_check_sees_a_changed_default_and_a_new_key(config, overrides, expected):
     yaml = OmegaConf.to_container(compose(config, overrides), resolve=True)
     assert drift(ROOTS[config](), yaml, config) == expected
@@ -92,11 +104,35 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
     for cls in (*ROOTS.values(), AgentConfig):
         config_classes(cls, classes)
     assert sorted(classes) == [
-        "ActorConfig", "ActorRolloutRefConfig", "AgentConfig", "AlgorithmConfig", "CriticConfig", "DataConfig",
-        "FilterGroupsConfig", "GiGPOConfig", "JudgeConfig", "JudgeServeConfig", "KLCtrlConfig", "ModelConfig", "OptimConfig",
-        "PPOConfig", "RMConfig",
-        "RMDataConfig", "RMModelConfig", "RMTrainConfig", "RayInitConfig", "RefConfig", "RewardModelConfig",
-        "RolloutConfig", "RunConfig", "SFTConfig", "SFTDataConfig", "SFTTrainConfig", "ScoreModelConfig", "TrainerConfig"]
+        "ActorConfig",
+        "ActorRolloutRefConfig",
+        "AgentConfig",
+        "AlgorithmConfig",
+        "CriticConfig",
+        "DataConfig",
+        "FilterGroupsConfig",
+        "GiGPOConfig",
+        "JudgeConfig",
+        "JudgeServeConfig",
+        "KLCtrlConfig",
+        "ModelConfig",
+        "OptimConfig",
+        "PPOConfig",
+        "RMConfig",
+        "RMDataConfig",
+        "RMModelConfig",
+        "RMTrainConfig",
+        "RayInitConfig",
+        "RefConfig",
+        "RewardModelConfig",
+        "RolloutConfig",
+        "RunConfig",
+        "SFTConfig",
+        "SFTDataConfig",
+        "SFTTrainConfig",
+        "ScoreModelConfig",
+        "TrainerConfig",
+    ]
     for name, cls in classes.items():
         assert cls() == from_dict(cls, yaml_value(*cls._yaml_source), name, validate=False), name
     assert AgentConfig._yaml_source == ("ppo_trainer", "agent")
@@ -106,12 +142,30 @@ def test_sft_runs_with_the_yaml_values():
     """What ``main_sft`` (and so the warm start) runs with when nothing is overridden."""
     cfg = SFTConfig()
     assert (cfg.data.train_files, cfg.data.val_files, cfg.data.max_length) == (
-        "data/sft/webshop_react_train.parquet", "data/sft/webshop_react_dev.parquet", 3072)
-    assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.lr_warmup_steps, cfg.optim.lr_scheduler,
-            cfg.optim.min_lr_ratio, cfg.optim.total_training_steps) == (1e-4, 0.0, 2, "cosine", 0.1, 1)
-    assert (cfg.train.batch_size, cfg.train.micro_batch_size, cfg.train.max_token_len, cfg.train.epochs,
-            cfg.train.seed) == (4, 4, 4096, 2, 0)
-    assert (cfg.trainer.experiment_name, cfg.trainer.output_dir, cfg.trainer.logger) == ("sft", "outputs/sft", ["console", "jsonl"])
+        "data/sft/webshop_react_train.parquet",
+        "data/sft/webshop_react_dev.parquet",
+        3072,
+    )
+    assert (
+        cfg.optim.lr,
+        cfg.optim.weight_decay,
+        cfg.optim.lr_warmup_steps,
+        cfg.optim.lr_scheduler,
+        cfg.optim.min_lr_ratio,
+        cfg.optim.total_training_steps,
+    ) == (1e-4, 0.0, 2, "cosine", 0.1, 1)
+    assert (
+        cfg.train.batch_size,
+        cfg.train.micro_batch_size,
+        cfg.train.max_token_len,
+        cfg.train.epochs,
+        cfg.train.seed,
+    ) == (4, 4, 4096, 2, 0)
+    assert (cfg.trainer.experiment_name, cfg.trainer.output_dir, cfg.trainer.logger) == (
+        "sft",
+        "outputs/sft",
+        ["console", "jsonl"],
+    )
 
 
 def test_a_shared_class_nested_in_another_section_takes_that_sections_values():
@@ -124,6 +178,7 @@ def test_a_shared_class_nested_in_another_section_takes_that_sections_values():
 
 def test_defaults_from_refuses_a_default_written_in_python():
     with pytest.raises(ConfigError) as err:
+
         @dataclass
         @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
         class KL:
@@ -131,11 +186,16 @@ def test_defaults_from_refuses_a_default_written_in_python():
             kl_coef: float = 0.5
             target_kl: float
             horizon: int
-    assert str(err.value) == "KL writes its own default for ['kl_coef']: defaults live in ppo_trainer.yaml algorithm.kl_ctrl"
+
+    assert (
+        str(err.value)
+        == "KL writes its own default for ['kl_coef']: defaults live in ppo_trainer.yaml algorithm.kl_ctrl"
+    )
 
 
 def test_defaults_from_refuses_a_field_or_key_the_other_side_lacks():
     with pytest.raises(ConfigError) as err:
+
         @dataclass
         @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
         class KL:
@@ -143,12 +203,16 @@ def test_defaults_from_refuses_a_field_or_key_the_other_side_lacks():
             kl_coef: float
             target_kl: float
             warmup: int
-    assert str(err.value) == ("KL and ppo_trainer.yaml algorithm.kl_ctrl disagree: fields only in the class ['warmup'], "
-                              "keys only in the YAML ['horizon']")
+
+    assert str(err.value) == (
+        "KL and ppo_trainer.yaml algorithm.kl_ctrl disagree: fields only in the class ['warmup'], "
+        "keys only in the YAML ['horizon']"
+    )
 
 
 def test_defaults_from_refuses_a_yaml_value_of_the_wrong_type():
     with pytest.raises(ConfigError) as err:
+
         @dataclass
         @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
         class KL:
@@ -156,6 +220,7 @@ def test_defaults_from_refuses_a_yaml_value_of_the_wrong_type():
             kl_coef: float
             target_kl: float
             horizon: str
+
     assert str(err.value) == "ppo_trainer.yaml algorithm.kl_ctrl.horizon: expected str, got int (10000)"
 
 
@@ -169,8 +234,9 @@ def test_yaml_value_reads_by_dotted_key():
 
 def test_gigpo_has_its_own_std_switch_on_by_default():
     assert yaml_value("ppo_trainer", "algorithm.gigpo") == {"step_gamma": 0.95, "step_weight": 1.0, "norm_by_std": True}
-    yaml = OmegaConf.to_container(compose("ppo_trainer", ["algorithm.gigpo.norm_by_std=false", "actor_rollout_ref.model.path=m"]),
-                                  resolve=True)
+    yaml = OmegaConf.to_container(
+        compose("ppo_trainer", ["algorithm.gigpo.norm_by_std=false", "actor_rollout_ref.model.path=m"]), resolve=True
+    )
     alg = from_dict(PPOConfig, yaml, "config").algorithm
     assert (alg.gigpo.norm_by_std, alg.norm_adv_by_std_in_grpo) == (False, True)
 
@@ -197,9 +263,12 @@ def test_eval_flags_default_to_the_yaml():
     from openmanus_rl.eval import build_parser
 
     parser = build_parser()
-    assert {flag: parser.get_default(flag) for flag in EVAL_FLAGS} == {flag: value for flag, (_, value) in EVAL_FLAGS.items()}
+    assert {flag: parser.get_default(flag) for flag in EVAL_FLAGS} == {
+        flag: value for flag, (_, value) in EVAL_FLAGS.items()
+    }
     assert {flag: yaml_value("ppo_trainer", key) for flag, (key, _) in EVAL_FLAGS.items()} == {
-        flag: value for flag, (_, value) in EVAL_FLAGS.items()}
+        flag: value for flag, (_, value) in EVAL_FLAGS.items()
+    }
     assert "default 96: ppo_trainer.yaml agent.max_response_length" in " ".join(parser.format_help().split())
 
 
@@ -207,14 +276,23 @@ def test_eval_flags_follow_a_changed_yaml(monkeypatch):
     from openmanus_rl.eval import build_parser
 
     real = yaml_defaults.yaml_value
-    monkeypatch.setattr(yaml_defaults, "yaml_value", lambda config, key="": 77 if key == "agent.max_obs_length" else real(config, key))
+    monkeypatch.setattr(
+        yaml_defaults, "yaml_value", lambda config, key="": 77 if key == "agent.max_obs_length" else real(config, key)
+    )
     parser = build_parser()
     assert (parser.get_default("max_obs_length"), parser.get_default("max_prompt_length")) == (77, 1024)
 
 
 def test_make_sft_data_flags_default_to_the_yaml():
     args = load_script("make_sft_data").parse_args(["--out", "x.parquet"])
-    flags = ("env_name", "action_format", "max_prompt_length", "max_response_length", "max_obs_length", "max_trajectory_length")
+    flags = (
+        "env_name",
+        "action_format",
+        "max_prompt_length",
+        "max_response_length",
+        "max_obs_length",
+        "max_trajectory_length",
+    )
     assert {flag: getattr(args, flag) for flag in flags} == {flag: EVAL_FLAGS[flag][1] for flag in flags}
     assert args.max_turns == 8  # agent.max_turns is null: WebShop's own cap
 
@@ -228,8 +306,17 @@ def test_single_turn_rollout_defaults_to_the_yaml():
     from verl.workers.rollout.single_turn import SingleTurnRollout
 
     params = inspect.signature(SingleTurnRollout).parameters
-    assert {name: params[name].default for name in ("n", "max_prompt_length", "max_response_length", "temperature", "top_p",
-                                                     "top_k", "seed")} == {
-        "n": 1, "max_prompt_length": 1024, "max_response_length": 96, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "seed": 1}
+    assert {
+        name: params[name].default
+        for name in ("n", "max_prompt_length", "max_response_length", "temperature", "top_p", "top_k", "seed")
+    } == {
+        "n": 1,
+        "max_prompt_length": 1024,
+        "max_response_length": 96,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "seed": 1,
+    }
     cfg = load_config(["data.rollout=single_turn", "actor_rollout_ref.model.path=m"], check_files=False)
     assert cfg.response_budget == 96

@@ -32,7 +32,9 @@ def test_masked_mean_var_whiten():
     close(ca.masked_var(x, m), 1.0)  # (2/3) * 3/2
     # (x - 2) / sqrt(1 + 1e-8); the masked element is transformed too (callers multiply by the mask)
     close(ca.masked_whiten(x, m), torch.tensor([-1.0, 0.0, 1.0, 2.0], **f64) / math.sqrt(1 + 1e-8))
-    close(ca.masked_whiten(x, m, shift_mean=False), torch.tensor([-1.0, 0.0, 1.0, 2.0], **f64) / math.sqrt(1 + 1e-8) + 2.0)
+    close(
+        ca.masked_whiten(x, m, shift_mean=False), torch.tensor([-1.0, 0.0, 1.0, 2.0], **f64) / math.sqrt(1 + 1e-8) + 2.0
+    )
 
 
 def test_masked_mean_per_row_and_empty_mask():
@@ -132,11 +134,20 @@ def test_every_group_estimator_logs_the_equal_score_group_share(name):
     m = torch.ones(10, 2, **f64)
     m[9] = 0.0
     # GiGPO groups trajectories: one one-step trajectory per row, each at its own state
-    nt = {"traj_uid": np.arange(10).astype(object), "step": np.zeros(10, dtype=object),
-          "anchor_obs": np.arange(10).astype(object)}
+    nt = {
+        "traj_uid": np.arange(10).astype(object),
+        "step": np.zeros(10, dtype=object),
+        "anchor_obs": np.arange(10).astype(object),
+    }
     metrics = {}
-    ca.get_estimator(name).fn(token_level_rewards=torch.zeros(10, 2, **f64), response_mask=m, index=idx,
-                                  scores=torch.tensor(scores, **f64), non_tensor_batch=nt, metrics=metrics)
+    ca.get_estimator(name).fn(
+        token_level_rewards=torch.zeros(10, 2, **f64),
+        response_mask=m,
+        index=idx,
+        scores=torch.tensor(scores, **f64),
+        non_tensor_batch=nt,
+        metrics=metrics,
+    )
     assert metrics["adv/equal_score_group_share"] == 2 / 3
     assert ca.equal_score_group_share([[1.0, 1.0], [0.0, 2.0], [0.5, 0.5, 0.5], [3.0]]) == 2 / 3
     assert ca.equal_score_group_share([[3.0], []]) == 0.0
@@ -178,8 +189,12 @@ def test_remax():
     close(ret, [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # outcome score (row sum 1) on every model token
     close(adv, [[0.5, 0.5, 0.5], [0.75, 0.75, 0.0]])  # (s - b) * m
     # discounted allocation over two turns (token sum 1.5) with R = 1: the score, not the sum, is compared to b
-    adv, _ = ca.compute_remax_outcome_advantage(torch.tensor([[0.5, 0.0, 1.0]], **f64), torch.tensor([0.5], **f64),
-                                                torch.ones(1, 3, **f64), scores=torch.tensor([1.0], **f64))
+    adv, _ = ca.compute_remax_outcome_advantage(
+        torch.tensor([[0.5, 0.0, 1.0]], **f64),
+        torch.tensor([0.5], **f64),
+        torch.ones(1, 3, **f64),
+        scores=torch.tensor([1.0], **f64),
+    )
     close(adv, [[0.5, 0.5, 0.5]])
 
 
@@ -188,7 +203,8 @@ def test_registry():
     assert {name for name, est in ca.ESTIMATORS.items() if est.needs_critic} == {"gae"}
     assert ca.group_estimators() == ["grpo", "dr_grpo", "rloo", "gigpo"]
     assert {name: est.loss_agg_mode for name, est in ca.ESTIMATORS.items() if est.loss_agg_mode != "token-mean"} == {
-        "dr_grpo": "seq-mean-token-sum-norm"}
+        "dr_grpo": "seq-mean-token-sum-norm"
+    }
     assert {name for name, est in ca.ESTIMATORS.items() if est.check} == {"remax", "gigpo"}
     with pytest.raises(ValueError, match=r"unknown advantage estimator 'nope'; known: \['dr_grpo', 'gae'"):
         ca.get_estimator("nope")
@@ -270,7 +286,9 @@ def test_apply_kl_penalty_leaves_failed_rows_out_of_the_metric():
     )
     ctl = ca.AdaptiveKLController(init_kl_coef=0.1, target_kl=0.25, horizon=10)
     _, metrics = ca.apply_kl_penalty(data, ctl, "kl")
-    assert metrics["actor/reward_kl_penalty"] == pytest.approx(0.5, abs=1e-12)  # row 0 only; with row 1 it would be 0.25
+    assert metrics["actor/reward_kl_penalty"] == pytest.approx(
+        0.5, abs=1e-12
+    )  # row 0 only; with row 1 it would be 0.25
     assert ctl.value == pytest.approx(0.1 * (1 + 0.2 * 1 / 10), abs=1e-12)  # e = clip(0.5/0.25 - 1) = 0.2, one live row
 
 
@@ -346,14 +364,18 @@ def test_policy_loss_mask_and_asymmetric_clip():
     close(loss, (-1.2 + 1.1 + 3.0) / 3)
     close(clipfrac, 1.0 / 3.0)
     # clip-higher: 1 + 0.6 bound -> t0 ratio 1.5 is inside: l2 = l1 = -1.5, nothing clipped at t0
-    loss, clipfrac, _, _ = ca.compute_policy_loss(old, lp, adv, mask, cliprange=0.2, cliprange_low=0.2, cliprange_high=0.6)
+    loss, clipfrac, _, _ = ca.compute_policy_loss(
+        old, lp, adv, mask, cliprange=0.2, cliprange_low=0.2, cliprange_high=0.6
+    )
     close(loss, (-1.5 + 1.1 + 3.0) / 3)
     close(clipfrac, 0.0)
 
 
 def test_policy_loss_seq_mean_token_sum():
     old, lp, adv = _policy_case()
-    loss, *_ = ca.compute_policy_loss(old, lp, adv, torch.ones(1, 4, **f64), cliprange=0.2, loss_agg_mode="seq-mean-token-sum")
+    loss, *_ = ca.compute_policy_loss(
+        old, lp, adv, torch.ones(1, 4, **f64), cliprange=0.2, loss_agg_mode="seq-mean-token-sum"
+    )
     close(loss, -1.2 - 0.5 + 1.1 + 3.0)
 
 

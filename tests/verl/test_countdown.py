@@ -35,13 +35,16 @@ def test_correct_answers() -> None:
     assert score("<answer>(20 - 19) * 7</answer>", {"target": 7, "numbers": [7, 19, 20]}) == 1.0
 
 
-@pytest.mark.parametrize("answer", [
-    "2 + 3 + 4",  # 9: wrong value
-    "2 * 3 + 4 + (2 - 2)",  # 10, but 2 used three times
-    "(4 + 3) + 3",  # 10, 3 used twice and 2 missing
-    "2 * 5",  # 10 from a number that is not given
-    "2 * 3 + 4 + 0",  # 10 with an extra number
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "2 + 3 + 4",  # 9: wrong value
+        "2 * 3 + 4 + (2 - 2)",  # 10, but 2 used three times
+        "(4 + 3) + 3",  # 10, 3 used twice and 2 missing
+        "2 * 5",  # 10 from a number that is not given
+        "2 * 3 + 4 + 0",  # 10 with an extra number
+    ],
+)
 def test_wrong_value_or_numbers_scores_format_only(answer: str) -> None:
     assert score(f"<answer>{answer}</answer>") == 0.1
 
@@ -50,10 +53,26 @@ def test_number_missing_scores_format_only() -> None:
     assert score("<answer>2 * 3 + 4</answer>", {"target": 10, "numbers": [2, 3, 4, 1]}) == 0.1
 
 
-@pytest.mark.parametrize("answer", [
-    "__import__('os').system('true')", "x + 3 + 4", "abs(-10)", "2 ** 3 + 2", "2.5 * 4", "(2 + 3", "20 // 2",
-    "[2, 3, 4]", "True + 9", "", "ten", "2 * 3 + 4; 1", "lambda: 10", "+10", "2 * 3 + 4 == 10",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "__import__('os').system('true')",
+        "x + 3 + 4",
+        "abs(-10)",
+        "2 ** 3 + 2",
+        "2.5 * 4",
+        "(2 + 3",
+        "20 // 2",
+        "[2, 3, 4]",
+        "True + 9",
+        "",
+        "ten",
+        "2 * 3 + 4; 1",
+        "lambda: 10",
+        "+10",
+        "2 * 3 + 4 == 10",
+    ],
+)
 def test_unparsable_or_unsafe_answer_scores_zero(answer: str) -> None:
     assert score(f"<answer>{answer}</answer>") == 0.0
 
@@ -67,7 +86,9 @@ def test_no_answer_tag_scores_zero() -> None:
 
 def test_division_by_zero_scores_zero() -> None:
     assert score("<answer>2 / (4 - 4) + 3</answer>", {"target": 10, "numbers": [2, 3, 4, 4]}) == 0.0
-    assert score("<answer>2 * 3 + 4 + 0 * (4 / (3 - 3))</answer>", {"target": 10, "numbers": [2, 3, 4, 0, 4, 3, 3]}) == 0.0
+    assert (
+        score("<answer>2 * 3 + 4 + 0 * (4 / (3 - 3))</answer>", {"target": 10, "numbers": [2, 3, 4, 0, 4, 3, 3]}) == 0.0
+    )
 
 
 def test_last_answer_tag_wins() -> None:
@@ -97,8 +118,12 @@ def solve(numbers: list[int], target: int) -> str | None:
         for i, j in combinations(range(len(items)), 2):
             rest = [items[k] for k in range(len(items)) if k not in (i, j)]
             (a, sa), (b, sb) = items[i], items[j]
-            options = [(a + b, f"({sa} + {sb})"), (a * b, f"({sa} * {sb})"), (a - b, f"({sa} - {sb})"),
-                       (b - a, f"({sb} - {sa})")]
+            options = [
+                (a + b, f"({sa} + {sb})"),
+                (a * b, f"({sa} * {sb})"),
+                (a - b, f"({sa} - {sb})"),
+                (b - a, f"({sb} - {sa})"),
+            ]
             options += [(a / b, f"({sa} / {sb})")] if b else []
             options += [(b / a, f"({sb} / {sa})")] if a else []
             for option in options:
@@ -113,7 +138,9 @@ def test_brute_force_solver() -> None:
     assert solve([8, 3, 8, 3], 24) is not None
     assert solve([1, 1, 1], 100) is None
     expression = solve([3, 4, 6], 2)
-    assert expression is not None and score(f"<answer>{expression}</answer>", {"target": 2, "numbers": [3, 4, 6]}) == 1.0
+    assert (
+        expression is not None and score(f"<answer>{expression}</answer>", {"target": 2, "numbers": [3, 4, 6]}) == 1.0
+    )
 
 
 def load_script():
@@ -129,10 +156,17 @@ ARGS = ["--n_train", "30", "--n_dev", "8", "--n_test", "12", "--seed", "0"]
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("countdown")
-    run = subprocess.run([sys.executable, str(SCRIPT), "--out_dir", str(out), *ARGS], cwd=REPO, capture_output=True,
-                         text=True, check=True)
-    assert run.stdout.splitlines() == [f"wrote {n} {split} tasks to {out / f'{split}.parquet'}"
-                                       for split, n in (("train", 30), ("dev", 8), ("test", 12))]
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out_dir", str(out), *ARGS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.splitlines() == [
+        f"wrote {n} {split} tasks to {out / f'{split}.parquet'}"
+        for split, n in (("train", 30), ("dev", 8), ("test", 12))
+    ]
     return out
 
 
@@ -172,8 +206,10 @@ def test_tasks_are_solvable(data_dir: Path) -> None:
 
 def keys(path: Path) -> list[tuple[tuple[int, ...], int]]:
     frame = pd.read_parquet(path)
-    return [(tuple(sorted(int(x) for x in rm["ground_truth"]["numbers"])), int(rm["ground_truth"]["target"]))
-            for rm in frame["reward_model"]]
+    return [
+        (tuple(sorted(int(x) for x in rm["ground_truth"]["numbers"])), int(rm["ground_truth"]["target"]))
+        for rm in frame["reward_model"]
+    ]
 
 
 def test_splits_are_disjoint(data_dir: Path) -> None:

@@ -24,14 +24,18 @@ def imported_packages(path: Path) -> set[str]:
 
 
 def test_no_engine_module_imports_the_agent_or_an_env():
-    offenders = {str(p.relative_to(VERL.parent)): sorted(imported_packages(p) & FORBIDDEN) for p in sorted(VERL.rglob("*.py"))}
+    offenders = {
+        str(p.relative_to(VERL.parent)): sorted(imported_packages(p) & FORBIDDEN) for p in sorted(VERL.rglob("*.py"))
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
     assert len(offenders) > 40  # the walk saw the whole engine
 
 
 def test_the_walk_catches_both_import_forms(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("import os\nimport agentgym.server as s\nfrom openmanus_rl.agent import AgentConfig\nfrom . import sibling\n")
+    f.write_text(
+        "import os\nimport agentgym.server as s\nfrom openmanus_rl.agent import AgentConfig\nfrom . import sibling\n"
+    )
     assert imported_packages(f) == {"os", "agentgym", "openmanus_rl"}
 
 
@@ -39,7 +43,9 @@ def test_rollout_plugins_by_builtin_name_entry_point_and_dotted_path():
     assert isinstance(load_rollout_plugin("single_turn"), RolloutPlugin)
     assert isinstance(load_rollout_plugin("agent"), RolloutPlugin)  # the `verl.rollouts` entry point in pyproject.toml
     assert load_rollout_plugin("verl.workers.rollout.single_turn:PLUGIN") is load_rollout_plugin("single_turn")
-    with pytest.raises(ConfigError, match=r"data.rollout: unknown rollout 'chat'; known: \['agent', 'gateway', 'single_turn'\]"):
+    with pytest.raises(
+        ConfigError, match=r"data.rollout: unknown rollout 'chat'; known: \['agent', 'gateway', 'single_turn'\]"
+    ):
         load_rollout_plugin("chat")
     with pytest.raises(ConfigError, match=r"data.rollout='verl.protocol:DataProto' is a type, not a RolloutPlugin"):
         load_rollout_plugin("verl.protocol:DataProto")

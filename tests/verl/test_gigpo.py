@@ -60,19 +60,19 @@ MASK = torch.tensor([[1.0, 1.0, 0.0] if live else [0.0, 0.0, 0.0] for *_, live i
 #   anchor (g2,a): G = 0.5 (t5), 1.5 (t6) -> mean 1, std sqrt(0.5) -> A_S = -1/sqrt2, +1/sqrt2
 #   anchor (g3,h): G = 0.5, 1 -> mean 0.75, std sqrt(0.125) -> A_S = -1/sqrt2, +1/sqrt2
 EXPECTED_NORMALISED = [
-    1.0 + 0.0,    # t1 s0
-    1.0 + R2,     # t1 s1: 1.7071067811865475
-    1.0 + 0.0,    # t1 s2
-    -1.0 - 1.0,   # t2 s0
-    -1.0 - R2,    # t2 s1: -1.7071067811865475
-    0.0 + 1.0,    # t3 s0
-    0.0,          # t4 (failed)
-    -R2 - R2,     # t5 s0: -1.4142135623730951
-    -R2 + 0.0,    # t5 s1
-    R2 + R2,      # t6 s0
-    R2 + 0.0,     # t6 s1
-    0.0 - R2,     # t7 s0
-    0.0 + R2,     # t7 s1
+    1.0 + 0.0,  # t1 s0
+    1.0 + R2,  # t1 s1: 1.7071067811865475
+    1.0 + 0.0,  # t1 s2
+    -1.0 - 1.0,  # t2 s0
+    -1.0 - R2,  # t2 s1: -1.7071067811865475
+    0.0 + 1.0,  # t3 s0
+    0.0,  # t4 (failed)
+    -R2 - R2,  # t5 s0: -1.4142135623730951
+    -R2 + 0.0,  # t5 s1
+    R2 + R2,  # t6 s0
+    R2 + 0.0,  # t6 s1
+    0.0 - R2,  # t7 s0
+    0.0 + R2,  # t7 s1
 ]
 # Without the std division:
 #   episode g1: R - 2 = 2, -2, 0     g2: R - 2 = -1, 1     g3: 0
@@ -82,8 +82,12 @@ EXPECTED_CENTRED = [2.0, 3.0, 2.0, -3.0, -3.0, 1.0, 0.0, -1.5, -1.0, 1.5, 1.0, -
 
 def batch(rows=ROWS):
     index = objects([r[0] for r in rows])
-    non_tensors = {"traj_uid": objects([r[1] for r in rows]), "step": objects([r[2] for r in rows]),
-                   "anchor_obs": objects([r[3] for r in rows]), "uid": index.copy()}
+    non_tensors = {
+        "traj_uid": objects([r[1] for r in rows]),
+        "step": objects([r[2] for r in rows]),
+        "anchor_obs": objects([r[3] for r in rows]),
+        "uid": index.copy(),
+    }
     scores = torch.tensor([r[4] for r in rows], **f64)
     mask = torch.tensor([[1.0, 1.0, 0.0] if r[5] else [0.0, 0.0, 0.0] for r in rows], **f64)
     rewards = torch.zeros_like(mask)
@@ -98,15 +102,19 @@ def per_token(per_row, mask=MASK):
 def test_normalised_episode_plus_anchor_advantages():
     rewards, mask, index, nt, scores = batch()
     metrics = {}
-    adv, ret = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0,
-                                             metrics=metrics)
+    adv, ret = gigpo.compute_gigpo_advantage(
+        rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0, metrics=metrics
+    )
     close(adv, per_token(EXPECTED_NORMALISED))
     assert ret is adv
     assert adv.dtype == torch.float64
     # 12 live rows; anchor groups of >= 2 rows: (g1,a) 3, (g1,b) 2, (g2,a) 2, (g3,h) 2 -> 9 rows in 4 groups
     # episode groups of >= 2 trajectories: g1 (R 4, 0, 2) and g2 (R 1, 3), neither all equal; g3 has one
-    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4,
-                       "adv/equal_score_group_share": 0.0}
+    assert metrics == {
+        "gigpo/anchor_step_share": 9 / 12,
+        "gigpo/anchor_group_size/mean": 9 / 4,
+        "adv/equal_score_group_share": 0.0,
+    }
 
 
 def test_without_std_division():
@@ -114,8 +122,9 @@ def test_without_std_division():
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False)
     close(adv, per_token(EXPECTED_CENTRED))
     # GRPO's switch is not GiGPO's: the trainer passes it to every estimator, and GiGPO ignores it
-    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False,
-                                           norm_adv_by_std_in_grpo=True)
+    adv, _ = gigpo.compute_gigpo_advantage(
+        rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False, norm_adv_by_std_in_grpo=True
+    )
     close(adv, per_token(EXPECTED_CENTRED))
 
 
@@ -127,8 +136,9 @@ def test_scores_default_to_the_summed_token_rewards():
     # discounted allocation (gamma 0.9): row k carries 0.9 ** (K-1-k) * R; R is read off the last step, undiscounted
     K = {"t1": 3, "t2": 2, "t3": 1, "t4": 1, "t5": 2, "t6": 2, "t7": 2}
     discount = torch.tensor([0.9 ** (K[r[1]] - 1 - r[2]) for r in ROWS], **f64)
-    adv, _ = gigpo.compute_gigpo_advantage(rewards * discount.unsqueeze(-1), mask, index, nt, step_gamma=0.5,
-                                           epsilon=0.0)
+    adv, _ = gigpo.compute_gigpo_advantage(
+        rewards * discount.unsqueeze(-1), mask, index, nt, step_gamma=0.5, epsilon=0.0
+    )
     close(adv, per_token(EXPECTED_NORMALISED))
 
 
@@ -150,8 +160,12 @@ def test_failed_row_is_excluded_even_when_the_trainer_regroups_it():
 def test_step_gamma_and_step_weight():
     # one group: u1 R=1 K=3 anchors s,x,y;  u2 R=1 K=1 anchor s.  Equal R -> A_E = 0 (centred: R - mean = 0).
     # anchor s: G(u1, k=0) = step_gamma**2 * 1, G(u2, k=0) = 1 -> centred -(1 - step_gamma**2)/2, +(1 - step_gamma**2)/2
-    rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u1", 2, "y", 1.0, True),
-            ("g", "u2", 0, "s", 1.0, True)]
+    rows = [
+        ("g", "u1", 0, "s", 1.0, True),
+        ("g", "u1", 1, "x", 1.0, True),
+        ("g", "u1", 2, "y", 1.0, True),
+        ("g", "u2", 0, "s", 1.0, True),
+    ]
     rewards, mask, index, nt, scores = batch(rows)
     kw = dict(scores=scores, norm_by_std=False)
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.9, **kw)
@@ -170,8 +184,11 @@ def test_default_epsilon_and_equal_values():
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
     a = 0.5 / (math.sqrt(0.5) + 1e-6)  # 0.70710578...
     close(adv, per_token([-a, a], mask))
-    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0,  # no shared state
-                       "adv/equal_score_group_share": 0.0}
+    assert metrics == {
+        "gigpo/anchor_step_share": 0.0,
+        "gigpo/anchor_group_size/mean": 0.0,  # no shared state
+        "adv/equal_score_group_share": 0.0,
+    }
     # equal outcomes at a shared state: std 0 -> 0 / (0 + eps) = 0 everywhere, not nan
     rows = [("g", "u1", 0, "s", 1.0, True), ("g", "u2", 0, "s", 1.0, True)]
     rewards, mask, index, nt, scores = batch(rows)
@@ -185,8 +202,11 @@ def test_all_rows_failed_gives_zeros_and_zero_metrics():
     metrics = {}
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, metrics=metrics)
     close(adv, torch.zeros(2, 3, **f64))
-    assert metrics == {"gigpo/anchor_step_share": 0.0, "gigpo/anchor_group_size/mean": 0.0,
-                       "adv/equal_score_group_share": 0.0}
+    assert metrics == {
+        "gigpo/anchor_step_share": 0.0,
+        "gigpo/anchor_group_size/mean": 0.0,
+        "adv/equal_score_group_share": 0.0,
+    }
 
 
 @pytest.mark.parametrize("missing", ["traj_uid", "step", "anchor_obs"])
@@ -202,9 +222,19 @@ def test_registered_and_callable_by_keyword():
     assert not ca.get_estimator("gigpo").needs_critic and ca.get_estimator("gigpo").group_baseline
     rewards, mask, index, nt, scores = batch()
     adv, _ = ca.get_estimator("gigpo").fn(
-        token_level_rewards=rewards, response_mask=mask, index=index, non_tensor_batch=nt, scores=scores,
-        step_gamma=0.5, epsilon=0.0, values=None, reward_baselines=None, gamma=1.0, lam=1.0,
-        norm_adv_by_std_in_grpo=True)
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=index,
+        non_tensor_batch=nt,
+        scores=scores,
+        step_gamma=0.5,
+        epsilon=0.0,
+        values=None,
+        reward_baselines=None,
+        gamma=1.0,
+        lam=1.0,
+        norm_adv_by_std_in_grpo=True,
+    )
     close(adv, per_token(EXPECTED_NORMALISED))
 
 
@@ -218,8 +248,14 @@ def test_registered_and_callable_by_keyword():
 #   anchor s: 0.475, 0.25 -> mean 0.3625 -> centred +-0.1125;  anchor x: 0.55, 0.5 -> mean 0.525 -> +-0.025
 #   anchors y1, y2: one row each -> 0
 # Without the step rewards both have G = 0.25, 0.5, 1: every advantage would be 0.
-PAID = [("g", "u1", 0, "s", 1.0, True), ("g", "u1", 1, "x", 1.0, True), ("g", "u1", 2, "y1", 1.0, True),
-        ("g", "u2", 0, "s", 1.0, True), ("g", "u2", 1, "x", 1.0, True), ("g", "u2", 2, "y2", 1.0, True)]
+PAID = [
+    ("g", "u1", 0, "s", 1.0, True),
+    ("g", "u1", 1, "x", 1.0, True),
+    ("g", "u1", 2, "y1", 1.0, True),
+    ("g", "u2", 0, "s", 1.0, True),
+    ("g", "u2", 1, "x", 1.0, True),
+    ("g", "u2", 2, "y2", 1.0, True),
+]
 STEP_REWARD = [0.2, 0.3, 0.9, 0.0, 0.0, 0.0]
 
 
@@ -227,8 +263,9 @@ def test_step_returns_sum_the_rewards_paid_along_the_episode():
     rewards, mask, index, nt, scores = batch(PAID)
     nt["step_reward"] = objects(STEP_REWARD)
     metrics = {}
-    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False,
-                                           metrics=metrics)
+    adv, _ = gigpo.compute_gigpo_advantage(
+        rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False, metrics=metrics
+    )
     close(adv, per_token([0.1125, 0.025, 0.0, -0.1125, -0.025, 0.0], mask))
     assert metrics["adv/equal_score_group_share"] == 1.0  # the one episode group scored 1, 1
     # normalised (default epsilon; A_E = 0 / (0 + eps) = 0): a pair +-d has std d*sqrt2 -> +-d / (d*sqrt2 + eps)
@@ -268,8 +305,15 @@ def test_has_signal_sees_step_returns_that_differ_under_equal_outcomes():
 
 # The same episodes as ROWS, one row per trajectory (history_window = 0): turn k's two model tokens sit at columns
 # 3k and 3k+1 (turn_ends[k] = 3k+1), an observation token (mask 0) at 3k+2.  t4 failed: no turn, mask all 0.
-TRAJECTORIES = {"t1": ("g1", "abc", 4.0), "t2": ("g1", "ab", 0.0), "t3": ("g1", "a", 2.0), "t4": ("g1", "", 5.0),
-                "t5": ("g2", "ae", 1.0), "t6": ("g2", "af", 3.0), "t7": ("g3", "hh", 1.0)}
+TRAJECTORIES = {
+    "t1": ("g1", "abc", 4.0),
+    "t2": ("g1", "ab", 0.0),
+    "t3": ("g1", "a", 2.0),
+    "t4": ("g1", "", 5.0),
+    "t5": ("g2", "ae", 1.0),
+    "t6": ("g2", "af", 3.0),
+    "t7": ("g3", "hh", 1.0),
+}
 
 
 def lists(values):
@@ -284,10 +328,13 @@ def trajectory_batch(step_reward=None):
     mask = torch.zeros(len(names), 9, **f64)
     for b, name in enumerate(names):
         for k in range(len(TRAJECTORIES[name][1])):
-            mask[b, 3 * k: 3 * k + 2] = 1.0
+            mask[b, 3 * k : 3 * k + 2] = 1.0
     index = objects([TRAJECTORIES[n][0] for n in names])
-    nt = {"turn_ends": lists([[3 * k + 1 for k in range(len(TRAJECTORIES[n][1]))] for n in names]),
-          "anchor_obs": lists([list(TRAJECTORIES[n][1]) for n in names]), "uid": index.copy()}
+    nt = {
+        "turn_ends": lists([[3 * k + 1 for k in range(len(TRAJECTORIES[n][1]))] for n in names]),
+        "anchor_obs": lists([list(TRAJECTORIES[n][1]) for n in names]),
+        "uid": index.copy(),
+    }
     if step_reward is not None:
         nt["step_reward"] = lists(step_reward)
     scores = torch.tensor([TRAJECTORIES[n][2] for n in names], **f64)
@@ -299,20 +346,24 @@ def spread(per_step_row, mask):
     expected = torch.zeros_like(mask)
     names = list(TRAJECTORIES)
     for value, (_, name, k, *_rest) in zip(per_step_row, ROWS):
-        expected[names.index(name), 3 * k: 3 * k + 2] = value
+        expected[names.index(name), 3 * k : 3 * k + 2] = value
     return expected * mask
 
 
 def test_whole_trajectory_rows_get_the_step_wise_advantages_on_each_turns_tokens():
     rewards, mask, index, nt, scores = trajectory_batch()
     metrics = {}
-    adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0,
-                                           metrics=metrics)
+    adv, _ = gigpo.compute_gigpo_advantage(
+        rewards, mask, index, nt, scores=scores, step_gamma=0.5, epsilon=0.0, metrics=metrics
+    )
     close(adv, spread(EXPECTED_NORMALISED, mask))
     # t1's row by hand: turn 0 -> 1.0, turn 1 -> 1 + 1/sqrt2, turn 2 -> 1.0; observation tokens 0
     close(adv[0], [1.0, 1.0, 0.0, 1.0 + R2, 1.0 + R2, 0.0, 1.0, 1.0, 0.0])
-    assert metrics == {"gigpo/anchor_step_share": 9 / 12, "gigpo/anchor_group_size/mean": 9 / 4,
-                       "adv/equal_score_group_share": 0.0}
+    assert metrics == {
+        "gigpo/anchor_step_share": 9 / 12,
+        "gigpo/anchor_group_size/mean": 9 / 4,
+        "adv/equal_score_group_share": 0.0,
+    }
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False)
     close(adv, spread(EXPECTED_CENTRED, mask))
 
@@ -321,13 +372,23 @@ def test_whole_trajectory_rows_carry_step_rewards_and_signal():
     # PAID's two episodes as two rows: u1 anchors s, x, y1 paid 0.2, 0.3, 0.9; u2 anchors s, x, y2 paid 0
     mask = torch.tensor([[1.0, 1.0, 0.0] * 3] * 2, **f64)
     index = objects(["g", "g"])
-    nt = {"turn_ends": lists([[1, 4, 7], [1, 4, 7]]), "anchor_obs": lists([["s", "x", "y1"], ["s", "x", "y2"]]),
-          "step_reward": lists([[0.2, 0.3, 0.9], [0.0, 0.0, 0.0]]), "uid": index.copy()}
+    nt = {
+        "turn_ends": lists([[1, 4, 7], [1, 4, 7]]),
+        "anchor_obs": lists([["s", "x", "y1"], ["s", "x", "y2"]]),
+        "step_reward": lists([[0.2, 0.3, 0.9], [0.0, 0.0, 0.0]]),
+        "uid": index.copy(),
+    }
     scores = torch.tensor([1.0, 1.0], **f64)
-    adv, _ = gigpo.compute_gigpo_advantage(torch.zeros_like(mask), mask, index, nt, scores=scores, step_gamma=0.5,
-                                           norm_by_std=False)
-    close(adv, [[0.1125, 0.1125, 0.0, 0.025, 0.025, 0.0, 0.0, 0.0, 0.0],
-                [-0.1125, -0.1125, 0.0, -0.025, -0.025, 0.0, 0.0, 0.0, 0.0]])
+    adv, _ = gigpo.compute_gigpo_advantage(
+        torch.zeros_like(mask), mask, index, nt, scores=scores, step_gamma=0.5, norm_by_std=False
+    )
+    close(
+        adv,
+        [
+            [0.1125, 0.1125, 0.0, 0.025, 0.025, 0.0, 0.0, 0.0, 0.0],
+            [-0.1125, -0.1125, 0.0, -0.025, -0.025, 0.0, 0.0, 0.0, 0.0],
+        ],
+    )
     assert gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)
     del nt["step_reward"]
     assert not gigpo.has_signal(scores, mask, index, nt, step_gamma=0.5)

@@ -23,10 +23,20 @@ def test_there_are_recipes_for_one_gpu_and_for_eight():
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.stem)
 def test_a_gpu_recipe_passes_the_config_check(recipe: Path):
-    cfg = load_config(["actor_rollout_ref.model.path=/models/Qwen2.5-1.5B-Instruct", "algorithm.adv_estimator=grpo",
-                       *overrides(recipe)], check_files=False)
+    cfg = load_config(
+        [
+            "actor_rollout_ref.model.path=/models/Qwen2.5-1.5B-Instruct",
+            "algorithm.adv_estimator=grpo",
+            *overrides(recipe),
+        ],
+        check_files=False,
+    )
     actor = cfg.actor_rollout_ref.actor
-    assert (cfg.trainer.device, actor.mixed_precision, cfg.actor_rollout_ref.rollout.dtype) == ("cuda", "bfloat16", "bfloat16")
+    assert (cfg.trainer.device, actor.mixed_precision, cfg.actor_rollout_ref.rollout.dtype) == (
+        "cuda",
+        "bfloat16",
+        "bfloat16",
+    )
     assert cfg.data.train_batch_size * cfg.agent["n"] == actor.ppo_mini_batch_size  # one optimiser step per batch
     assert actor.ppo_mini_batch_size % cfg.trainer.n_workers_per_node == 0
     assert cfg.trainer.n_workers_per_node == {"one_gpu": 1, "eight_gpus": 8}[recipe.stem]

@@ -10,15 +10,26 @@ import torch
 from fastapi import FastAPI, Request
 
 from verl.protocol import DataProto
-from verl.trainer.ppo.judge import (Judge, JudgeClient, JudgeError, first_number, judge_failure_problem, load_rubric,
-                                    yes_probability)
+from verl.trainer.ppo.judge import (
+    Judge,
+    JudgeClient,
+    JudgeError,
+    first_number,
+    judge_failure_problem,
+    load_rubric,
+    yes_probability,
+)
 from verl.utils.http_server import BackgroundServer
 from verl.workers.config import JudgeConfig, from_dict
 
 
 def test_yes_probability_normalises_over_yes_and_no():
-    top = [{"token": " Yes", "logprob": math.log(0.5)}, {"token": "no", "logprob": math.log(0.2)},
-           {"token": "YES", "logprob": math.log(0.1)}, {"token": "maybe", "logprob": math.log(0.1)}]
+    top = [
+        {"token": " Yes", "logprob": math.log(0.5)},
+        {"token": "no", "logprob": math.log(0.2)},
+        {"token": "YES", "logprob": math.log(0.1)},
+        {"token": "maybe", "logprob": math.log(0.1)},
+    ]
     assert yes_probability(top) == pytest.approx(0.6 / 0.8)
     with pytest.raises(JudgeError, match=r"nonsense answer: neither yes nor no among the top tokens \['maybe'\]"):
         yes_probability([{"token": "maybe", "logprob": 0.0}])
@@ -47,7 +58,9 @@ def test_the_rubric_needs_exactly_the_episode_placeholder(tmp_path):
 def test_a_step_stops_when_the_judge_fails_on_too_many_episodes():
     assert judge_failure_problem({0: "judge: down"}, 5, 0.2) is None  # 1 of 5 is not more than 0.2
     assert judge_failure_problem({0: "judge: down", 3: "judge: down", 4: "judge: slow"}, 5, 0.2) == (
-        "the judge failed on 3 of 5 episodes (reward_model.judge.max_failed_fraction=0.2); most common error: judge: down")
+        "the judge failed on 3 of 5 episodes (reward_model.judge.max_failed_fraction=0.2); "
+        "most common error: judge: down"
+    )
 
 
 # ----------------------------------------------------------------------------- against a scripted endpoint
@@ -73,16 +86,27 @@ class ScriptedEndpoint:
             self.calls[cue] = self.calls.get(cue, 0) + 1
             if cue == "FLAKY" and self.calls[cue] == 1 or cue == "DOWN":
                 from fastapi.responses import JSONResponse
+
                 return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
             if cue == "BAD":
                 from fastapi.responses import JSONResponse
+
                 return JSONResponse({"error": {"message": "bad request"}}, status_code=400)
             if cue == "SLOW":
                 await asyncio.sleep(1.5)
-            top = ([{"token": "maybe", "logprob": 0.0}] if cue == "NONSENSE" else
-                   [{"token": "Yes", "logprob": math.log(0.8)}, {"token": "No", "logprob": math.log(0.2)}])
-            return {"choices": [{"message": {"role": "assistant", "content": "Yes"},
-                                 "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"], "top_logprobs": top}]}}]}
+            top = (
+                [{"token": "maybe", "logprob": 0.0}]
+                if cue == "NONSENSE"
+                else [{"token": "Yes", "logprob": math.log(0.8)}, {"token": "No", "logprob": math.log(0.2)}]
+            )
+            return {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": "Yes"},
+                        "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"], "top_logprobs": top}]},
+                    }
+                ]
+            }
 
         self.server = BackgroundServer(app, "scripted-judge")
         self.url = f"{self.server.url}/v1"
@@ -101,7 +125,9 @@ def client(url: str, **kw) -> JudgeClient:
 
 
 def test_retries_timeouts_nonsense_and_the_cache(endpoint):
-    judge = client(endpoint.url, max_concurrency=1)  # one call at a time: the second "OK a" finds the first in the cache
+    judge = client(
+        endpoint.url, max_concurrency=1
+    )  # one call at a time: the second "OK a" finds the first in the cache
     results, metrics = judge.score(["OK a", "FLAKY b", "DOWN c", "SLOW d", "NONSENSE e", "BAD f", "OK a"])
     assert results[0] == pytest.approx(0.8) and results[1] == pytest.approx(0.8)  # the 503 was retried
     assert results[2].startswith("2 attempt(s) failed; the last: HTTP 503")
@@ -109,7 +135,9 @@ def test_retries_timeouts_nonsense_and_the_cache(endpoint):
     assert results[4].startswith("nonsense answer") and results[5].startswith("HTTP 400")  # a 4xx is not retried
     assert results[6] == pytest.approx(0.8)
     assert endpoint.calls == {"OK": 1, "FLAKY": 2, "DOWN": 2, "SLOW": 2, "NONSENSE": 1, "BAD": 1}
-    assert metrics["reward_model/cache_hits"] == 1.0 and metrics["reward_model/judge_calls"] == 2.0  # answered, not cached
+    assert (
+        metrics["reward_model/cache_hits"] == 1.0 and metrics["reward_model/judge_calls"] == 2.0
+    )  # answered, not cached
     assert metrics["reward_model/latency_p95_s"] > 0
 
 
@@ -129,8 +157,9 @@ def test_the_batch_gets_each_score_on_its_last_model_token(endpoint, tiny_model_
     width = max(map(len, rows))
     ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
     mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    batch = DataProto.from_dict({"input_ids": ids, "attention_mask": mask, "response_mask": mask.clone()},
-                                {"failed": [False, False, True]})
+    batch = DataProto.from_dict(
+        {"input_ids": ids, "attention_mask": mask, "response_mask": mask.clone()}, {"failed": [False, False, True]}
+    )
     grid, errors, metrics = judge.score(batch)
     assert grid[0, len(rows[0]) - 1].item() == pytest.approx(0.8) and grid[0].count_nonzero() == 1
     assert math.isnan(grid[1, len(rows[1]) - 1].item()) and errors[1].startswith("judge: nonsense answer")
@@ -141,18 +170,33 @@ def test_the_trainer_config_checks_the_judge_before_any_work(tiny_model_path, co
     from verl.trainer.ppo.config import load_config
     from verl.workers.config import ConfigError
 
-    base = [f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=single_turn",
-            f"data.train_files={countdown_data}/train.parquet", f"data.val_files={countdown_data}/dev.parquet",
-            "reward_model.enable=true", "reward_model.kind=judge"]
-    with pytest.raises(ConfigError, match=r"reward_model.judge.base_url: the judge endpoint http://127.0.0.1:9/v1 does not answer"):
+    base = [
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        "data.rollout=single_turn",
+        f"data.train_files={countdown_data}/train.parquet",
+        f"data.val_files={countdown_data}/dev.parquet",
+        "reward_model.enable=true",
+        "reward_model.kind=judge",
+    ]
+    with pytest.raises(
+        ConfigError, match=r"reward_model.judge.base_url: the judge endpoint http://127.0.0.1:9/v1 does not answer"
+    ):
         load_config([*base, "reward_model.judge.base_url=http://127.0.0.1:9/v1"])
     with pytest.raises(ConfigError, match=r"reward_model.judge.serve.model_path='' is not a Hugging Face model folder"):
         load_config(base)
     (tmp_path / "rubric.txt").write_text("Was it good?")
     with pytest.raises(ConfigError, match=r"reward_model.judge.rubric: the rubric .* must hold the placeholder"):
-        load_config([*base, f"reward_model.judge.base_url={endpoint.url}", f"reward_model.judge.rubric={tmp_path}/rubric.txt"])
-    with pytest.raises(ConfigError, match="reward_model.judge.api_key_env='NO_SUCH_KEY_VAR': that environment variable is not set"):
-        load_config([*base, f"reward_model.judge.base_url={endpoint.url}", "reward_model.judge.api_key_env=NO_SUCH_KEY_VAR"])
+        load_config(
+            [*base, f"reward_model.judge.base_url={endpoint.url}", f"reward_model.judge.rubric={tmp_path}/rubric.txt"]
+        )
+    with pytest.raises(
+        ConfigError, match="reward_model.judge.api_key_env='NO_SUCH_KEY_VAR': that environment variable is not set"
+    ):
+        load_config(
+            [*base, f"reward_model.judge.base_url={endpoint.url}", "reward_model.judge.api_key_env=NO_SUCH_KEY_VAR"]
+        )
     with pytest.raises(ConfigError, match="reward_model.per_turn: the judge scores whole episodes"):
         load_config([*base, f"reward_model.judge.base_url={endpoint.url}", "reward_model.per_turn=true"])
-    assert load_config([*base, f"reward_model.judge.base_url={endpoint.url}"]).reward_model.judge.base_url == endpoint.url
+    assert (
+        load_config([*base, f"reward_model.judge.base_url={endpoint.url}"]).reward_model.judge.base_url == endpoint.url
+    )

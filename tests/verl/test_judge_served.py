@@ -28,8 +28,10 @@ def yes_no_model(tiny_model_path, tmp_path_factory) -> str:
     model = LlamaForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32, tie_word_embeddings=False)
     yes, no = tok.encode("Yes", add_special_tokens=False), tok.encode("No", add_special_tokens=False)
     assert len(yes) == len(no) == 1
-    last = tok.encode(tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True),
-                      add_special_tokens=False)[-1]
+    last = tok.encode(
+        tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )[-1]
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -62,16 +64,30 @@ def expected_top(model_path: str, content: str, k: int) -> list[tuple[str, float
 
 
 def test_the_served_judge_answers_exactly_and_comes_back_after_a_kill(ray_local, yes_no_model):
-    serve = {"model_path": yes_no_model, "num_cpus": 1.0, "dtype": "float32", "kv_cache_gb": 0.25, "max_model_len": 512,
-             "hang_s": 10.0, "max_restarts": 2}
+    serve = {
+        "model_path": yes_no_model,
+        "num_cpus": 1.0,
+        "dtype": "float32",
+        "kv_cache_gb": 0.25,
+        "max_model_len": 512,
+        "hang_s": 10.0,
+        "max_restarts": 2,
+    }
     cfg = from_dict(JudgeConfig, {"serve": serve, "rubric": None}, "reward_model.judge")
     served = ServedJudge(cfg.serve, "cpu")
     try:
         base = served.url
         assert requests.get(f"{base}/models", timeout=10).json()["data"][0]["id"] == yes_no_model
         content = RUBRIC.format(episode="the agent bought the red shoes")
-        body = {"model": "judge", "messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 1.0,
-                "logprobs": True, "top_logprobs": 3, "seed": 0}
+        body = {
+            "model": "judge",
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 1,
+            "temperature": 1.0,
+            "logprobs": True,
+            "top_logprobs": 3,
+            "seed": 0,
+        }
         response = requests.post(f"{base}/chat/completions", json=body, timeout=60)
         assert response.status_code == 200, response.text
         reply = response.json()

@@ -1,5 +1,5 @@
-"""LoRA (`verl.utils.lora`): only adapters train, merged weights equal base + adapter, the reference is the base exactly,
-checkpoints round-trip, config errors, and SFT with LoRA saves a merged folder."""
+"""LoRA (`verl.utils.lora`): only adapters train, merged weights equal base + adapter, the reference is the base
+exactly, checkpoints round-trip, config errors, and SFT with LoRA saves a merged folder."""
 
 import argparse
 import importlib.util
@@ -35,14 +35,23 @@ def lora_model(path: str, rank: int = 4, alpha: float = 8.0, targets: list[str] 
 
 def lora_actor(path: str) -> PPOActor:
     module = lora_model(path)
-    cfg = ActorConfig(ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=False, mixed_precision="float32",
-                      shuffle=False, ppo_epochs=2, optim=OptimConfig(lr=1e-3, weight_decay=0.0))
+    cfg = ActorConfig(
+        ppo_mini_batch_size=4,
+        ppo_micro_batch_size_per_gpu=2,
+        use_dynamic_bsz=False,
+        mixed_precision="float32",
+        shuffle=False,
+        ppo_epochs=2,
+        optim=OptimConfig(lr=1e-3, weight_decay=0.0),
+    )
     opt = build_optimizer(module, cfg.optim)
     return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", "float32")
 
 
 def batch():
-    d = packed_proto([[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]], [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]], pad_id=2)
+    d = packed_proto(
+        [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]], [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]], pad_id=2
+    )
     d.batch["advantages"] = torch.ones_like(d.batch["response_mask"], dtype=torch.float32) * d.batch["response_mask"]
     d.meta_info["temperature"] = 1.0
     return d
@@ -81,7 +90,9 @@ def test_apply_lora_wraps_every_attention_and_mlp_linear_and_freezes_the_rest(ti
 
 def test_only_adapter_parameters_change_in_an_actor_update(tiny_model_path):
     actor = lora_actor(tiny_model_path)
-    assert sum(len(g["params"]) for g in actor.optimizer.param_groups) == 28  # 2 layers x 7 projections x (A, B): the optimiser gets adapters only
+    assert (
+        sum(len(g["params"]) for g in actor.optimizer.param_groups) == 28
+    )  # 2 layers x 7 projections x (A, B): the optimiser gets adapters only
     before = {n: p.detach().clone() for n, p in actor.module.named_parameters()}
     updated(actor)
     after = dict(actor.module.named_parameters())
@@ -98,7 +109,9 @@ def test_merged_weights_give_the_adapted_logits(tiny_model_path):
     base_q = plain.model.layers[0].self_attn.q_proj.weight.detach().clone()
     plain.load_state_dict(merged)
     q = actor.module.model.layers[0].self_attn.q_proj
-    torch.testing.assert_close(plain.model.layers[0].self_attn.q_proj.weight, base_q + 2.0 * q.lora_B @ q.lora_A, rtol=0, atol=0)
+    torch.testing.assert_close(
+        plain.model.layers[0].self_attn.q_proj.weight, base_q + 2.0 * q.lora_B @ q.lora_A, rtol=0, atol=0
+    )
     actor.module.eval()
     torch.testing.assert_close(logits(plain, IDS), logits(actor.module, IDS), rtol=0, atol=1e-5)
 
@@ -110,17 +123,28 @@ def test_disabled_adapters_give_the_base_logits_exactly(tiny_model_path):
     assert not torch.equal(logits(actor.module, IDS), logits(base, IDS))
     with lora_disabled(actor.module):
         assert torch.equal(logits(actor.module, IDS), logits(base, IDS))
-    assert all(m.adapters_enabled for m in actor.module.modules() if isinstance(m, LoRALinear))  # back on after the block
+    assert all(
+        m.adapters_enabled for m in actor.module.modules() if isinstance(m, LoRALinear)
+    )  # back on after the block
 
 
 # ----------------------------------------------------------------------------- the worker
 
 
 def worker_config(path: str, **model) -> dict:
-    return {"model": {"path": path, "lora_rank": 4, "lora_alpha": 8.0, **model},
-            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "use_dynamic_bsz": False, "mixed_precision": "float32",
-                      "shuffle": False, "optim": {"lr": 1e-2, "weight_decay": 0.0}},
-            "rollout": {"name": "hf", "dtype": "float32"}, "num_threads": 1}
+    return {
+        "model": {"path": path, "lora_rank": 4, "lora_alpha": 8.0, **model},
+        "actor": {
+            "ppo_mini_batch_size": 4,
+            "ppo_micro_batch_size_per_gpu": 2,
+            "use_dynamic_bsz": False,
+            "mixed_precision": "float32",
+            "shuffle": False,
+            "optim": {"lr": 1e-2, "weight_decay": 0.0},
+        },
+        "rollout": {"name": "hf", "dtype": "float32"},
+        "num_threads": 1,
+    }
 
 
 @pytest.fixture
@@ -148,7 +172,9 @@ def test_reference_is_the_policy_with_adapters_off_and_kl_starts_at_zero(tiny_mo
     data = batch()
     policy = w.compute_log_prob(data).batch["old_log_probs"]
     ref = w.compute_ref_log_prob(data).batch["ref_log_prob"]
-    assert torch.equal(policy, ref)  # B = 0: log-prob difference (and every KL estimate) exactly 0 before the first update
+    assert torch.equal(
+        policy, ref
+    )  # B = 0: log-prob difference (and every KL estimate) exactly 0 before the first update
     data.batch["old_log_probs"] = policy
     w.update_actor(data)
     assert torch.equal(w.compute_ref_log_prob(data).batch["ref_log_prob"], ref)  # the reference did not move
@@ -180,8 +206,12 @@ def test_vllm_serves_the_merged_policy(tiny_model_path, workers):
     prompts = [[1, 2, 3, 4], [5, 6, 7], [100, 200, 300, 400, 500]]
 
     def greedy() -> tuple[list[list[int]], list[list[float]]]:
-        out = w.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": 6}))
-        return [list(r) for r in out.non_tensor_batch["response_ids"]], [list(r) for r in out.non_tensor_batch["response_log_probs"]]
+        out = w.generate_sequences(
+            DataProto.from_dict(non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": 6})
+        )
+        return [list(r) for r in out.non_tensor_batch["response_ids"]], [
+            list(r) for r in out.non_tensor_batch["response_log_probs"]
+        ]
 
     _, before = greedy()
     data = batch()
@@ -205,7 +235,9 @@ def test_checkpoint_round_trip_restores_adapters_and_optimizer(tiny_model_path, 
     first.save_checkpoint(str(tmp_path / "ckpt"))
     saved = torch.load(tmp_path / "ckpt" / "actor.pt", weights_only=False)
     adapters = adapter_state_dict(first.actor.module)
-    assert sorted(saved["model"]) == sorted(adapters) and len(adapters) == 28  # the adapters only: the base is model.path's
+    assert (
+        sorted(saved["model"]) == sorted(adapters) and len(adapters) == 28
+    )  # the adapters only: the base is model.path's
     assert len(saved["optimizer"]["state"]) == 28
 
     second = workers(cfg, "actor")
@@ -213,7 +245,9 @@ def test_checkpoint_round_trip_restores_adapters_and_optimizer(tiny_model_path, 
     for name, value in adapter_state_dict(second.actor.module).items():
         assert torch.equal(value, adapters[name]), name
     a, b = first.actor.optimizer.state_dict(), second.actor.optimizer.state_dict()
-    groups = [[{**g, "betas": tuple(g["betas"])} for g in sd["param_groups"]] for sd in (a, b)]  # loading gives betas as a list
+    groups = [
+        [{**g, "betas": tuple(g["betas"])} for g in sd["param_groups"]] for sd in (a, b)
+    ]  # loading gives betas as a list
     assert groups[0] == groups[1] and a["state"].keys() == b["state"].keys()
     for pid, state in a["state"].items():
         for key, value in state.items():
@@ -227,8 +261,13 @@ def test_checkpoint_round_trip_restores_adapters_and_optimizer(tiny_model_path, 
     # the checkpoint's Hugging Face export holds the merged weights; the export command writes the same folder
     hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "ckpt" / "huggingface"), dtype=torch.float32)
     exported = load_file(str(tmp_path / "ckpt" / "huggingface" / "model.safetensors"))
-    proc = subprocess.run([sys.executable, "-m", "verl.utils.lora", "export", str(tmp_path / "ckpt"), str(tmp_path / "out")],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.utils.lora", "export", str(tmp_path / "ckpt"), str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / "out")
     again = load_file(str(tmp_path / "out" / "model.safetensors"))
@@ -266,19 +305,26 @@ def test_a_checkpoint_of_another_lora_setting_is_refused(tiny_model_path, worker
     full = workers(worker_config(tiny_model_path, lora_rank=0), "actor")
     with pytest.raises(ValueError) as err:
         full.load_checkpoint(str(tmp_path / "ckpt"))
-    assert str(err.value) == (f"{tmp_path / 'ckpt'} was saved with LoRA rank 4, alpha 8.0 on {LLAMA}, but this run has full fine-tuning "
-                              "(actor_rollout_ref.model.lora_rank, lora_alpha, target_modules)")
+    assert str(err.value) == (
+        f"{tmp_path / 'ckpt'} was saved with LoRA rank 4, alpha 8.0 on {LLAMA}, but this run has full fine-tuning "
+        "(actor_rollout_ref.model.lora_rank, lora_alpha, target_modules)"
+    )
 
 
 # ----------------------------------------------------------------------------- config
 
 
-@pytest.mark.parametrize("model, message", [
-    ({"lora_rank": -1}, "actor_rollout_ref.model.lora_rank must be >= 0 (0: full fine-tuning), got -1"),
-    ({"lora_rank": 8, "lora_alpha": 0}, "actor_rollout_ref.model.lora_alpha must be > 0, got 0.0"),
-    ({"lora_rank": 8, "target_modules": []},
-     "actor_rollout_ref.model.target_modules is empty: LoRA (lora_rank=8) needs at least one linear layer name"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ({"lora_rank": -1}, "actor_rollout_ref.model.lora_rank must be >= 0 (0: full fine-tuning), got -1"),
+        ({"lora_rank": 8, "lora_alpha": 0}, "actor_rollout_ref.model.lora_alpha must be > 0, got 0.0"),
+        (
+            {"lora_rank": 8, "target_modules": []},
+            "actor_rollout_ref.model.target_modules is empty: LoRA (lora_rank=8) needs at least one linear layer name",
+        ),
+    ],
+)
 def test_bad_lora_values_fail_with_one_message(model, message):
     with pytest.raises(ConfigError) as err:
         from_dict(ActorRolloutRefConfig, {"model": {"path": "m", **model}}, "actor_rollout_ref")
@@ -300,13 +346,23 @@ def test_an_unknown_module_name_and_lora_on_the_critic_fail_at_start_up(tiny_mod
     from verl.trainer.ppo.config import load_config
 
     with pytest.raises(ConfigError) as err:
-        load_config([f"actor_rollout_ref.model.path={tiny_model_path}", "actor_rollout_ref.model.lora_rank=8",
-                     "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]"])
-    assert str(err.value) == f"actor_rollout_ref.model.target_modules ['qkv_proj'] match no linear layer of the model; its linear layers: {LINEARS}"
+        load_config(
+            [
+                f"actor_rollout_ref.model.path={tiny_model_path}",
+                "actor_rollout_ref.model.lora_rank=8",
+                "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]",
+            ]
+        )
+    assert str(err.value) == (
+        "actor_rollout_ref.model.target_modules ['qkv_proj'] match no linear layer of the model; "
+        f"its linear layers: {LINEARS}"
+    )
     with pytest.raises(ConfigError) as err:
         load_config(["actor_rollout_ref.model.path=m", "critic.model.lora_rank=8"], check_files=False)
-    assert str(err.value) == ("config.critic.model.lora_rank=8: LoRA trains the policy only, the critic stays a full model "
-                              "(its value head and backbone train in full); set it to 0")
+    assert str(err.value) == (
+        "config.critic.model.lora_rank=8: LoRA trains the policy only, the critic stays a full model "
+        "(its value head and backbone train in full); set it to 0"
+    )
 
 
 def test_sft_checks_the_module_names_too(tiny_model_path, tmp_path):
@@ -315,9 +371,19 @@ def test_sft_checks_the_module_names_too(tiny_model_path, tmp_path):
     data = tmp_path / "d.parquet"
     data.write_bytes(b"")
     with pytest.raises(ConfigError) as err:
-        load_sft_config([f"model.path={tiny_model_path}", f"data.train_files={data}", f"data.val_files={data}",
-                         "model.lora_rank=4", "model.target_modules=[c_attn]"])
-    assert str(err.value) == f"sft.model.target_modules ['c_attn'] match no linear layer of the model; its linear layers: {LINEARS}"
+        load_sft_config(
+            [
+                f"model.path={tiny_model_path}",
+                f"data.train_files={data}",
+                f"data.val_files={data}",
+                "model.lora_rank=4",
+                "model.target_modules=[c_attn]",
+            ]
+        )
+    assert (
+        str(err.value)
+        == f"sft.model.target_modules ['c_attn'] match no linear layer of the model; its linear layers: {LINEARS}"
+    )
 
 
 def test_a_lora_override_changes_the_warm_start_key(tmp_path):
@@ -325,8 +391,16 @@ def test_a_lora_override_changes_the_warm_start_key(tmp_path):
     warm_start = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(warm_start)
     (tmp_path / "config.json").write_text("{}")
-    args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
-                              program=None)
+    args = argparse.Namespace(
+        env_name="maze",
+        action_format="react",
+        n_demos=4,
+        n_dev_demos=2,
+        noise=0.0,
+        agent_overrides=[],
+        sft_overrides=[],
+        program=None,
+    )
     lora = argparse.Namespace(**{**vars(args), "sft_overrides": ["model.lora_rank=8"]})
     assert warm_start.cache_key(args, tmp_path, "float32") != warm_start.cache_key(lora, tmp_path, "float32")
 
@@ -343,11 +417,25 @@ def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tiny_model_path, tmp
     other = "bfloat16" if here == "float32" else "float32"
     limits = warm_start.agent_limits([])
     assert warm_start.sft_dtype(warm_start.sft_config(tiny_model_path, [], limits, ["maze"])) == here
-    assert warm_start.sft_dtype(warm_start.sft_config(tiny_model_path, [f"train.mixed_precision={other}", "train.epochs=1"],
-                                                      limits, ["maze"])) == other
+    assert (
+        warm_start.sft_dtype(
+            warm_start.sft_config(
+                tiny_model_path, [f"train.mixed_precision={other}", "train.epochs=1"], limits, ["maze"]
+            )
+        )
+        == other
+    )
     (tmp_path / "config.json").write_text("{}")
-    args = argparse.Namespace(env_name="maze", action_format="react", n_demos=4, n_dev_demos=2, noise=0.0, agent_overrides=[], sft_overrides=[],
-                              program=None)
+    args = argparse.Namespace(
+        env_name="maze",
+        action_format="react",
+        n_demos=4,
+        n_dev_demos=2,
+        noise=0.0,
+        agent_overrides=[],
+        sft_overrides=[],
+        program=None,
+    )
     assert warm_start.cache_key(args, tmp_path, here) != warm_start.cache_key(args, tmp_path, other)
 
 
@@ -355,16 +443,29 @@ def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tiny_model_path, tmp
 
 
 def test_sft_with_lora_saves_a_merged_folder_with_the_trained_logits(tiny_model_path, tmp_path):
+    from test_sft import fixed_samples
+
     from verl.trainer.main_sft import load_sft_config
     from verl.trainer.sft_trainer import SFTTrainer
 
-    from test_sft import fixed_samples
-
     data = fixed_samples(tmp_path / "train.parquet")
-    cfg = load_sft_config([f"model.path={tiny_model_path}", f"data.train_files={data}", f"data.val_files={data}", "train.batch_size=4",
-                           "train.micro_batch_size=2", "train.epochs=1", "optim.lr=3e-3", "trainer.num_threads=1",
-                           "train.mixed_precision=float32", "trainer.logger=[jsonl]", f"trainer.output_dir={tmp_path / 'sft'}",
-                           "model.lora_rank=4", "model.lora_alpha=8"])
+    cfg = load_sft_config(
+        [
+            f"model.path={tiny_model_path}",
+            f"data.train_files={data}",
+            f"data.val_files={data}",
+            "train.batch_size=4",
+            "train.micro_batch_size=2",
+            "train.epochs=1",
+            "optim.lr=3e-3",
+            "trainer.num_threads=1",
+            "train.mixed_precision=float32",
+            "trainer.logger=[jsonl]",
+            f"trainer.output_dir={tmp_path / 'sft'}",
+            "model.lora_rank=4",
+            "model.lora_alpha=8",
+        ]
+    )
     trainer = SFTTrainer(cfg)
     try:
         summary = trainer.fit()
@@ -378,5 +479,7 @@ def test_sft_with_lora_saves_a_merged_folder_with_the_trained_logits(tiny_model_
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     torch.testing.assert_close(logits(hf, IDS), logits(module, IDS), rtol=0, atol=1e-5)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-    assert torch.equal(hf.model.embed_tokens.weight, base.model.embed_tokens.weight)  # untargeted weights are the base's
+    assert torch.equal(
+        hf.model.embed_tokens.weight, base.model.embed_tokens.weight
+    )  # untargeted weights are the base's
     assert not torch.equal(hf.model.layers[0].self_attn.q_proj.weight, base.model.layers[0].self_attn.q_proj.weight)

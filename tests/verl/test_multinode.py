@@ -15,9 +15,9 @@ import sys
 from typing import Iterator
 
 import pytest
+from test_trainer_e2e import REPO, by_step, main_ppo, metric_rows, run_main
 
 from agentgym.spawn import free_port
-from test_trainer_e2e import REPO, by_step, main_ppo, metric_rows, run_main
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,9 @@ def cluster(cache_dir, shop) -> Iterator[tuple[str, list[str], str]]:
     The nodes' processes inherit this session's cache (``cache_dir``), where ``shop`` generated WebShop's catalogue."""
     from ray.cluster_utils import Cluster
 
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # raylets start slowly while other tests load the cores
+    os.environ.setdefault(
+        "RAY_raylet_start_wait_time_s", "120"
+    )  # raylets start slowly while other tests load the cores
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "labels": {"role": "driver"}})
     policy = [c.add_node(num_cpus=1, labels=POLICY_LABELS) for _ in range(2)]
     env = c.add_node(num_cpus=1, labels={"role": "env"})
@@ -43,26 +45,53 @@ def cluster(cache_dir, shop) -> Iterator[tuple[str, list[str], str]]:
 
 def placement(stdout: str) -> dict[str, list[str]]:
     """Each worker group's rank -> node (8-character id prefixes), from the trainer's placement line."""
-    line = next(l for l in stdout.splitlines() if l.startswith("[trainer] placement: "))
-    return {name: re.findall(r"'([0-9a-f]{8})'", nodes) for name, nodes in re.findall(r"(\w+) ranks on nodes (\[[^\]]*\])", line)}
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("[trainer] placement: "))
+    return {
+        name: re.findall(r"'([0-9a-f]{8})'", nodes)
+        for name, nodes in re.findall(r"(\w+) ranks on nodes (\[[^\]]*\])", line)
+    }
 
 
-def test_two_policy_nodes_train_ppo_and_the_checkpoint_resumes_on_one(cluster, tiny_model_path, webshop_tasks, server, tmp_path):
+def test_two_policy_nodes_train_ppo_and_the_checkpoint_resumes_on_one(
+    cluster, tiny_model_path, webshop_tasks, server, tmp_path
+):
     address, policy_nodes, env_node = cluster
     out = tmp_path / "run"
     # the random tiny model scores 0 and the fresh critic says 0: the entropy bonus gives the update a gradient
-    recipe = ("actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.actor.use_kl_loss=true",
-              "actor_rollout_ref.actor.entropy_coeff=0.01", "trainer.val_before_train=false", "trainer.test_freq=0")
-    on_cluster = (f"ray_init.address={address}", "trainer.nnodes=2", "trainer.n_workers_per_node=1",
-                  "trainer.cpus_per_worker=0.5", "trainer.policy_nodes={role:policy}", "agent.manage_servers=true",
-                  "agent.server_nodes={role:env}")
+    recipe = (
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.actor.entropy_coeff=0.01",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+    )
+    on_cluster = (
+        f"ray_init.address={address}",
+        "trainer.nnodes=2",
+        "trainer.n_workers_per_node=1",
+        "trainer.cpus_per_worker=0.5",
+        "trainer.policy_nodes={role:policy}",
+        "agent.manage_servers=true",
+        "agent.server_nodes={role:env}",
+    )
     port = free_port()  # the run starts its own server there, on the env node
-    first = main_ppo(tiny_model_path, webshop_tasks, f"http://127.0.0.1:{port}", out, *recipe, *on_cluster,
-                     "trainer.stop_after_step=1")
-    assert first.returncode == 0, f"main_ppo failed ({first.returncode}):\n{first.stdout[-3000:]}\n{first.stderr[-5000:]}"
+    first = main_ppo(
+        tiny_model_path,
+        webshop_tasks,
+        f"http://127.0.0.1:{port}",
+        out,
+        *recipe,
+        *on_cluster,
+        "trainer.stop_after_step=1",
+    )
+    assert first.returncode == 0, (
+        f"main_ppo failed ({first.returncode}):\n{first.stdout[-3000:]}\n{first.stderr[-5000:]}"
+    )
     node_ip = address.rsplit(":", 1)[0]
-    assert (f"[env-supervisor] webshop server http://127.0.0.1:{port} runs on Ray node {env_node[:8]} at "
-            f"http://{node_ip}:{port}") in first.stdout
+    assert (
+        f"[env-supervisor] webshop server http://127.0.0.1:{port} runs on Ray node {env_node[:8]} at "
+        f"http://{node_ip}:{port}"
+    ) in first.stdout
     assert (out / "env_logs" / f"server_{port}.log").is_file()
     where = placement(first.stdout)
     # PPO with a KL loss: the actor group holds actor, rollout and reference; the critic shares its bundles
@@ -76,7 +105,10 @@ def test_two_policy_nodes_train_ppo_and_the_checkpoint_resumes_on_one(cluster, t
     ckpt = out / "checkpoints" / "global_step_1"
     assert (ckpt / "actor" / "actor.pt").is_file() and (ckpt / "critic" / "critic.pt").is_file()
     # each rank keeps its own RNG state beside the full weights rank 0 wrote
-    assert sorted(p.name for p in (ckpt / "actor").glob("actor_rng_rank*.pt")) == ["actor_rng_rank0.pt", "actor_rng_rank1.pt"]
+    assert sorted(p.name for p in (ckpt / "actor").glob("actor_rng_rank*.pt")) == [
+        "actor_rng_rank0.pt",
+        "actor_rng_rank1.pt",
+    ]
 
     resumed = run_main(tiny_model_path, webshop_tasks, server, out, *recipe)  # a local single-node Ray, one rank
     assert [r["step"] for r in resumed] == [1, 2]
@@ -84,14 +116,25 @@ def test_two_policy_nodes_train_ppo_and_the_checkpoint_resumes_on_one(cluster, t
     assert by_step(resumed, 2)["actor/grad_norm"] > 0
 
 
-def test_a_cluster_without_the_labelled_nodes_is_refused_before_any_worker_starts(cluster, tiny_model_path, webshop_tasks,
-                                                                                 server, tmp_path):
+def test_a_cluster_without_the_labelled_nodes_is_refused_before_any_worker_starts(
+    cluster, tiny_model_path, webshop_tasks, server, tmp_path
+):
     address, _, _ = cluster
-    proc = main_ppo(tiny_model_path, webshop_tasks, server, tmp_path / "run", f"ray_init.address={address}",
-                    "trainer.nnodes=2", "trainer.cpus_per_worker=0.5", "trainer.policy_nodes={role:gpu}")
+    proc = main_ppo(
+        tiny_model_path,
+        webshop_tasks,
+        server,
+        tmp_path / "run",
+        f"ray_init.address={address}",
+        "trainer.nnodes=2",
+        "trainer.cpus_per_worker=0.5",
+        "trainer.policy_nodes={role:gpu}",
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert ("resource error: resource pool 'actor_rollout_ref' needs 2 distinct node(s) with labels {'role': 'gpu'}, "
-            "node i holding process_on_nodes[i] = [1, 1] ranks of {'CPU': 0.5}; found 0. The cluster's alive nodes: ") in proc.stderr
+    assert (
+        "resource error: resource pool 'actor_rollout_ref' needs 2 distinct node(s) with labels {'role': 'gpu'}, "
+        "node i holding process_on_nodes[i] = [1, 1] ranks of {'CPU': 0.5}; found 0. The cluster's alive nodes: "
+    ) in proc.stderr
     assert "labels {'role': 'policy'} 1 CPU" in proc.stderr and "labels {'role': 'env'} 1 CPU" in proc.stderr
     assert "[trainer] workers:" not in proc.stdout and not (tmp_path / "run" / "metrics.jsonl").exists()
 
@@ -125,10 +168,22 @@ print(json.dumps(found))
 
 def test_a_server_killed_on_the_env_node_is_restarted_there(cluster, tmp_path):
     address, _, env_node = cluster
-    proc = subprocess.run([sys.executable, "-c", RESTART_DRILL, address, str(tmp_path / "logs")], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", RESTART_DRILL, address, str(tmp_path / "logs")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     port = found["url"].rsplit(":", 1)[1]
-    assert found == {"node": env_node, "url": f"http://{address.rsplit(':', 1)[0]}:{port}", "ready": None, "healthy": True,
-                     "restarts": 1.0, "new_pid": True, "answers_after_close": False}
+    assert found == {
+        "node": env_node,
+        "url": f"http://{address.rsplit(':', 1)[0]}:{port}",
+        "ready": None,
+        "healthy": True,
+        "restarts": 1.0,
+        "new_pid": True,
+        "answers_after_close": False,
+    }

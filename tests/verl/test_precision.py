@@ -43,7 +43,11 @@ def test_cpu_flags_are_parsed_for_x86_and_arm():
     "cpuinfo, dtype, reason",
     [
         (SPR, "bfloat16", "the CPU runs bf16 natively (amx_bf16, avx512_bf16)"),
-        (SKX, "float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"),
+        (
+            SKX,
+            "float32",
+            "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32",
+        ),
     ],
 )
 def test_auto_on_cpu_follows_the_flags_where_they_decide(cpuinfo, dtype, reason):
@@ -55,7 +59,12 @@ def test_auto_on_cpu_follows_the_flags_where_they_decide(cpuinfo, dtype, reason)
     "cpuinfo, probe, dtype, reason",
     [
         (ZEN4, zen4_probe, "bfloat16", "avx512_bf16 without AMX, matmul probe: bf16 runs 2.6x the fp32 rate"),
-        (ZEN4, hidden_amx_probe, "float32", "avx512_bf16 without AMX, matmul probe: bf16 runs only 0.57x the fp32 rate"),
+        (
+            ZEN4,
+            hidden_amx_probe,
+            "float32",
+            "avx512_bf16 without AMX, matmul probe: bf16 runs only 0.57x the fp32 rate",
+        ),
         (NEOVERSE, zen4_probe, "bfloat16", "bf16 without AMX, matmul probe: bf16 runs 2.6x the fp32 rate"),
     ],
 )
@@ -65,7 +74,9 @@ def test_bf16_instructions_without_amx_are_probed(cpuinfo, probe, dtype, reason)
 
 
 def test_explicit_dtype_wins_over_the_hardware():
-    assert resolve_dtype("bfloat16", "cpu", cpuinfo=SKX, probe=no_probe) == Precision("bfloat16", "set explicitly in the config")
+    assert resolve_dtype("bfloat16", "cpu", cpuinfo=SKX, probe=no_probe) == Precision(
+        "bfloat16", "set explicitly in the config"
+    )
     assert resolve_dtype("float32", "cpu", cpuinfo=SPR, probe=no_probe).dtype == "float32"
     assert resolve_dtype("float16", "cuda", cuda_bf16=True).dtype == "float16"
 
@@ -86,9 +97,17 @@ def test_auto_on_cuda():
 
 
 def test_bad_dtype_names_are_rejected():
-    with pytest.raises(ValueError, match=r"dtype must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"):
+    with pytest.raises(
+        ValueError, match=r"dtype must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"
+    ):
         resolve_dtype("bf16", "cpu")
-    with pytest.raises(ConfigError, match=r"actor_rollout_ref.actor.mixed_precision must be one of \['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"):
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r"actor_rollout_ref.actor.mixed_precision must be one of "
+            r"\['auto', 'float32', 'bfloat16', 'float16'\], got 'bf16'"
+        ),
+    ):
         load_config(["actor_rollout_ref.actor.mixed_precision=bf16"], check_files=False)
 
 
@@ -106,7 +125,10 @@ def test_resolve_precision_fills_the_config_and_reports(monkeypatch):
 
     real = precision.read_cpu_flags
     monkeypatch.setattr(precision, "read_cpu_flags", lambda cpuinfo=None: real(SKX))
-    cfg = load_config([MODEL, "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.rollout.dtype=bfloat16"], check_files=False)
+    cfg = load_config(
+        [MODEL, "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.rollout.dtype=bfloat16"],
+        check_files=False,
+    )
     report = resolve_precision(cfg, cuda_available=False)
     emulated = "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"
     assert report == {
@@ -116,7 +138,12 @@ def test_resolve_precision_fills_the_config_and_reports(monkeypatch):
         "critic": {"dtype": "float32", "reason": emulated},  # the default estimator (gae) has a critic
     }
     arr = cfg.actor_rollout_ref
-    assert (arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype, cfg.critic.mixed_precision) == ("float32", "float32", "bfloat16", "float32")
+    assert (arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype, cfg.critic.mixed_precision) == (
+        "float32",
+        "float32",
+        "bfloat16",
+        "float32",
+    )
 
 
 def test_cuda_config_without_a_gpu_here_leaves_auto_to_the_workers():
@@ -142,7 +169,11 @@ def test_step0_kl_is_zero_in_bf16(tiny_model_path):
     """Actor and reference share one log-prob path (fp32 weights, the same autocast): identical weights give KL 0."""
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    cfg = {"model": {"path": tiny_model_path}, "actor": {"mixed_precision": "bfloat16", "ppo_mini_batch_size": 2}, "num_threads": 1}
+    cfg = {
+        "model": {"path": tiny_model_path},
+        "actor": {"mixed_precision": "bfloat16", "ppo_mini_batch_size": 2},
+        "num_threads": 1,
+    }
     worker = ActorRolloutRefWorker(cfg, role="actor_ref")
     worker.init_model()
     try:

@@ -37,7 +37,9 @@ def test_length_mismatch_names_key_and_lengths():
 
 
 def test_from_single_dict_splits_by_type():
-    d = DataProto.from_single_dict({"x": torch.ones(2, 3), "name": np.array(["p", "q"], dtype=object)}, meta_info={"k": 1})
+    d = DataProto.from_single_dict(
+        {"x": torch.ones(2, 3), "name": np.array(["p", "q"], dtype=object)}, meta_info={"k": 1}
+    )
     assert list(d.batch) == ["x"] and list(d.non_tensor_batch) == ["name"] and d.meta_info == {"k": 1}
 
 
@@ -110,7 +112,10 @@ def test_repeat_and_reorder():
 
 def test_make_iterator_is_deterministic_given_seed():
     d = make(8)
-    order = lambda seed: [rows(mb) for mb in d.make_iterator(mini_batch_size=4, epochs=2, seed=seed, shuffle=True)]
+
+    def order(seed: int) -> list:
+        return [rows(mb) for mb in d.make_iterator(mini_batch_size=4, epochs=2, seed=seed, shuffle=True)]
+
     first = order(7)
     assert first == order(7)
     assert len(first) == 4 and all(len(mb) == 4 for mb in first)

@@ -24,13 +24,22 @@ def test_listed_vllm_messages_are_dropped_at_their_loggers_and_others_kept():
     root.addHandler(collect)
     try:
         logging.getLogger("vllm.v1.worker.cpu_worker").warning(
-            "CPU backend doesn't allow to use `torch.set_num_threads` after the thread binding, skip it.")
+            "CPU backend doesn't allow to use `torch.set_num_threads` after the thread binding, skip it."
+        )
         logging.getLogger("vllm.v1.engine.input_processor").warning(
-            "Passing raw prompts to InputProcessor is deprecated and will be removed in the future.")
-        logging.getLogger("vllm.config.vllm").warning("Model Runner V2 requires Triton; using the V1 model runner instead.")
+            "Passing raw prompts to InputProcessor is deprecated and will be removed in the future."
+        )
+        logging.getLogger("vllm.config.vllm").warning(
+            "Model Runner V2 requires Triton; using the V1 model runner instead."
+        )
         logging.getLogger("vllm.utils.torch_utils").warning(  # an info in vLLM: a warning passes any level set here
-            "Reducing Torch threads from %d to 1 for serving. Set OMP_NUM_THREADS in the external environment to override.", 2)
-        logging.getLogger("vllm.v1.worker.cpu_worker").warning("libtcmalloc is not found in LD_PRELOAD. For best performance, ...")
+            "Reducing Torch threads from %d to 1 for serving. "
+            "Set OMP_NUM_THREADS in the external environment to override.",
+            2,
+        )
+        logging.getLogger("vllm.v1.worker.cpu_worker").warning(
+            "libtcmalloc is not found in LD_PRELOAD. For best performance, ..."
+        )
         cast = "Attempted to load weight %s with dtype %s into parameter with dtype %s"
         loader = logging.getLogger(WEIGHT_LOADER)
         loader.warning(cast, "w", torch.float32, torch.bfloat16)  # the training checkpoint into the bf16 engine
@@ -45,7 +54,8 @@ def test_listed_vllm_messages_are_dropped_at_their_loggers_and_others_kept():
         "Attempted to load nested weight 'a.b' into a single parameter 'a'",
     ]
     assert {name: len(logging.getLogger(name).filters) for name in [*VLLM_NOISE, WEIGHT_LOADER]} == {
-        name: 1 for name in [*VLLM_NOISE, WEIGHT_LOADER]}
+        name: 1 for name in [*VLLM_NOISE, WEIGHT_LOADER]
+    }
 
 
 def test_the_listed_loggers_exist_in_the_installed_vllm():

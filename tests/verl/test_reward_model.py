@@ -15,7 +15,6 @@ from verl.trainer.rm_trainer import layout_cost, plan_units, read_trajectories, 
 from verl.utils.ranking import group_agreement, roc_auc
 from verl.workers.config import ConfigError, RewardModelConfig, from_dict
 
-
 # ----------------------------------------------------------------------------- ranking
 
 
@@ -45,8 +44,15 @@ def scored_batch() -> tuple[DataProto, torch.Tensor]:
     mask = torch.tensor([[1, 1, 0, 1, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0]])
     batch = DataProto.from_dict(
         {"responses": torch.ones(3, 5, dtype=torch.long), "response_mask": mask},
-        {"uid": ["g", "g", "h"], "failed": [False, False, True], "success": [True, False, False],
-         "turn_ends": [[1, 3], [2], []], "error": ["", "", "env down"], "status": ["done", "done", "failed"]})
+        {
+            "uid": ["g", "g", "h"],
+            "failed": [False, False, True],
+            "success": [True, False, False],
+            "turn_ends": [[1, 3], [2], []],
+            "error": ["", "", "env down"],
+            "status": ["done", "done", "failed"],
+        },
+    )
     batch.batch["outcome_scores"] = torch.tensor([1.0, 0.0, 0.0])
     rm = torch.tensor([[9.0, 0.5, 9.0, 2.0, 0.0], [9.0, 9.0, -1.0, 0.0, 0.0], [0.0] * 5])
     return batch, rm
@@ -63,15 +69,24 @@ def test_replace_scores_each_trajectory_at_its_final_action():
     expected = torch.zeros(3, 5)
     expected[0, 3], expected[1, 2] = 2.0, -1.0  # last_token allocation: on the last model token
     assert torch.equal(batch.batch["token_level_scores"], expected)
-    assert metrics == {"reward_model/failures": 0.0, "reward_model/score/mean": 0.5, "reward_model/score/std": 1.5,
-                       "reward_model/env_reward/mean": 0.5, "reward_model/env_success/mean": 0.5, "reward_model/auc": 1.0,
-                       "reward_model/agreement": 1.0, "reward_model/agreement_pairs": 1.0}
+    assert metrics == {
+        "reward_model/failures": 0.0,
+        "reward_model/score/mean": 0.5,
+        "reward_model/score/std": 1.5,
+        "reward_model/env_reward/mean": 0.5,
+        "reward_model/env_success/mean": 0.5,
+        "reward_model/auc": 1.0,
+        "reward_model/agreement": 1.0,
+        "reward_model/agreement_pairs": 1.0,
+    }
 
 
 def test_sigmoid_and_add_combine_with_the_env_reward():
     batch, rm = scored_batch()
     apply_model_reward(batch, rm, rm_config(), RewardManager(None))
-    assert batch.batch["outcome_scores"].tolist() == pytest.approx([1 / (1 + math.exp(-2.0)), 1 / (1 + math.exp(1.0)), 0.0])
+    assert batch.batch["outcome_scores"].tolist() == pytest.approx(
+        [1 / (1 + math.exp(-2.0)), 1 / (1 + math.exp(1.0)), 0.0]
+    )
     batch, rm = scored_batch()
     apply_model_reward(batch, rm, rm_config(transform="raw", combine="add", weight=0.5), RewardManager(None))
     assert batch.batch["outcome_scores"].tolist() == [1.0 + 0.5 * 2.0, 0.0 + 0.5 * -1.0, 0.0]
@@ -84,8 +99,12 @@ def test_per_turn_pays_score_differences_that_sum_to_the_score():
     expected[0, 1], expected[0, 3], expected[1, 2] = 0.5, 2.0 - 0.5, -1.0
     assert torch.equal(batch.batch["token_level_scores"], expected)
     assert batch.batch["outcome_scores"].tolist() == [2.0, -1.0, 0.0]
-    batch, rm = scored_batch()  # add, weight 0.5: R_env on the last model token (allocation), plus 0.5 d_k at each turn end
-    apply_model_reward(batch, rm, rm_config(transform="raw", per_turn=True, combine="add", weight=0.5), RewardManager(None))
+    batch, rm = (
+        scored_batch()
+    )  # add, weight 0.5: R_env on the last model token (allocation), plus 0.5 d_k at each turn end
+    apply_model_reward(
+        batch, rm, rm_config(transform="raw", per_turn=True, combine="add", weight=0.5), RewardManager(None)
+    )
     expected = torch.zeros(3, 5)
     expected[0, 1], expected[0, 3], expected[1, 2] = 0.25, 1.0 + 0.75, -0.5
     assert torch.equal(batch.batch["token_level_scores"], expected)
@@ -99,7 +118,9 @@ def test_gigpo_step_rewards_follow_the_combination():
     assert list(batch.non_tensor_batch["step_reward"][:2]) == [[0.0, 0.0], [0.0]]
     batch, rm = scored_batch()
     batch.non_tensor_batch["step_reward"] = np.array([[0.3, 0.0], [0.0], []], dtype=object)
-    apply_model_reward(batch, rm, rm_config(transform="raw", combine="add", weight=0.5, per_turn=True), RewardManager(None))
+    apply_model_reward(
+        batch, rm, rm_config(transform="raw", combine="add", weight=0.5, per_turn=True), RewardManager(None)
+    )
     assert list(batch.non_tensor_batch["step_reward"][:2]) == [[0.3 + 0.25, 0.75], [-0.5]]
 
 
@@ -142,8 +163,15 @@ def test_micro_batches_keep_pairs_whole_and_pack_shared_prompts():
 
 
 def test_read_trajectories_scores_at_the_last_turn_and_drops_what_it_cannot_use(tmp_path):
-    frame = pd.DataFrame({"task_id": [1, 1, 2], "input_ids": [[5, 6, 7, 8], [5, 6, 9], list(range(50))],
-                          "turn_ends": [[1, 3], [], [40]], "success": [True, False, False], "env_reward": [1.0, 0.0, 0.0]})
+    frame = pd.DataFrame(
+        {
+            "task_id": [1, 1, 2],
+            "input_ids": [[5, 6, 7, 8], [5, 6, 9], list(range(50))],
+            "turn_ends": [[1, 3], [], [40]],
+            "success": [True, False, False],
+            "env_reward": [1.0, 0.0, 0.0],
+        }
+    )
     frame.to_parquet(tmp_path / "t.parquet")
     data, dropped = read_trajectories(str(tmp_path / "t.parquet"), max_length=10)
     assert dropped == 2 and data.ids == [[5, 6, 7, 8]] and data.score_at == [3] and data.success.tolist() == [True]
@@ -195,8 +223,11 @@ def test_the_worker_scores_every_response_position(ray_local, tiny_rm_path):
 
     from verl.workers.reward_model import RewardModelWorker, load_score_model, position_scores
 
-    wg, pool = group(RewardModelWorker, 1, config={"model": {"path": tiny_rm_path}, "dtype": "float32", "num_threads": 1,
-                                                   "device": "cpu"})
+    wg, pool = group(
+        RewardModelWorker,
+        1,
+        config={"model": {"path": tiny_rm_path}, "dtype": "float32", "num_threads": 1, "device": "cpu"},
+    )
     try:
         wg.init_model()
         data = training_batch(4)
@@ -204,7 +235,9 @@ def test_the_worker_scores_every_response_position(ray_local, tiny_rm_path):
     finally:
         close_group(wg, pool)
     with torch.no_grad():
-        full = position_scores(load_score_model(tiny_rm_path).eval(), data.batch["input_ids"], data.batch["attention_mask"])
+        full = position_scores(
+            load_score_model(tiny_rm_path).eval(), data.batch["input_ids"], data.batch["attention_mask"]
+        )
     T = data.batch["responses"].shape[1]
     assert torch.allclose(out.batch["rm_scores"], full[:, -T:], atol=1e-5)
     assert out.meta_info["metrics"]["timing_s/reward_model"] > 0
@@ -223,9 +256,13 @@ def test_reward_model_settings_are_checked_before_any_work(tiny_model_path):
 def test_the_trainer_config_rejects_a_causal_lm_as_reward_model(tiny_model_path, countdown_data):
     from verl.trainer.ppo.config import load_config
 
-    base = [f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=single_turn",
-            f"data.train_files={countdown_data}/train.parquet", f"data.val_files={countdown_data}/dev.parquet",
-            "reward_model.enable=true"]
+    base = [
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        "data.rollout=single_turn",
+        f"data.train_files={countdown_data}/train.parquet",
+        f"data.val_files={countdown_data}/dev.parquet",
+        "reward_model.enable=true",
+    ]
     with pytest.raises(ConfigError, match=r"reward_model.model.path: .* not a reward model"):
         load_config([*base, f"reward_model.model.path={tiny_model_path}"])
     with pytest.raises(ConfigError, match=r"reward_model.model.path: '' is not a Hugging Face model folder"):

@@ -26,8 +26,16 @@ def synthetic_trajectories(path: Path, tasks: range, seed: int) -> None:
         prompt = rng.randint(10, 100, size=12).tolist()
         for ok in (True, False):
             ids = prompt + rng.randint(10, 100, size=5).tolist() + [200 if ok else 300]
-            rows.append({"task_id": task, "input_ids": ids, "turn_ends": [len(ids) - 1], "success": ok,
-                         "env_reward": float(ok), "prompt_length": 12})
+            rows.append(
+                {
+                    "task_id": task,
+                    "input_ids": ids,
+                    "turn_ends": [len(ids) - 1],
+                    "success": ok,
+                    "env_reward": float(ok),
+                    "prompt_length": 12,
+                }
+            )
     pd.DataFrame(rows).to_parquet(path)
 
 
@@ -37,12 +45,29 @@ def trained_rm(tiny_model_path, tmp_path_factory):
     synthetic_trajectories(data / "train.parquet", range(0, 16), 0)
     synthetic_trajectories(data / "dev.parquet", range(16, 20), 1)
     out = tmp_path_factory.mktemp("rm_run")
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_rm", f"model.path={tiny_model_path}",
-                           f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet",
-                           f"data.test_files={data}/dev.parquet", "train.objective=pairwise", "train.batch_size=4",
-                           "train.epochs=2", "optim.lr=1e-3", "train.mixed_precision=float32", "trainer.num_threads=1",
-                           f"trainer.output_dir={out}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verl.trainer.main_rm",
+            f"model.path={tiny_model_path}",
+            f"data.train_files={data}/train.parquet",
+            f"data.val_files={data}/dev.parquet",
+            f"data.test_files={data}/dev.parquet",
+            "train.objective=pairwise",
+            "train.batch_size=4",
+            "train.epochs=2",
+            "optim.lr=1e-3",
+            "train.mixed_precision=float32",
+            "trainer.num_threads=1",
+            f"trainer.output_dir={out}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     assert proc.returncode == 0, f"main_rm failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out, data, proc.stdout
 
@@ -54,13 +79,18 @@ def test_main_rm_saves_a_folder_that_reproduces_its_dev_auc(trained_rm):
 
     out, data, stdout = trained_rm
     summary = json.loads((out / "rm_summary.json").read_text())
-    assert stdout.strip().splitlines()[-1] == str(out / "huggingface") and reward_model_problem(str(out / "huggingface")) is None
+    assert (
+        stdout.strip().splitlines()[-1] == str(out / "huggingface")
+        and reward_model_problem(str(out / "huggingface")) is None
+    )
     assert summary["train_units"] == 16 and summary["steps"] == 8 and summary["dev_trajectories"] == 8
     dev, _ = read_trajectories(str(data / "dev.parquet"), 3072)
     module = load_score_model(str(out / "huggingface")).eval()
     with torch.no_grad():
-        scores = [float(position_scores(module, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))[0, at])
-                  for ids, at in zip(dev.ids, dev.score_at)]
+        scores = [
+            float(position_scores(module, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))[0, at])
+            for ids, at in zip(dev.ids, dev.score_at)
+        ]
     assert roc_auc(scores, dev.success) == summary["best_dev_auc"] == summary["test"]["auc"]
     assert summary["best_dev_auc"] > 0.5  # one token tells success from failure: two epochs learn some of it
 
@@ -69,16 +99,40 @@ def fixed_rollout_run(tiny_model_path, countdown_data, out, *extra) -> tuple[sub
     """One GRPO step of the fixed rollout (each group: "2+2=4", right, and "2+2=5", wrong) with ``extra`` overrides;
     the process and the step's metrics."""
     args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
-        f"data.train_files={countdown_data}/train.parquet", f"data.val_files={countdown_data}/dev.parquet",
-        "algorithm.reward_score_fn=exact_match", "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.name=hf", "reward_model.enable=true",
-        "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=0", "trainer.save_freq=0",
-        "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2", *extra,
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        "data.rollout=fixed_rollout:PLUGIN",
+        f"data.train_files={countdown_data}/train.parquet",
+        f"data.val_files={countdown_data}/dev.parquet",
+        "algorithm.reward_score_fn=exact_match",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.name=hf",
+        "reward_model.enable=true",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.logger=[jsonl]",
+        f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
+        *extra,
     ]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=900, env=env)
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     (step,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return proc, step
@@ -86,8 +140,13 @@ def fixed_rollout_run(tiny_model_path, countdown_data, out, *extra) -> tuple[sub
 
 def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, countdown_data, tmp_path):
     rm_folder = trained_rm[0] / "huggingface"
-    proc, step = fixed_rollout_run(tiny_model_path, countdown_data, tmp_path / "run", f"reward_model.model.path={rm_folder}",
-                                   "reward_model.transform=raw")
+    proc, step = fixed_rollout_run(
+        tiny_model_path,
+        countdown_data,
+        tmp_path / "run",
+        f"reward_model.model.path={rm_folder}",
+        "reward_model.transform=raw",
+    )
     assert "RewardModelWorker pids" in proc.stdout
     assert step["reward/exact_match/mean"] == 0.5  # the env's (here the rule's) reward, still logged
     assert step["reward_model/env_reward/mean"] == 0.5 and step["reward_model/failures"] == 0.0
@@ -98,7 +157,8 @@ def test_grpo_trains_on_the_reward_models_score(trained_rm, tiny_model_path, cou
 
 
 def test_grpo_trains_on_a_judges_score(tiny_model_path, countdown_data, tmp_path):
-    """The judge says yes to "2+2=4" with probability 0.9 and to "2+2=5" with 0.2: each group's scores are exactly those."""
+    """The judge says yes to "2+2=4" with probability 0.9 and to "2+2=5" with 0.2:
+    each group's scores are exactly those."""
     import math
 
     from fastapi import FastAPI, Request
@@ -122,12 +182,24 @@ def test_grpo_trains_on_a_judges_score(tiny_model_path, countdown_data, tmp_path
 
     server = BackgroundServer(app, "arithmetic-judge")
     try:
-        _, step = fixed_rollout_run(tiny_model_path, countdown_data, tmp_path / "run", "reward_model.kind=judge",
-                                    f"reward_model.judge.base_url={server.url}/v1", "reward_model.judge.max_concurrency=1")
+        _, step = fixed_rollout_run(
+            tiny_model_path,
+            countdown_data,
+            tmp_path / "run",
+            "reward_model.kind=judge",
+            f"reward_model.judge.base_url={server.url}/v1",
+            "reward_model.judge.max_concurrency=1",
+        )
     finally:
         server.close()
-    assert len(asked) == 2 and all(a.endswith("Answer with one word: Yes or No.\n") for a in asked)  # the default rubric
+    assert len(asked) == 2 and all(
+        a.endswith("Answer with one word: Yes or No.\n") for a in asked
+    )  # the default rubric
     assert step["reward/exact_match/mean"] == 0.5 and step["reward_model/failures"] == 0.0
     assert step["reward_model/score/mean"] == pytest.approx((0.9 + 0.2) / 2) and step["reward_model/agreement"] == 1.0
-    assert step["reward_model/judged"] == 4.0 and step["reward_model/judge_calls"] == 2.0 and step["reward_model/cache_hits"] == 2.0
+    assert (
+        step["reward_model/judged"] == 4.0
+        and step["reward_model/judge_calls"] == 2.0
+        and step["reward_model/cache_hits"] == 2.0
+    )
     assert step["adv/equal_score_group_share"] == 0.0 and step["actor/grad_norm"] > 0

@@ -19,30 +19,36 @@ REWARDS = [2.0, -1.0, 3.0]
 
 
 def test_allocate_last_token():
-    expected = torch.tensor([
-        [0, 0, 0, 0, 0, 0, 2.0, 0],   # R on the last model token (6)
-        [0, 0, -1.0, 0, 0, 0, 0, 0],  # (2)
-        [0, 0, 0, 0, 3.0, 0, 0, 0],   # (4)
-    ])
+    expected = torch.tensor(
+        [
+            [0, 0, 0, 0, 0, 0, 2.0, 0],  # R on the last model token (6)
+            [0, 0, -1.0, 0, 0, 0, 0, 0],  # (2)
+            [0, 0, 0, 0, 3.0, 0, 0, 0],  # (4)
+        ]
+    )
     assert torch.equal(allocate("last_token", REWARDS, MASKS, ENDS, 8), expected)
 
 
 def test_allocate_uniform_positive():
-    expected = torch.tensor([
-        [0.4, 0.4, 0, 0, 0.4, 0.4, 0.4, 0],  # 2.0 / 5 model tokens
-        [0, 0, -1.0, 0, 0, 0, 0, 0],         # negative: all on the last model token
-        [1.0, 0, 1.0, 0, 1.0, 0, 0, 0],      # 3.0 / 3
-    ])
+    expected = torch.tensor(
+        [
+            [0.4, 0.4, 0, 0, 0.4, 0.4, 0.4, 0],  # 2.0 / 5 model tokens
+            [0, 0, -1.0, 0, 0, 0, 0, 0],  # negative: all on the last model token
+            [1.0, 0, 1.0, 0, 1.0, 0, 0, 0],  # 3.0 / 3
+        ]
+    )
     assert torch.allclose(allocate("uniform_positive", REWARDS, MASKS, ENDS, 8), expected)
     assert allocate("uniform_positive", REWARDS, MASKS, ENDS, 8).sum(1).tolist() == pytest.approx(REWARDS)
 
 
 def test_allocate_discounted():
-    expected = torch.tensor([
-        [0, 1.0, 0, 0, 0, 0, 2.0, 0],       # gamma^1 * 2 at end of turn 1, 2 at end of turn 2
-        [0, 0, -1.0, 0, 0, 0, 0, 0],        # one turn: gamma^0 * R
-        [0.75, 0, 1.5, 0, 3.0, 0, 0, 0],    # 0.5^2 * 3, 0.5 * 3, 3
-    ])
+    expected = torch.tensor(
+        [
+            [0, 1.0, 0, 0, 0, 0, 2.0, 0],  # gamma^1 * 2 at end of turn 1, 2 at end of turn 2
+            [0, 0, -1.0, 0, 0, 0, 0, 0],  # one turn: gamma^0 * R
+            [0.75, 0, 1.5, 0, 3.0, 0, 0, 0],  # 0.5^2 * 3, 0.5 * 3, 3
+        ]
+    )
     assert torch.allclose(allocate("discounted", REWARDS, MASKS, ENDS, 8, gamma=0.5), expected)
 
 
@@ -95,11 +101,16 @@ def test_dataset_columns_reach_the_reward_module(reward_fn):
         return {"score": float(solution_str == ground_truth["answer"]), "length": len(solution_str)}
 
     reward_fn("t_gt", needs_ground_truth)
-    d = rows(data_source=["t_gt", "t_gt"], reward_model=[{"ground_truth": {"answer": "w5 w6"}}, {"ground_truth": {"answer": "w8"}}],
-             extra_info=[{"split": "train", "level": 2}, {"split": "train"}])
+    d = rows(
+        data_source=["t_gt", "t_gt"],
+        reward_model=[{"ground_truth": {"answer": "w5 w6"}}, {"ground_truth": {"answer": "w8"}}],
+        extra_info=[{"split": "train", "level": 2}, {"split": "train"}],
+    )
     metrics = RewardManager(WordTokenizer())(d)
-    assert seen == [("t_gt", "w5 w6", {"answer": "w5 w6"}, {"split": "train", "level": 2}),
-                    ("t_gt", "w7", {"answer": "w8"}, {"split": "train"})]
+    assert seen == [
+        ("t_gt", "w5 w6", {"answer": "w5 w6"}, {"split": "train", "level": 2}),
+        ("t_gt", "w7", {"answer": "w8"}, {"split": "train"}),
+    ]
     assert d.batch["outcome_scores"].tolist() == [1.0, 0.0]
     assert d.batch["token_level_scores"].tolist() == [[0.0, 1.0], [0.0, 0.0]]  # last_token: R on the last model token
     assert list(d.non_tensor_batch["success"]) == [True, False]  # no env verdict: full marks count as success
@@ -119,8 +130,10 @@ def test_a_failing_or_hanging_reward_module_fails_its_row(reward_fn):
 
     reward_fn("t_picky", picky)
     reward_fn("t_hangs", hangs)
-    for name, error in (("t_picky", "reward 't_picky' failed: KeyError: 'no rule for w7'"),
-                        ("t_hangs", "reward 't_hangs' failed: timed out after 0.2 s")):
+    for name, error in (
+        ("t_picky", "reward 't_picky' failed: KeyError: 'no rule for w7'"),
+        ("t_hangs", "reward 't_hangs' failed: timed out after 0.2 s"),
+    ):
         d = rows(data_source=[name, name], status=["done", "done"], error=["", ""])
         start = time.perf_counter()
         metrics = RewardManager(WordTokenizer(), timeout_s=0.2)(d)
@@ -148,8 +161,16 @@ def test_every_module_in_the_folder_registers_itself():
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-c", "import verl.utils.reward_score as r; print(sorted(r.SUPPORTED_REWARD_SCORE_FNS)); "
-         "print(sorted(r.DATA_SOURCE_TO_FN.items()))"], capture_output=True, text=True, check=True).stdout.splitlines()
+        [
+            sys.executable,
+            "-c",
+            "import verl.utils.reward_score as r; print(sorted(r.SUPPORTED_REWARD_SCORE_FNS)); "
+            "print(sorted(r.DATA_SOURCE_TO_FN.items()))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert out == ["['countdown', 'episode', 'exact_match']", "[('countdown', 'countdown')]"]
 
 

@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from grad_capture import update_capturing_grads
 from transformers import AutoModelForCausalLM
 
 from verl.protocol import DataProto
@@ -19,8 +20,6 @@ from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.torch_functional import FILTERED_LOGIT, filter_logits, logprobs_from_logits
 from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, OptimConfig
-
-from grad_capture import update_capturing_grads
 
 pytestmark = pytest.mark.in_process_engine
 
@@ -91,7 +90,9 @@ def test_keep_rescues_a_filtered_token():
     # t0 is dropped already by top-k; keep rescues it too
     assert kept(filter_logits(FIVE, top_k=3, top_p=0.8, keep=torch.tensor(0))) == [0, 1, 3]
     # keep of a token that is kept anyway changes nothing
-    assert torch.equal(filter_logits(FIVE, top_k=3, top_p=0.8, keep=torch.tensor(3)), filter_logits(FIVE, top_k=3, top_p=0.8))
+    assert torch.equal(
+        filter_logits(FIVE, top_k=3, top_p=0.8, keep=torch.tensor(3)), filter_logits(FIVE, top_k=3, top_p=0.8)
+    )
 
 
 def test_batched_rows_are_filtered_independently():
@@ -104,7 +105,8 @@ def test_batched_rows_are_filtered_independently():
     # (0, 1) FIVE[:4] = [0.05, 0.3, 0.1, 0.4] / 0.85 = [0.0588, 0.3529, 0.1176, 0.4706]:
     # ascending t0, t2, t1, t3 -> cumulative 0.0588, 0.1765, 0.5294, 1.0 -> drop t0, t2; sampled t3 was kept anyway
     assert kept(out[0, 1]) == [1, 3]
-    # (1, 0) FOUR flipped = [0.2, 0.4, 0.1, 0.3]: ascending t2, t0, t3, t1 -> 0.1, 0.3, 0.6, 1.0 -> drop t2, t0; t0 sampled
+    # (1, 0) FOUR flipped = [0.2, 0.4, 0.1, 0.3]: ascending t2, t0, t3, t1 -> 0.1, 0.3, 0.6, 1.0
+    # -> drop t2, t0; t0 sampled
     assert kept(out[1, 0]) == [0, 1, 3]
     # (1, 1) FOUR again, sampled t2: {0, 2}
     assert kept(out[1, 1]) == [0, 2]
@@ -170,7 +172,9 @@ def test_policy_loss_weights_apply_after_the_clips():
     lp = torch.tensor([[math.log(1.5), math.log(5.0)]])
     A = torch.tensor([[1.0, -1.0]])
     w = torch.tensor([[2.0, 0.5]])
-    loss, clipfrac, _, lower = core_algos.compute_policy_loss(old, lp, A, torch.ones(1, 2), cliprange=0.2, token_weights=w)
+    loss, clipfrac, _, lower = core_algos.compute_policy_loss(
+        old, lp, A, torch.ones(1, 2), cliprange=0.2, token_weights=w
+    )
     assert loss.item() == pytest.approx((-2.4 + 1.5) / 2, abs=1e-6)  # -0.45
     assert clipfrac.item() == 0.5  # l2 > l1 on token 1 only (-1.2 > -1.5; token 2 has 1.2 < 5)
     assert lower.item() == 0.5  # the dual clip bound on token 2
@@ -182,8 +186,17 @@ def test_policy_loss_weights_apply_after_the_clips():
 def make_actor(path: str, **overrides) -> PPOActor:
     torch.manual_seed(0)
     module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    cfg = ActorConfig(**{"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "mixed_precision": "float32", "shuffle": False,
-                         "grad_clip": 1e9, "optim": OptimConfig(lr=1e-3, weight_decay=0.0), **overrides})
+    cfg = ActorConfig(
+        **{
+            "ppo_mini_batch_size": 4,
+            "ppo_micro_batch_size_per_gpu": 2,
+            "mixed_precision": "float32",
+            "shuffle": False,
+            "grad_clip": 1e9,
+            "optim": OptimConfig(lr=1e-3, weight_decay=0.0),
+            **overrides,
+        }
+    )
     opt = build_optimizer(module, cfg.optim)
     return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", cfg.mixed_precision)
 
@@ -193,7 +206,9 @@ def tis_batch():
     responses = [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]]
     masks = [[1, 1, 1, 1], [1], [1, 0, 1], [1, 1]]
     d = packed_proto(prompts, responses, response_masks=masks, pad_id=2)
-    d.batch["advantages"] = torch.tensor([[1.0, 1, 1, 1], [-1.0, 0, 0, 0], [0.5, 0, 0.5, 0], [2.0, -2, 0, 0]]) * d.batch["response_mask"]
+    d.batch["advantages"] = (
+        torch.tensor([[1.0, 1, 1, 1], [-1.0, 0, 0, 0], [0.5, 0, 0.5, 0], [2.0, -2, 0, 0]]) * d.batch["response_mask"]
+    )
     return d
 
 
@@ -252,7 +267,9 @@ def sample_and_score(worker, sampling: dict, others: tuple[dict, ...] = (), max_
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (5, 9, 3, 7)]
     meta = {**sampling, "max_tokens": max_tokens}
-    gen = worker.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": prompts, "seed": [0, 1, 2, 3]}, meta_info=meta))
+    gen = worker.generate_sequences(
+        DataProto.from_dict(non_tensors={"prompt_ids": prompts, "seed": [0, 1, 2, 3]}, meta_info=meta)
+    )
     responses = [list(r) for r in gen.non_tensor_batch["response_ids"]]
     engine_lps = [list(r) for r in gen.non_tensor_batch["response_log_probs"]]
     assert all(len(r) == len(lp) > 0 for r, lp in zip(responses, engine_lps))
@@ -281,8 +298,12 @@ def check_like_with_like(worker):
 def hf_worker(tiny_model_path):
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    cfg = {"model": {"path": tiny_model_path}, "actor": {"mixed_precision": "float32", "ppo_mini_batch_size": 4},
-           "rollout": {"name": "hf", "dtype": "float32"}, "num_threads": 1}
+    cfg = {
+        "model": {"path": tiny_model_path},
+        "actor": {"mixed_precision": "float32", "ppo_mini_batch_size": 4},
+        "rollout": {"name": "hf", "dtype": "float32"},
+        "num_threads": 1,
+    }
     worker = ActorRolloutRefWorker(cfg, role="actor_rollout")
     worker.init_model()
     yield worker
@@ -305,8 +326,12 @@ def test_hf_engine_without_top_k(hf_worker, sampling):
 def test_vllm_engine_log_probs_match_the_trainer_under_sampling(tiny_model_path):
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    cfg = {"model": {"path": tiny_model_path}, "actor": {"mixed_precision": "float32", "ppo_mini_batch_size": 4},
-           "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 512}, "num_threads": 1}
+    cfg = {
+        "model": {"path": tiny_model_path},
+        "actor": {"mixed_precision": "float32", "ppo_mini_batch_size": 4},
+        "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 512},
+        "num_threads": 1,
+    }
     worker = ActorRolloutRefWorker(cfg, role="actor_rollout")
     worker.init_model()
     try:

@@ -1,4 +1,5 @@
-"""SFT: the loss mask by hand, the loss falls on a fixed set, and the output loads into the rollout engine and the actor."""
+"""SFT: the loss mask by hand, the loss falls on a fixed set,
+and the output loads into the rollout engine and the actor."""
 
 import json
 import os
@@ -29,7 +30,9 @@ def test_two_turn_sample_learns_exactly_the_model_turns():
 
 
 def test_read_samples_checks_columns_and_drops_long_ones(tmp_path):
-    pd.DataFrame({"input_ids": [[1, 2, 3], [1, 2, 3, 4, 5]], "loss_mask": [[0, 1, 1], [0, 0, 1, 1, 1]]}).to_parquet(tmp_path / "s.parquet")
+    pd.DataFrame({"input_ids": [[1, 2, 3], [1, 2, 3, 4, 5]], "loss_mask": [[0, 1, 1], [0, 0, 1, 1, 1]]}).to_parquet(
+        tmp_path / "s.parquet"
+    )
     ids, masks, dropped = read_samples(str(tmp_path / "s.parquet"), max_length=4)
     assert (ids, masks, dropped) == ([[1, 2, 3]], [[0, 1, 1]], 1)
     pd.DataFrame({"input_ids": [[1, 2]], "loss_mask": [[0]]}).to_parquet(tmp_path / "bad.parquet")
@@ -51,11 +54,27 @@ def fixed_samples(path: Path, n: int = 8, seed: int = 0) -> Path:
 def run_sft(tiny_model_path, tmp_path, *extra):
     data = fixed_samples(tmp_path / "train.parquet")
     out = tmp_path / "sft"
-    args = [f"model.path={tiny_model_path}", f"data.train_files={data}", f"data.val_files={data}", "train.batch_size=4",
-            "train.micro_batch_size=2", "train.epochs=3", "optim.lr=3e-3", "train.patience=5", "trainer.num_threads=1",
-            f"trainer.output_dir={out}", *extra]
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_sft", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    args = [
+        f"model.path={tiny_model_path}",
+        f"data.train_files={data}",
+        f"data.val_files={data}",
+        "train.batch_size=4",
+        "train.micro_batch_size=2",
+        "train.epochs=3",
+        "optim.lr=3e-3",
+        "train.patience=5",
+        "trainer.num_threads=1",
+        f"trainer.output_dir={out}",
+        *extra,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_sft", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     return proc, out
 
 
@@ -70,13 +89,17 @@ def test_loss_falls_on_a_fixed_set_and_the_best_weights_are_kept(tiny_model_path
     assert losses == sorted(losses, reverse=True) and losses[-1] < 0.8 * losses[0]  # 10.8 -> 7.4 measured
     summary = json.loads((out / "sft_summary.json").read_text())
     assert summary["best_dev_loss"] == pytest.approx(min(v for _, v in dev)) and summary["steps"] == 6
-    assert (out / "huggingface" / "model.safetensors").is_file() and (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "huggingface" / "model.safetensors").is_file() and (out / "metrics.png").read_bytes()[
+        :4
+    ] == b"\x89PNG"
 
 
 def test_bad_config_fails_before_any_work(tiny_model_path, tmp_path):
     proc, _ = run_sft(tiny_model_path, tmp_path, "data.val_files=/nope.parquet")
     assert proc.returncode == 2
-    assert "config error: sft.data.val_files='/nope.parquet' does not exist (run scripts/make_sft_data.py)" in proc.stderr
+    assert (
+        "config error: sft.data.val_files='/nope.parquet' does not exist (run scripts/make_sft_data.py)" in proc.stderr
+    )
 
 
 @pytest.mark.slow
@@ -87,14 +110,21 @@ def test_sft_output_loads_into_the_vllm_rollout_and_the_actor(tiny_model_path, t
     proc, out = run_sft(tiny_model_path, tmp_path, "train.epochs=1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = str(out / "huggingface")
-    worker = ActorRolloutRefWorker({"model": {"path": folder}, "actor": {"mixed_precision": "float32"},
-                                    "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 256},
-                                    "num_threads": 1}, role="actor_rollout")
+    worker = ActorRolloutRefWorker(
+        {
+            "model": {"path": folder},
+            "actor": {"mixed_precision": "float32"},
+            "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 256},
+            "num_threads": 1,
+        },
+        role="actor_rollout",
+    )
     worker.init_model()
     try:
         prompt = [101, 202, 303]
-        reply = worker.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": [prompt]},
-                                                              meta_info={"do_sample": False, "max_tokens": 7}))
+        reply = worker.generate_sequences(
+            DataProto.from_dict(non_tensors={"prompt_ids": [prompt]}, meta_info={"do_sample": False, "max_tokens": 7})
+        )
         ids = list(reply.non_tensor_batch["response_ids"][0])
         assert 1 <= len(ids) <= 7
         from transformers import AutoModelForCausalLM
@@ -103,9 +133,12 @@ def test_sft_output_loads_into_the_vllm_rollout_and_the_actor(tiny_model_path, t
         greedy = hf.generate(torch.tensor([prompt]), max_new_tokens=len(ids), do_sample=False)[0, 3:].tolist()
         assert greedy[: len(ids)] == ids  # the engine serves exactly the SFT weights
         actor_weights = dict(worker.actor.module.state_dict())
-        assert torch.equal(actor_weights["model.embed_tokens.weight"].full_tensor()
-                           if hasattr(actor_weights["model.embed_tokens.weight"], "full_tensor")
-                           else actor_weights["model.embed_tokens.weight"], hf.model.embed_tokens.weight)
+        assert torch.equal(
+            actor_weights["model.embed_tokens.weight"].full_tensor()
+            if hasattr(actor_weights["model.embed_tokens.weight"], "full_tensor")
+            else actor_weights["model.embed_tokens.weight"],
+            hf.model.embed_tokens.weight,
+        )
     finally:
         worker.shutdown()
 
@@ -121,7 +154,9 @@ def test_nll_on_learned_positions_only_equals_the_full_computation(tiny_model_pa
     chunked, _ = token_nll(model, d, "cpu", "float32", chunk_tokens=2)  # 5 learned tokens, 2 at a time
     # learned: row 0 predicts at positions 1, 2, 5; row 1 at 0, 1
     assert tokens.tolist() == [3.0, 2.0]
-    full = model(input_ids=d.batch["input_ids"], attention_mask=d.batch["attention_mask"], position_ids=d.batch["position_ids"]).logits
+    full = model(
+        input_ids=d.batch["input_ids"], attention_mask=d.batch["attention_mask"], position_ids=d.batch["position_ids"]
+    ).logits
     logp = full.log_softmax(-1)
     for row, positions in ((0, [1, 2, 5]), (1, [0, 1])):
         expected = -sum(logp[row, t, int(d.batch["input_ids"][row, t + 1])] for t in positions)

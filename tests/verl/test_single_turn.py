@@ -29,8 +29,10 @@ def rows(k: int, **overrides: list[Any]) -> DataProto:
     """``k`` dataset rows in verl's format, plus an extra column ``notes``."""
     columns = {
         "data_source": [f"source{i}" for i in range(k)],
-        "prompt": [[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"Question {i}: 2 + {i}?"}]
-                   for i in range(k)],
+        "prompt": [
+            [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"Question {i}: 2 + {i}?"}]
+            for i in range(k)
+        ],
         "ability": ["math"] * k,
         "reward_model": [{"style": "rule", "ground_truth": {"target": 2 + i, "numbers": [2, i]}} for i in range(k)],
         "extra_info": [{"split": "test"} for _ in range(k)],
@@ -53,13 +55,21 @@ class Recorder:
         if self.inner is not None:
             reply = self.inner.generate_sequences(data)
         else:
-            outs = [self.script(list(p), int(s)) for p, s in zip(data.non_tensor_batch["prompt_ids"], data.non_tensor_batch["seed"])]
+            outs = [
+                self.script(list(p), int(s))
+                for p, s in zip(data.non_tensor_batch["prompt_ids"], data.non_tensor_batch["seed"])
+            ]
             ids = np.empty(len(outs), dtype=object)
             lps = np.empty(len(outs), dtype=object)
             for i, (tokens, _) in enumerate(outs):
                 ids[i], lps[i] = tokens, [-0.5 - 0.25 * j for j in range(len(tokens))]
-            reply = DataProto.from_dict(non_tensors={"response_ids": ids, "response_log_probs": lps,
-                                                     "finish_reason": [reason for _, reason in outs]})
+            reply = DataProto.from_dict(
+                non_tensors={
+                    "response_ids": ids,
+                    "response_log_probs": lps,
+                    "finish_reason": [reason for _, reason in outs],
+                }
+            )
         self.replies.append(reply)
         return reply
 
@@ -70,14 +80,18 @@ def tokenizer(tiny_model_path: str) -> Any:
 
 
 def template_ids(tokenizer: Any, messages: Any) -> list[int]:
-    return list(tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=False))
+    return list(
+        tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=False)
+    )
 
 
 # ----------------------------------------------------------------------------- scripted generator
 def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
-    replies = {0: ([11, 12, EOT, 13, 14], "length"),  # an end-of-turn inside: cut after it, done
-               1: ([21, 22, 23, 24, 25, 26], "length"),  # stopped by length: truncated
-               2: ([31, EOT], "stop")}
+    replies = {
+        0: ([11, 12, EOT, 13, 14], "length"),  # an end-of-turn inside: cut after it, done
+        1: ([21, 22, 23, 24, 25, 26], "length"),  # stopped by length: truncated
+        2: ([31, EOT], "stop"),
+    }
     calls = []
 
     def script(prompt_ids: list[int], seed: int) -> tuple[list[int], str]:
@@ -85,22 +99,38 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
         return replies[len(calls) - 1]
 
     gen = Recorder(script=script)
-    rollout = SingleTurnRollout(tokenizer, gen, n=1, max_prompt_length=64, max_response_length=6, temperature=0.7,
-                                top_p=0.9, top_k=5, seed=3)
+    rollout = SingleTurnRollout(
+        tokenizer, gen, n=1, max_prompt_length=64, max_response_length=6, temperature=0.7, top_p=0.9, top_k=5, seed=3
+    )
     tasks = rows(3, extra_info=[{"split": "test", "index": 40}, {"split": "test"}, {"index": 42}])
     out = rollout.run_llm_loop(tasks, global_step=5, output_dir=str(tmp_path))
 
     request = gen.requests[0]
-    assert request.meta_info == {"temperature": 0.7, "top_p": 0.9, "top_k": 5, "max_tokens": 6, "stop_token_ids": [EOT],
-                                 "do_sample": True}
+    assert request.meta_info == {
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 5,
+        "max_tokens": 6,
+        "stop_token_ids": [EOT],
+        "do_sample": True,
+    }
     unnamed = _task_name(tasks.non_tensor_batch["prompt"][1], {"split": "test"})
     assert unnamed.startswith("prompt:") and len(unnamed) == len("prompt:") + 16
-    assert list(request.non_tensor_batch["seed"]) == [trajectory_seed(3, 5, key, 0) for key in ("index:40", unnamed, "index:42")]
+    assert list(request.non_tensor_batch["seed"]) == [
+        trajectory_seed(3, 5, key, 0) for key in ("index:40", unnamed, "index:42")
+    ]
     pad = tokenizer.pad_token_id
-    assert out.batch["responses"].tolist() == [[11, 12, EOT, pad, pad, pad], [21, 22, 23, 24, 25, 26], [31, EOT, pad, pad, pad, pad]]
+    assert out.batch["responses"].tolist() == [
+        [11, 12, EOT, pad, pad, pad],
+        [21, 22, 23, 24, 25, 26],
+        [31, EOT, pad, pad, pad, pad],
+    ]
     assert out.batch["response_mask"].tolist() == [[1, 1, 1, 0, 0, 0], [1] * 6, [1, 1, 0, 0, 0, 0]]
-    assert out.batch["rollout_log_probs"].tolist() == [[-0.5, -0.75, -1.0, 0, 0, 0], [-0.5, -0.75, -1.0, -1.25, -1.5, -1.75],
-                                                       [-0.5, -0.75, 0, 0, 0, 0]]
+    assert out.batch["rollout_log_probs"].tolist() == [
+        [-0.5, -0.75, -1.0, 0, 0, 0],
+        [-0.5, -0.75, -1.0, -1.25, -1.5, -1.75],
+        [-0.5, -0.75, 0, 0, 0, 0],
+    ]
     assert out.batch["rollout_log_probs"].dtype == torch.float32
     assert "token_level_scores" not in out.batch
     nt = out.non_tensor_batch
@@ -111,17 +141,28 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
     assert list(nt["num_turns"]) == [1] * 3 and list(nt["env_reward"]) == [0.0] * 3
     assert len(set(nt["uid"])) == 3
     metrics = out.meta_info["metrics"]
-    assert {k: metrics[k] for k in ("rollout/trajectories", "rollout/generated_tokens", "rollout/response_length/mean",
-                                    "rollout/truncated_trajectories")} == {
-        "rollout/trajectories": 3.0, "rollout/generated_tokens": 11.0, "rollout/response_length/mean": 11 / 3,
-        "rollout/truncated_trajectories": 1.0}
+    assert {
+        k: metrics[k]
+        for k in (
+            "rollout/trajectories",
+            "rollout/generated_tokens",
+            "rollout/response_length/mean",
+            "rollout/truncated_trajectories",
+        )
+    } == {
+        "rollout/trajectories": 3.0,
+        "rollout/generated_tokens": 11.0,
+        "rollout/response_length/mean": 11 / 3,
+        "rollout/truncated_trajectories": 1.0,
+    }
     assert 0 <= metrics["timing_s/generation"] <= metrics["timing_s/rollout_total"]
 
     records = [json.loads(line) for line in (tmp_path / "step_5.jsonl").read_text().splitlines()]
     assert [r["uid"] for r in records] == list(nt["uid"])
     assert [r["data_source"] for r in records] == ["source0", "source1", "source2"]
-    assert records[0]["prompt"] == tokenizer.apply_chat_template(tasks.non_tensor_batch["prompt"][0], add_generation_prompt=True,
-                                                                 tokenize=False)
+    assert records[0]["prompt"] == tokenizer.apply_chat_template(
+        tasks.non_tensor_batch["prompt"][0], add_generation_prompt=True, tokenize=False
+    )
     assert records[2]["response"] == tokenizer.decode([31])
 
 
@@ -137,7 +178,9 @@ def test_parquet_rows_and_greedy_copies(tokenizer: Any, tmp_path) -> None:
     out = rollout.run_llm_loop(tasks, do_sample=False)
     assert len(out) == 2 and gen.requests[0].meta_info["do_sample"] is False
     for b in range(2):
-        prompt = out.batch["prompts"][b][out.batch["attention_mask"][b, : out.batch["prompts"].shape[1]].bool()].tolist()
+        prompt = out.batch["prompts"][b][
+            out.batch["attention_mask"][b, : out.batch["prompts"].shape[1]].bool()
+        ].tolist()
         assert prompt == template_ids(tokenizer, tasks.non_tensor_batch["prompt"][b])
         assert out.non_tensor_batch["prompt"][b] is tasks.non_tensor_batch["prompt"][b]
         assert list(out.non_tensor_batch["reward_model"][b]["ground_truth"]["numbers"]) == [2, b]
@@ -163,8 +206,10 @@ def test_errors(tokenizer: Any) -> None:
 def worker(tiny_model_path: str) -> Any:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    w = ActorRolloutRefWorker({"model": {"path": tiny_model_path}, "rollout": {"name": "hf", "dtype": "float32"},
-                               "num_threads": 1}, role="rollout")
+    w = ActorRolloutRefWorker(
+        {"model": {"path": tiny_model_path}, "rollout": {"name": "hf", "dtype": "float32"}, "num_threads": 1},
+        role="rollout",
+    )
     w.init_model()
     yield w
     w.shutdown()
@@ -182,7 +227,8 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
     for col in COLUMNS:  # every dataset column, literally, for each copy
         assert [nt[col][b] for b in range(6)] == [tasks.non_tensor_batch[col][b // 3] for b in range(6)], col
     assert [nt["reward_model"][b]["ground_truth"] for b in range(6)] == [{"target": 2, "numbers": [2, 0]}] * 3 + [
-        {"target": 3, "numbers": [2, 1]}] * 3
+        {"target": 3, "numbers": [2, 1]}
+    ] * 3
     assert list(nt["task_id"]) == [0, 0, 0, 1, 1, 1]
     keys = [_task_name(tasks.non_tensor_batch["prompt"][row], {"split": "test"}) for row in range(2)]
     assert list(nt["seed"]) == [trajectory_seed(1, 2, keys[row], copy) for row in range(2) for copy in range(3)]
@@ -196,7 +242,9 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
         ids = ids[: ids.index(EOT) + 1] if EOT in ids else ids
         assert out.batch["response_mask"][b].sum().item() == len(ids) > 0
         assert out.batch["responses"][b, : len(ids)].tolist() == ids  # the sampled ids, not re-tokenised
-        assert torch.allclose(out.batch["rollout_log_probs"][b, : len(ids)], torch.tensor(reply["response_log_probs"][b][: len(ids)]))
+        assert torch.allclose(
+            out.batch["rollout_log_probs"][b, : len(ids)], torch.tensor(reply["response_log_probs"][b][: len(ids)])
+        )
         assert nt["status"][b] == ("done" if EOT in ids or reply["finish_reason"][b] == "stop" else "truncated")
     assert out.batch["input_ids"].tolist() == torch.cat([out.batch["prompts"], out.batch["responses"]], 1).tolist()
     assert out.meta_info["metrics"]["rollout/generated_tokens"] == out.batch["response_mask"].sum().item()

@@ -16,22 +16,43 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> subprocess.CompletedProcess:
-    """`python -m verl.trainer.main_ppo` on the tiny model and the WebShop server, 2 steps of 2 tasks; ``extra`` overrides."""
+    """`python -m verl.trainer.main_ppo` on the tiny model and the WebShop server,
+    2 steps of 2 tasks; ``extra`` overrides."""
     port = server.rsplit(":", 1)[1]
     args = [
         f"actor_rollout_ref.model.path={tiny_model_path}",
-        f"data.train_files={webshop_tasks}/train.parquet", f"data.val_files={webshop_tasks}/test.parquet",
-        "data.train_batch_size=2", "data.val_batch_size=2", "data.val_max_samples=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.actor.optim.lr=1e-4",
-        "actor_rollout_ref.rollout.max_model_len=2048", "actor_rollout_ref.rollout.kv_cache_gb=1",
-        f"agent.env_ports=[{port}]", "agent.max_turns=2", "agent.max_response_length=16", "agent.max_obs_length=96",
-        "agent.max_prompt_length=1024", "agent.max_trajectory_length=1536",
-        "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.save_freq=1",
-        "trainer.logger=[console,jsonl,tensorboard]", f"trainer.output_dir={out_dir}", "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2", *extra,
+        f"data.train_files={webshop_tasks}/train.parquet",
+        f"data.val_files={webshop_tasks}/test.parquet",
+        "data.train_batch_size=2",
+        "data.val_batch_size=2",
+        "data.val_max_samples=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.rollout.max_model_len=2048",
+        "actor_rollout_ref.rollout.kv_cache_gb=1",
+        f"agent.env_ports=[{port}]",
+        "agent.max_turns=2",
+        "agent.max_response_length=16",
+        "agent.max_obs_length=96",
+        "agent.max_prompt_length=1024",
+        "agent.max_trajectory_length=1536",
+        "trainer.total_training_steps=2",
+        "trainer.test_freq=2",
+        "trainer.save_freq=1",
+        "trainer.logger=[console,jsonl,tensorboard]",
+        f"trainer.output_dir={out_dir}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
+        *extra,
     ]
-    return subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
 
 
 def metric_rows(out_dir) -> list[dict]:
@@ -60,8 +81,18 @@ def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, serve
     assert "val/webshop/success_rate" in rows[0] and "val/webshop/reward/mean" in rows[0]
     for step in (1, 2):
         m = by_step(rows, step)
-        for key in ("actor/pg_loss", "actor/grad_norm", "critic/vf_loss", "critic/values/mean", "env/success_rate",
-                    "env/reward/mean", "env/turns/mean", "response_length/mean", "timing_s/step", "perf/throughput"):
+        for key in (
+            "actor/pg_loss",
+            "actor/grad_norm",
+            "critic/vf_loss",
+            "critic/values/mean",
+            "env/success_rate",
+            "env/reward/mean",
+            "env/turns/mean",
+            "response_length/mean",
+            "timing_s/step",
+            "perf/throughput",
+        ):
             assert key in m, (step, key)
         assert 0.0 <= m["env/reward/mean"] <= 1.0
     assert "val/webshop/success_rate" in rows[2]
@@ -73,7 +104,9 @@ def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, serve
     # the dev-chosen policy: the starting model unless step 2's validation beat step 0's
     dev = {step: by_step(rows, step)["val/webshop/success_rate"] for step in (0, 2)}
     best = json.loads((ckpt / "best_dev.json").read_text())
-    expected = (2, str((ckpt / "global_step_2").resolve())) if dev[2] > dev[0] else (0, str(Path(tiny_model_path).resolve()))
+    expected = (
+        (2, str((ckpt / "global_step_2").resolve())) if dev[2] > dev[0] else (0, str(Path(tiny_model_path).resolve()))
+    )
     assert (best["step"], best["model"]) == expected and best["dev_success"] == max(dev.values())
     assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
     assert any((out / "tensorboard").iterdir())
@@ -84,9 +117,18 @@ def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, serve
 # through the trainer is test_ppo_two_steps_leave_all_artifacts's.
 @pytest.mark.parametrize("history_window", [0, 1])  # whole trajectories, then step-wise rows
 def test_gigpo_two_steps(tiny_model_path, webshop_tasks, server, tmp_path, history_window):
-    rows = run_main(tiny_model_path, webshop_tasks, server, tmp_path / "gigpo", "algorithm.adv_estimator=gigpo", "agent.n=2",
-                    f"agent.history_window={history_window}", "trainer.val_before_train=false", "trainer.save_freq=0",
-                    "actor_rollout_ref.rollout.name=hf")
+    rows = run_main(
+        tiny_model_path,
+        webshop_tasks,
+        server,
+        tmp_path / "gigpo",
+        "algorithm.adv_estimator=gigpo",
+        "agent.n=2",
+        f"agent.history_window={history_window}",
+        "trainer.val_before_train=false",
+        "trainer.save_freq=0",
+        "actor_rollout_ref.rollout.name=hf",
+    )
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         assert 0.0 <= r["gigpo/anchor_step_share"] <= 1.0 and 0.0 <= r["adv/equal_score_group_share"] <= 1.0
@@ -95,19 +137,33 @@ def test_gigpo_two_steps(tiny_model_path, webshop_tasks, server, tmp_path, histo
     assert rows[-1]["val/webshop/count"] + rows[-1]["val/webshop/failed"] == 2.0
 
 
-def test_remax_two_steps_with_the_greedy_baseline_and_native_tool_calls(tiny_model_path, webshop_tasks, server, tmp_path):
+def test_remax_two_steps_with_the_greedy_baseline_and_native_tool_calls(
+    tiny_model_path, webshop_tasks, server, tmp_path
+):
     """ReMax, with the built-in agent acting through tool calls (agent.action_format=tool_call)."""
     out = tmp_path / "remax"
-    rows = run_main(tiny_model_path, webshop_tasks, server, out, "algorithm.adv_estimator=remax", "agent.n=2",
-                    "agent.action_format=tool_call", "trainer.val_before_train=false", "trainer.save_freq=0",
-                    "actor_rollout_ref.rollout.name=hf")
+    rows = run_main(
+        tiny_model_path,
+        webshop_tasks,
+        server,
+        out,
+        "algorithm.adv_estimator=remax",
+        "agent.n=2",
+        "agent.action_format=tool_call",
+        "trainer.val_before_train=false",
+        "trainer.save_freq=0",
+        "actor_rollout_ref.rollout.name=hf",
+    )
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:  # every greedy baseline rollout came back, so no sampled row was failed for want of one
         assert r["remax/failed_baseline_rows"] == 0.0 and "actor/pg_loss" in r
     block = '<tool_call>{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}</tool_call>'
-    records = [json.loads(line) for line in (out / "trajectories" / "rollouts" / "step_000001.jsonl").read_text().splitlines()]
-    assert records and all("You act by calling one of these tools:" in r["prompt_text"] and block in r["prompt_text"]
-                           for r in records)
+    records = [
+        json.loads(line) for line in (out / "trajectories" / "rollouts" / "step_000001.jsonl").read_text().splitlines()
+    ]
+    assert records and all(
+        "You act by calling one of these tools:" in r["prompt_text"] and block in r["prompt_text"] for r in records
+    )
     for r in records:  # a reply that is not one valid tool call is an invalid action, answered with the format
         for turn, after in zip(r["turns"], r["turns"][1:]):
             if turn["role"] == "assistant" and not turn["valid"]:
@@ -119,17 +175,36 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, count
     data = countdown_data
     out = tmp_path / "run"
     args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=single_turn",
-        f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet",
-        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "data.val_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "agent.max_response_length=16", "agent.max_prompt_length=512",
-        "actor_rollout_ref.rollout.max_model_len=1024", "actor_rollout_ref.rollout.kv_cache_gb=1",
-        "trainer.total_training_steps=1", "trainer.test_freq=1", "trainer.save_freq=0", "trainer.logger=[console,jsonl]",
-        f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        "data.rollout=single_turn",
+        f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "data.val_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "agent.max_response_length=16",
+        "agent.max_prompt_length=512",
+        "actor_rollout_ref.rollout.max_model_len=1024",
+        "actor_rollout_ref.rollout.kv_cache_gb=1",
+        "trainer.total_training_steps=1",
+        "trainer.test_freq=1",
+        "trainer.save_freq=0",
+        "trainer.logger=[console,jsonl]",
+        f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
         "agent.env_ports=[1]",  # no server listens there: the single-turn path never calls it
     ]
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     step = by_step(rows, 1)
@@ -144,16 +219,40 @@ def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path,
     data = countdown_data  # any verl-format parquet: the fixed rollout ignores the prompts
     out = tmp_path / "run"
     args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}", "data.rollout=fixed_rollout:PLUGIN",
-        f"data.train_files={data}/train.parquet", f"data.val_files={data}/dev.parquet", "algorithm.reward_score_fn=exact_match",
-        "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "actor_rollout_ref.actor.optim.lr=1e-3", "actor_rollout_ref.rollout.name=hf",
-        "trainer.total_training_steps=3", "trainer.max_minutes=0.0001", "trainer.val_before_train=false", "trainer.test_freq=0",
-        "trainer.save_freq=0", "trainer.logger=[jsonl]", f"trainer.output_dir={out}", "trainer.threads_per_worker=1", "ray_init.num_cpus=2",
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        "data.rollout=fixed_rollout:PLUGIN",
+        f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet",
+        "algorithm.reward_score_fn=exact_match",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "actor_rollout_ref.rollout.name=hf",
+        "trainer.total_training_steps=3",
+        "trainer.max_minutes=0.0001",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.logger=[jsonl]",
+        f"trainer.output_dir={out}",
+        "trainer.threads_per_worker=1",
+        "ray_init.num_cpus=2",
     ]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=900, env=env)
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1]

@@ -20,16 +20,28 @@ def task_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tasks")
     for split, n in (("train", 10), ("test", 4)):
         frame = pd.DataFrame(
-            [{"data_source": "webshop", "prompt": [{"role": "user", "content": f"task {i}"}], "ability": "agent",
-              "reward_model": {"style": "env", "ground_truth": ""}, "extra_info": {"index": i, "split": split}} for i in range(n)]
+            [
+                {
+                    "data_source": "webshop",
+                    "prompt": [{"role": "user", "content": f"task {i}"}],
+                    "ability": "agent",
+                    "reward_model": {"style": "env", "ground_truth": ""},
+                    "extra_info": {"index": i, "split": split},
+                }
+                for i in range(n)
+            ]
         )
         frame.to_parquet(folder / f"{split}.parquet")
     return folder
 
 
 def overrides(tiny_model_path, task_files, *extra):
-    return [f"actor_rollout_ref.model.path={tiny_model_path}", f"data.train_files={task_files}/train.parquet",
-            f"data.val_files={task_files}/test.parquet", *extra]
+    return [
+        f"actor_rollout_ref.model.path={tiny_model_path}",
+        f"data.train_files={task_files}/train.parquet",
+        f"data.val_files={task_files}/test.parquet",
+        *extra,
+    ]
 
 
 def load(*args):
@@ -46,7 +58,15 @@ def test_defaults_load_and_derive_roles(tiny_model_path, task_files):
     assert cfg.algorithm.adv_estimator == "gae" and cfg.use_critic and not cfg.use_ref
     assert cfg.critic.model.path == tiny_model_path  # interpolated from the actor
     assert cfg.actor_rollout_ref.rollout.response_length == cfg.agent["max_response_length"]
-    grpo = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=4", "actor_rollout_ref.actor.use_kl_loss=true"))
+    grpo = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=grpo",
+            "agent.n=4",
+            "actor_rollout_ref.actor.use_kl_loss=true",
+        )
+    )
     assert not grpo.use_critic and grpo.use_ref
 
 
@@ -59,13 +79,20 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
     from verl.workers.config import load_yaml_config
 
     for estimator, mode, factor in (("grpo", "token-mean", None), ("dr_grpo", "seq-mean-token-sum-norm", 2048.0)):
-        raw = load_yaml_config(PPOConfig, "ppo_trainer", overrides(tiny_model_path, task_files,
-                                                                   f"algorithm.adv_estimator={estimator}", "agent.n=2"), "config")
+        raw = load_yaml_config(
+            PPOConfig,
+            "ppo_trainer",
+            overrides(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2"),
+            "config",
+        )
         before = copy.deepcopy(raw)
         validate(raw)
         assert raw == before and raw.actor_rollout_ref.actor.loss_agg_mode == "auto"
         derive(raw)
-        assert (raw.actor_rollout_ref.actor.loss_agg_mode, raw.actor_rollout_ref.actor.loss_scale_factor) == (mode, factor)
+        assert (raw.actor_rollout_ref.actor.loss_agg_mode, raw.actor_rollout_ref.actor.loss_scale_factor) == (
+            mode,
+            factor,
+        )
 
 
 @pytest.mark.parametrize(
@@ -73,36 +100,82 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
     [
         (["actor_rollout_ref.actor.not_a_key=1"], r"bad override: .*not_a_key"),
         (["data.train_batch_size=abc"], r"config.data.train_batch_size: expected int, got str \('abc'\)"),
-        (["data.train_batch_size=3"], r"ppo_mini_batch_size=4 must divide the trajectories per step \(data.train_batch_size 3 x agent.n 1 = 3\)"),
-        (["algorithm.adv_estimator=magic"], r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', 'reinforce_plus_plus', 'remax', 'rloo'\]"),
-        (["algorithm.adv_estimator=gigpo", "agent.n=2", "data.rollout=single_turn"],
-         r"gigpo needs the per-turn anchor states that only the built-in agent's rollout builds: data.rollout=agent \(got single_turn\)"),
-        (["agent.temperature=0.5"], r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: one setting drives sampling and log-prob recomputation"),
+        (
+            ["data.train_batch_size=3"],
+            r"ppo_mini_batch_size=4 must divide the trajectories per step \(data.train_batch_size 3 x agent.n 1 = 3\)",
+        ),
+        (
+            ["algorithm.adv_estimator=magic"],
+            r"unknown estimator 'magic'; known: \['dr_grpo', 'gae', 'gigpo', 'grpo', "
+            r"'reinforce_plus_plus', 'remax', 'rloo'\]",
+        ),
+        (
+            ["algorithm.adv_estimator=gigpo", "agent.n=2", "data.rollout=single_turn"],
+            r"gigpo needs the per-turn anchor states that only the built-in agent's rollout builds: "
+            r"data.rollout=agent \(got single_turn\)",
+        ),
+        (
+            ["agent.temperature=0.5"],
+            r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: "
+            r"one setting drives sampling and log-prob recomputation",
+        ),
         (["agent.top_k=20"], r"agent.top_k=20 differs from actor_rollout_ref.rollout.top_k=-1"),
-        (["algorithm.reward_allocation=sparse"], r"algorithm.reward_allocation must be one of \['last_token', 'uniform_positive', 'discounted'\], got 'sparse'"),
+        (
+            ["algorithm.reward_allocation=sparse"],
+            r"algorithm.reward_allocation must be one of \['last_token', "
+            r"'uniform_positive', 'discounted'\], got 'sparse'",
+        ),
         (["data.rollout=chat"], r"data.rollout: unknown rollout 'chat'"),
         (["critic.enable=false"], r"algorithm.adv_estimator=gae needs a critic, but critic.enable=false"),
         (["algorithm.adv_estimator=grpo"], r"compares samples of one task: set agent.n >= 2 \(got 1\)"),
         (["trainer.logger=[console,carrier_pigeon]"], r"unknown backend\(s\) \['carrier_pigeon'\]"),
         (["algorithm.reward_score_fn=nope"], r"algorithm.reward_score_fn: unknown 'nope'"),
         (["trainer.n_workers_per_node=3"], r"ppo_mini_batch_size=4 must divide over the 3 worker ranks"),
-        (["algorithm.kl_penalty=kl2"], r"algorithm.kl_penalty must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'kl2'"),
-        (["actor_rollout_ref.actor.kl_loss_type=lowvar"], r"actor.kl_loss_type must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'lowvar'"),
-        (["critic.loss_agg_mode=auto"], r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'\], got 'auto'"),
-        (["actor_rollout_ref.rollout.kv_cache_gb=0"], r"actor_rollout_ref.rollout.kv_cache_gb must be > 0 GiB \(got 0.0\)"),
-        (["actor_rollout_ref.rollout.block_size=24"], r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: the device's default\), got 24"),
+        (
+            ["algorithm.kl_penalty=kl2"],
+            r"algorithm.kl_penalty must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'kl2'",
+        ),
+        (
+            ["actor_rollout_ref.actor.kl_loss_type=lowvar"],
+            r"actor.kl_loss_type must be one of \['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'\], got 'lowvar'",
+        ),
+        (
+            ["critic.loss_agg_mode=auto"],
+            r"critic.loss_agg_mode must be one of \['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', "
+            r"'seq-mean-token-sum-norm'\], got 'auto'",
+        ),
+        (
+            ["actor_rollout_ref.rollout.kv_cache_gb=0"],
+            r"actor_rollout_ref.rollout.kv_cache_gb must be > 0 GiB \(got 0.0\)",
+        ),
+        (
+            ["actor_rollout_ref.rollout.block_size=24"],
+            r"actor_rollout_ref.rollout.block_size must be a multiple of 16 tokens \(or null: "
+            r"the device's default\), got 24",
+        ),
         (["agent.max_turns=two"], r"agent.max_turns: expected int \| None, got 'two'"),
         (["+agent.max_turn=3"], r"agent: unknown key\(s\) \['max_turn'\]"),
         (["trainer.staleness=2"], r"trainer.staleness must be 0 \(synchronous\) or 1 \(one-step-off\), got 2"),
         (["trainer.max_minutes=0"], r"trainer.max_minutes must be > 0 \(or null: no time budget\), got 0"),
-        (["trainer.policy_nodes={gpus:8}"], r"trainer.policy_nodes maps Ray node label names to string values \(quote them\), "
-                                            r"got \{'gpus': 8\}"),
-        (["trainer.staleness=1"], r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: set actor_rollout_ref.actor.tis_cap"),
-        (["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
-         r"trainer.staleness=1 cannot run with algorithm.adv_estimator=remax"),
-        (["algorithm.adv_estimator=remax", "algorithm.filter_groups.enable=true"],
-         r"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group estimator "
-         r"\(grpo, dr_grpo, rloo, gigpo\) has; algorithm.adv_estimator=remax"),
+        (
+            ["trainer.policy_nodes={gpus:8}"],
+            r"trainer.policy_nodes maps Ray node label names to string values \(quote them\), "
+            r"got \{'gpus': 8\}",
+        ),
+        (
+            ["trainer.staleness=1"],
+            r"trainer.staleness=1 trains on samples drawn by the weights of one update ago: "
+            r"set actor_rollout_ref.actor.tis_cap",
+        ),
+        (
+            ["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2", "algorithm.adv_estimator=remax"],
+            r"trainer.staleness=1 cannot run with algorithm.adv_estimator=remax",
+        ),
+        (
+            ["algorithm.adv_estimator=remax", "algorithm.filter_groups.enable=true"],
+            r"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
+            r"estimator \(grpo, dr_grpo, rloo, gigpo\) has; algorithm.adv_estimator=remax",
+        ),
     ],
 )
 def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, extra, message):
@@ -113,7 +186,9 @@ def test_bad_configs_fail_with_one_clear_message(tiny_model_path, task_files, ex
 def test_missing_model_and_data_fail_before_anything_starts(tiny_model_path, task_files, tmp_path):
     with pytest.raises(ConfigError, match=r"model.path='/nonexistent' is not a Hugging Face model folder"):
         load(*overrides("/nonexistent", task_files))
-    with pytest.raises(ConfigError, match=r"data.val_files='.*missing.parquet' does not exist; run scripts/prepare_data.py"):
+    with pytest.raises(
+        ConfigError, match=r"data.val_files='.*missing.parquet' does not exist; run scripts/prepare_data.py"
+    ):
         load(*overrides(tiny_model_path, task_files, f"data.val_files={tmp_path}/missing.parquet"))
 
 
@@ -133,12 +208,22 @@ def short_answer(data_source, solution_str, ground_truth, extra_info=None):
 
 
 def rollout_like_batch():
-    packed = pack_sequences([[1, 2], [3]], [[10, 11, 12, 13], [20, 21]], response_masks=[[1, 1, 0, 1], [1, 1]], pad_id=0)
+    packed = pack_sequences(
+        [[1, 2], [3]], [[10, 11, 12, 13], [20, 21]], response_masks=[[1, 1, 0, 1], [1, 1]], pad_id=0
+    )
     return DataProto.from_dict(
         packed,
-        {"data_source": ["webshop", "webshop"], "task_id": [5, 6], "env_reward": [0.7, 0.0], "success": [True, False],
-         "num_turns": [2, 1], "reward_breakdown": [{"goal": 0.7}, {"goal": 0.0}], "reward_total": [0.7, 0.0],
-         "turn_ends": [[1, 3], [1]], "failed": [False, False]},
+        {
+            "data_source": ["webshop", "webshop"],
+            "task_id": [5, 6],
+            "env_reward": [0.7, 0.0],
+            "success": [True, False],
+            "num_turns": [2, 1],
+            "reward_breakdown": [{"goal": 0.7}, {"goal": 0.0}],
+            "reward_total": [0.7, 0.0],
+            "turn_ends": [[1, 3], [1]],
+            "failed": [False, False],
+        },
     )
 
 
@@ -156,7 +241,9 @@ def test_reward_module_example_is_paid_on_last_model_token():
         metrics = manager(batch)
         # row 0: success, 2 turns -> 1 - 0.02 = 0.98 on its last model token (index 3)
         # row 1: failure, 1 turn -> 0 - 0.01 = -0.01 on index 1
-        torch.testing.assert_close(batch.batch["token_level_scores"], torch.tensor([[0.0, 0.0, 0.0, 0.98], [0.0, -0.01, 0.0, 0.0]]))
+        torch.testing.assert_close(
+            batch.batch["token_level_scores"], torch.tensor([[0.0, 0.0, 0.0, 0.98], [0.0, -0.01, 0.0, 0.0]])
+        )
         torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.98, -0.01]))
         assert metrics == {"reward/short_answer/mean": pytest.approx((0.98 - 0.01) / 2), "reward/errors": 0.0}
     finally:
@@ -168,7 +255,10 @@ def test_reward_module_example_is_paid_on_last_model_token():
 
 def test_dataloader_order_is_seeded_and_resumable(task_files):
     frame = read_tasks(task_files / "train.parquet")
-    ids = lambda b: [e["index"] for e in b.non_tensor_batch["extra_info"]]
+
+    def ids(b) -> list:
+        return [e["index"] for e in b.non_tensor_batch["extra_info"]]
+
     a = TaskDataLoader(frame, 4, shuffle=True, seed=3)
     run = [ids(a.next_batch()) for _ in range(5)]  # 2 batches per epoch (10 rows, last 2 dropped)
     assert sorted(run[0] + run[1]) == sorted(np.random.RandomState(3).permutation(10)[:8].tolist())
@@ -202,8 +292,11 @@ def test_tracking_jsonl_and_plot(tmp_path, capsys):
     t.log({"env/success_rate": 0.5, "env/reward/mean": 0.25, "note": "skipped", "bad": float("nan")}, step=1)
     t.log({"env/success_rate": 0.75, "val/webshop/success_rate": 1.0}, step=2)
     t.close()
-    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert lines == [{"step": 1, "env/success_rate": 0.5, "env/reward/mean": 0.25}, {"step": 2, "env/success_rate": 0.75, "val/webshop/success_rate": 1.0}]
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [
+        {"step": 1, "env/success_rate": 0.5, "env/reward/mean": 0.25},
+        {"step": 2, "env/success_rate": 0.75, "val/webshop/success_rate": 1.0},
+    ]
     assert "[step 1] succ=0.5 reward=0.25" in capsys.readouterr().out
     png = plot_metrics(tmp_path / "metrics.jsonl", tmp_path / "m.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -224,7 +317,12 @@ def test_tracking_console_line_counts_steps_and_estimates_the_time_left(tmp_path
         "[step 3/4] loss=1 (~30 s left)",  # 60 s for 2 steps, 1 to go
         "[step 4/4] loss=1",
     ]
-    assert [tracking.time_left(s) for s in (89, 90, 5399, 5400)] == ["~89 s left", "~1.5 min left", "~90.0 min left", "~1.5 h left"]
+    assert [tracking.time_left(s) for s in (89, 90, 5399, 5400)] == [
+        "~89 s left",
+        "~1.5 min left",
+        "~90.0 min left",
+        "~1.5 h left",
+    ]
 
 
 # ----------------------------------------------------------------------------- loss aggregation and metrics
@@ -233,19 +331,36 @@ def test_tracking_console_line_counts_steps_and_estimates_the_time_left(tmp_path
 def test_dr_grpo_implies_its_loss_aggregation_over_the_configured_budget(tiny_model_path, task_files):
     dr = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=dr_grpo", "agent.n=2"))
     # the budget is max_trajectory_length - max_prompt_length = 3072 - 1024, not the batch's widest row
-    assert (dr.actor_rollout_ref.actor.loss_agg_mode, dr.actor_rollout_ref.actor.loss_scale_factor) == ("seq-mean-token-sum-norm", 2048.0)
+    assert (dr.actor_rollout_ref.actor.loss_agg_mode, dr.actor_rollout_ref.actor.loss_scale_factor) == (
+        "seq-mean-token-sum-norm",
+        2048.0,
+    )
     grpo = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2"))
-    assert (grpo.actor_rollout_ref.actor.loss_agg_mode, grpo.actor_rollout_ref.actor.loss_scale_factor) == ("token-mean", None)
-    explicit = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=dr_grpo", "agent.n=2",
-                               "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    assert (grpo.actor_rollout_ref.actor.loss_agg_mode, grpo.actor_rollout_ref.actor.loss_scale_factor) == (
+        "token-mean",
+        None,
+    )
+    explicit = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=dr_grpo",
+            "agent.n=2",
+            "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+        )
+    )
     assert explicit.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
 
 
 def test_clip_ratio_counts_rows_cut_by_the_budget_not_the_widest_row():
     from verl.trainer.ppo.metrics import compute_data_metrics
 
-    packed = pack_sequences([[1], [2], [3], [4], [5]], [[5, 6, 7], [5], [5, 6], [5], [5, 6, 7]],
-                            response_masks=[[1, 1, 1], [1], [1, 1], [1], [0, 0, 0]], pad_id=0)
+    packed = pack_sequences(
+        [[1], [2], [3], [4], [5]],
+        [[5, 6, 7], [5], [5, 6], [5], [5, 6, 7]],
+        response_masks=[[1, 1, 1], [1], [1, 1], [1], [0, 0, 0]],
+        pad_id=0,
+    )
     for key in ("token_level_scores", "token_level_rewards", "advantages", "returns"):
         packed[key] = torch.zeros(5, 3)
     # the last row failed (no model token): it counts in no denominator
@@ -274,17 +389,35 @@ class ScriptedRollout:
         width = len(self.calls)  # each call has a different response width, so the merge must re-pad
         rows = [(task, r) for task, pair in zip(ids, rewards) for r in pair]
         packed = pack_sequences([[1, 2]] * len(rows), [[5] * width] * len(rows), pad_id=0)
-        return DataProto.from_dict(packed, {
-            "uid": [f"task{t}" for t, _ in rows], "data_source": ["webshop"] * len(rows), "task_id": [t for t, _ in rows],
-            "reward_total": [r for _, r in rows], "success": [r == 1.0 for _, r in rows], "failed": [False] * len(rows)},
-            meta_info={"metrics": {"env/success_rate": 0.5}})
+        return DataProto.from_dict(
+            packed,
+            {
+                "uid": [f"task{t}" for t, _ in rows],
+                "data_source": ["webshop"] * len(rows),
+                "task_id": [t for t, _ in rows],
+                "reward_total": [r for _, r in rows],
+                "success": [r == 1.0 for _, r in rows],
+                "failed": [False] * len(rows),
+            },
+            meta_info={"metrics": {"env/success_rate": 0.5}},
+        )
 
 
 def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(tiny_model_path, task_files):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "data.train_batch_size=2",
-                          "data.shuffle=false", "algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=2"))
+    cfg = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=grpo",
+            "agent.n=2",
+            "data.train_batch_size=2",
+            "data.shuffle=false",
+            "algorithm.filter_groups.enable=true",
+            "algorithm.filter_groups.max_rounds=2",
+        )
+    )
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
     trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
@@ -319,30 +452,56 @@ class StepRollout:
     def run_llm_loop(self, tasks, output_dir=None, global_step=0, do_sample=True):
         ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
         self.calls.append(ids)
-        rows = [(task, copy, k, anchor, reward) for task, trajectories in zip(ids, self.trajectories_per_call.pop(0))
-                for copy, (reward, anchors) in enumerate(trajectories) for k, anchor in enumerate(anchors)]
+        rows = [
+            (task, copy, k, anchor, reward)
+            for task, trajectories in zip(ids, self.trajectories_per_call.pop(0))
+            for copy, (reward, anchors) in enumerate(trajectories)
+            for k, anchor in enumerate(anchors)
+        ]
         packed = pack_sequences([[1, 2]] * len(rows), [[5]] * len(rows), pad_id=0)
-        return DataProto.from_dict(packed, {
-            "uid": [f"task{t}" for t, *_ in rows], "traj_uid": [f"task{t}/{c}" for t, c, *_ in rows],
-            "step": [k for _, _, k, _, _ in rows], "anchor_obs": [a for *_, a, _ in rows],
-            "data_source": ["webshop"] * len(rows), "task_id": [t for t, *_ in rows],
-            "reward_total": [r for *_, r in rows], "success": [r == 1.0 for *_, r in rows], "failed": [False] * len(rows)})
+        return DataProto.from_dict(
+            packed,
+            {
+                "uid": [f"task{t}" for t, *_ in rows],
+                "traj_uid": [f"task{t}/{c}" for t, c, *_ in rows],
+                "step": [k for _, _, k, _, _ in rows],
+                "anchor_obs": [a for *_, a, _ in rows],
+                "data_source": ["webshop"] * len(rows),
+                "task_id": [t for t, *_ in rows],
+                "reward_total": [r for *_, r in rows],
+                "success": [r == 1.0 for *_, r in rows],
+                "failed": [False] * len(rows),
+            },
+        )
 
 
 def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_differ(tiny_model_path, task_files):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=gigpo", "agent.n=2", "agent.history_window=1",
-                          "data.train_batch_size=2", "data.shuffle=false", "algorithm.filter_groups.enable=true",
-                          "algorithm.filter_groups.max_rounds=1"))
+    cfg = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=gigpo",
+            "agent.n=2",
+            "agent.history_window=1",
+            "data.train_batch_size=2",
+            "data.shuffle=false",
+            "algorithm.filter_groups.enable=true",
+            "algorithm.filter_groups.max_rounds=1",
+        )
+    )
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
-    trainer.rollout = StepRollout([
-        # task 0: both R = 1, but one met state s one turn before the end (G = 0.95) and the other at the end (G = 1): kept
-        # task 1: both R = 0: every G is 0, dropped
-        [[(1.0, ["s", "x"]), (1.0, ["s"])], [(0.0, ["s", "x"]), (0.0, ["s"])]],
-        # refill: task 2 with outcomes 1 and 0: kept; task 3 not needed
-        [[(1.0, ["s"]), (0.0, ["s"])], [(1.0, ["s"]), (1.0, ["s"])]],
-    ])
+    trainer.rollout = StepRollout(
+        [
+            # task 0: both R = 1, but one met state s one turn before the end (G = 0.95)
+            #   and the other at the end (G = 1): kept
+            # task 1: both R = 0: every G is 0, dropped
+            [[(1.0, ["s", "x"]), (1.0, ["s"])], [(0.0, ["s", "x"]), (0.0, ["s"])]],
+            # refill: task 2 with outcomes 1 and 0: kept; task 3 not needed
+            [[(1.0, ["s"]), (0.0, ["s"])], [(1.0, ["s"]), (1.0, ["s"])]],
+        ]
+    )
     collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
     assert trainer.rollout.calls == [[0, 1], [2, 3]]
     assert list(collected.batch.non_tensor_batch["uid"]) == ["task0"] * 3 + ["refill1-task2"] * 2
@@ -361,18 +520,37 @@ class GreedyRollout:
         assert do_sample is False
         ids = [e["index"] for e in tasks.non_tensor_batch["extra_info"]]
         failed = [self.reward_of_task[t] is None for t in ids]
-        packed = pack_sequences([[1, 2]] * len(ids), [[5]] * len(ids), response_masks=[[int(not f)] for f in failed], pad_id=0)
-        return DataProto.from_dict(packed, {
-            "uid": [f"task{t}" for t in ids], "data_source": ["webshop"] * len(ids), "task_id": ids,
-            "reward_total": [self.reward_of_task[t] or 0.0 for t in ids], "success": [False] * len(ids),
-            "failed": failed, "status": ["failed" if f else "done" for f in failed], "error": ["env down" if f else "" for f in failed]})
+        packed = pack_sequences(
+            [[1, 2]] * len(ids), [[5]] * len(ids), response_masks=[[int(not f)] for f in failed], pad_id=0
+        )
+        return DataProto.from_dict(
+            packed,
+            {
+                "uid": [f"task{t}" for t in ids],
+                "data_source": ["webshop"] * len(ids),
+                "task_id": ids,
+                "reward_total": [self.reward_of_task[t] or 0.0 for t in ids],
+                "success": [False] * len(ids),
+                "failed": failed,
+                "status": ["failed" if f else "done" for f in failed],
+                "error": ["env down" if f else "" for f in failed],
+            },
+        )
 
 
 def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_baseline(tiny_model_path, task_files):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer, TooManyFailures
 
-    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=remax", "agent.n=2", "data.train_batch_size=2",
-                          "data.shuffle=false"))
+    cfg = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=remax",
+            "agent.n=2",
+            "data.train_batch_size=2",
+            "data.shuffle=false",
+        )
+    )
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     tasks = trainer.train_loader.next_batch()
     batch = ScriptedRollout([[(1.0, 0.0), (0.5, 0.25)]]).run_llm_loop(tasks)  # task 0: 1, 0; task 1: 0.5, 0.25
@@ -382,7 +560,12 @@ def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_b
 
     assert trainer._remax_baselines(tasks, batch) == {"remax/failed_baseline_rows": 2.0}
     nt = batch.non_tensor_batch
-    assert list(nt["failed"]) == [False, False, True, True] and list(nt["status"]) == ["done", "done", "failed", "failed"]
+    assert list(nt["failed"]) == [False, False, True, True] and list(nt["status"]) == [
+        "done",
+        "done",
+        "failed",
+        "failed",
+    ]
     assert nt["error"][2] == "remax: the greedy baseline rollout of this task failed"
     assert batch.batch["response_mask"].tolist() == [[1], [1], [0], [0]]
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"].clone()
@@ -390,48 +573,79 @@ def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_b
     # task 0: s - b = 1 - 0.25, 0 - 0.25; task 1 is out of the loss (a baseline of 0 would have given 0.5, 0.25)
     assert batch.batch["advantages"].tolist() == [[0.75], [-0.25], [0.0], [0.0]]
     trainer.config.trainer.max_failed_fraction = 0.25  # the failed rows count as failed: 2 of 4
-    with pytest.raises(TooManyFailures, match=r"2 of 4 trajectories failed .* most common error: remax: the greedy baseline"):
+    with pytest.raises(
+        TooManyFailures, match=r"2 of 4 trajectories failed .* most common error: remax: the greedy baseline"
+    ):
         trainer._check_failures(batch)
 
 
-@pytest.mark.parametrize("estimator, extra, own", [
-    ("grpo", [], {}),
-    ("gigpo", ["agent.history_window=1", "algorithm.gigpo.norm_by_std=false"],
-     {"step_gamma": 0.95, "step_weight": 1.0, "norm_by_std": False}),
-])
-def test_an_estimator_gets_its_own_options_and_no_other_estimators(tiny_model_path, task_files, monkeypatch, estimator, extra, own):
+@pytest.mark.parametrize(
+    "estimator, extra, own",
+    [
+        ("grpo", [], {}),
+        (
+            "gigpo",
+            ["agent.history_window=1", "algorithm.gigpo.norm_by_std=false"],
+            {"step_gamma": 0.95, "step_weight": 1.0, "norm_by_std": False},
+        ),
+    ],
+)
+def test_an_estimator_gets_its_own_options_and_no_other_estimators(
+    tiny_model_path, task_files, monkeypatch, estimator, extra, own
+):
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2", *extra)), TEXT_STUB)
+    trainer = RayPPOTrainer(
+        load(*overrides(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2", *extra)),
+        TEXT_STUB,
+    )
     seen = {}
 
     def spy(**kwargs):
         seen.update(kwargs)
         return torch.zeros(2, 4), torch.zeros(2, 4)
 
-    monkeypatch.setitem(core_algos.ESTIMATORS, estimator, dataclasses.replace(core_algos.get_estimator(estimator), fn=spy))
+    monkeypatch.setitem(
+        core_algos.ESTIMATORS, estimator, dataclasses.replace(core_algos.get_estimator(estimator), fn=spy)
+    )
     batch = rollout_like_batch()
     batch.non_tensor_batch["uid"] = np.array(["a", "a"], dtype=object)
     batch.batch["outcome_scores"] = torch.zeros(2)
     batch.batch["token_level_scores"] = batch.batch["token_level_rewards"] = torch.zeros(2, 4)
     trainer.compute_advantage(batch)
-    common = {"token_level_rewards", "response_mask", "index", "scores", "values", "reward_baselines", "gamma", "lam",
-              "norm_adv_by_std_in_grpo", "non_tensor_batch", "metrics"}
+    common = {
+        "token_level_rewards",
+        "response_mask",
+        "index",
+        "scores",
+        "values",
+        "reward_baselines",
+        "gamma",
+        "lam",
+        "norm_adv_by_std_in_grpo",
+        "non_tensor_batch",
+        "metrics",
+    }
     assert set(seen) == common | set(own) and {k: seen[k] for k in own} == own
 
 
 def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    cfg = load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "agent.history_window=1"))
+    cfg = load(
+        *overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "agent.history_window=1")
+    )
     trainer = RayPPOTrainer(cfg, TEXT_STUB)  # ppo_mini_batch_size 4
     batch = rollout_like_batch()
     batch.non_tensor_batch["uid"] = np.array(["a", "b"], dtype=object)
     batch.non_tensor_batch["status"] = np.array(["done", "done"], dtype=object)
     padded = trainer._pad_to_mini_batches(batch)
     assert len(padded) == 4
-    assert padded.batch["response_mask"][2:].sum() == 0 and padded.batch["input_ids"][2].tolist() == batch.batch["input_ids"][0].tolist()
+    assert (
+        padded.batch["response_mask"][2:].sum() == 0
+        and padded.batch["input_ids"][2].tolist() == batch.batch["input_ids"][0].tolist()
+    )
     nt = padded.non_tensor_batch
     assert list(nt["failed"]) == [False, False, True, True] and list(nt["uid"]) == ["a", "b", "padding-0", "padding-1"]
     assert list(nt["status"]) == ["done", "done", "padding", "padding"]
@@ -451,15 +665,20 @@ def test_worker_calls_carry_only_the_keys_they_read():
     assert sent.non_tensor_batch == {} and sent.meta_info == {"temperature": 0.7, "top_p": 1.0, "top_k": -1}
 
 
-@pytest.mark.parametrize("extra, rows, reused", [
-    ([], 4, True),  # 4 tasks x 1 sample, mini-batch 4, one epoch: one optimiser step
-    (["actor_rollout_ref.actor.ppo_epochs=2"], 4, False),
-    (["actor_rollout_ref.actor.ppo_mini_batch_size=2"], 4, False),
-    (["algorithm.use_kl_in_reward=true"], 4, False),  # the penalty reads the old log-probs before any update
-    (["actor_rollout_ref.actor.reuse_on_policy_log_prob=false"], 4, False),
-    ([], 8, False),  # step-wise rows padded past one mini-batch
-])
-def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimiser_step(tiny_model_path, task_files, extra, rows, reused):
+@pytest.mark.parametrize(
+    "extra, rows, reused",
+    [
+        ([], 4, True),  # 4 tasks x 1 sample, mini-batch 4, one epoch: one optimiser step
+        (["actor_rollout_ref.actor.ppo_epochs=2"], 4, False),
+        (["actor_rollout_ref.actor.ppo_mini_batch_size=2"], 4, False),
+        (["algorithm.use_kl_in_reward=true"], 4, False),  # the penalty reads the old log-probs before any update
+        (["actor_rollout_ref.actor.reuse_on_policy_log_prob=false"], 4, False),
+        ([], 8, False),  # step-wise rows padded past one mini-batch
+    ],
+)
+def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimiser_step(
+    tiny_model_path, task_files, extra, rows, reused
+):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, *extra)), TEXT_STUB)
@@ -477,8 +696,17 @@ class SavingGroup:
 def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_path, task_files, tmp_path):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    cfg = load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.max_ckpt_to_keep=1",
-                          f"trainer.output_dir={tmp_path}", "algorithm.adv_estimator=grpo", "agent.n=2"))
+    cfg = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "trainer.keep_best=true",
+            "trainer.max_ckpt_to_keep=1",
+            f"trainer.output_dir={tmp_path}",
+            "algorithm.adv_estimator=grpo",
+            "agent.n=2",
+        )
+    )
     trainer = RayPPOTrainer(cfg, TEXT_STUB)
     trainer.actor_rollout_wg, trainer.critic_wg = SavingGroup(), None
     best = tmp_path / "checkpoints" / "best_dev.json"
@@ -493,20 +721,40 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
             trainer._mark_best(metrics)
         return new, json.loads(best.read_text())
 
-    assert validated(0, 0.25, 0.5) == (True, {"step": 0, "dev_success": 0.375,
-                                              "model": str(Path(tiny_model_path).resolve())})
+    assert validated(0, 0.25, 0.5) == (
+        True,
+        {"step": 0, "dev_success": 0.375, "model": str(Path(tiny_model_path).resolve())},
+    )
     assert validated(1, 0.5, 0.25)[0] is False  # a tie keeps the earlier step
-    assert validated(2, 0.5, 0.5) == (True, {"step": 2, "dev_success": 0.5,
-                                             "model": str((tmp_path / "checkpoints" / "global_step_2").resolve())})
+    assert validated(2, 0.5, 0.5) == (
+        True,
+        {"step": 2, "dev_success": 0.5, "model": str((tmp_path / "checkpoints" / "global_step_2").resolve())},
+    )
     assert validated(3, 0.0, 0.5)[0] is False and validated(4, 0.25, 0.25)[0] is False
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_2", "global_step_4"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == [
+        "global_step_2",
+        "global_step_4",
+    ]
     assert validated(5, 1.0, 0.75)[1]["step"] == 5
     trainer.global_step = 6
     trainer._save_checkpoint()  # step 2 is no longer the best: pruned now
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_5", "global_step_6"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == [
+        "global_step_5",
+        "global_step_6",
+    ]
 
-    off = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, f"trainer.output_dir={tmp_path}",
-                                        "algorithm.adv_estimator=grpo", "agent.n=2")), TEXT_STUB)
+    off = RayPPOTrainer(
+        load(
+            *overrides(
+                tiny_model_path,
+                task_files,
+                f"trainer.output_dir={tmp_path}",
+                "algorithm.adv_estimator=grpo",
+                "agent.n=2",
+            )
+        ),
+        TEXT_STUB,
+    )
     assert off._is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
     with pytest.raises(ConfigError, match="trainer.keep_best .* needs trainer.test_freq >= 1"):
         load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.test_freq=0"))

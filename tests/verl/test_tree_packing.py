@@ -11,6 +11,7 @@ import dataclasses
 
 import pytest
 import torch
+from grad_capture import update_capturing_grads
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from verl.protocol import DataProto
@@ -23,8 +24,6 @@ from verl.workers.actor import PPOActor
 from verl.workers.config import ActorConfig, ConfigError, CriticConfig, OptimConfig, from_dict
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.trainable import TrainableModule
-
-from grad_capture import update_capturing_grads
 
 PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}
 SAMPLED = {"temperature": 0.7, "top_p": 0.9, "top_k": 50}
@@ -68,16 +67,25 @@ def test_micro_batches_are_subtrees_under_the_token_budget():
     # sorted: [1,2,3,4] (4), [1,2,3,5] (+1), [1,2,6,6,6] (+3), [7,8] (2), [7,9] (+1)
     groups, sizes = plan_tree_micro_batches(d.batch["input_ids"], d.batch["attention_mask"], max_rows=2, max_tokens=8)
     assert [g.tolist() for g in groups] == [[0, 2, 3], [1, 4]] and sizes == [8, 3]
-    groups, sizes = plan_tree_micro_batches(d.batch["input_ids"], d.batch["attention_mask"], max_rows=2, max_tokens=None)
+    groups, sizes = plan_tree_micro_batches(
+        d.batch["input_ids"], d.batch["attention_mask"], max_rows=2, max_tokens=None
+    )
     assert [g.tolist() for g in groups] == [[0, 2], [3, 1], [4]] and sizes == [5, 7, 2]
     groups, sizes = plan_tree_micro_batches(d.batch["input_ids"], d.batch["attention_mask"], max_rows=2, max_tokens=3)
-    assert [g.tolist() for g in groups] == [[0], [2], [3], [1, 4]] and sizes == [4, 4, 5, 3]  # a row over the budget goes alone
+    assert [g.tolist() for g in groups] == [[0], [2], [3], [1, 4]] and sizes == [
+        4,
+        4,
+        5,
+        3,
+    ]  # a row over the budget goes alone
     empty = d[[]]
     assert plan_tree_micro_batches(empty.batch["input_ids"], empty.batch["attention_mask"], 2, 8) == ([], [])
 
 
 def test_auto_packs_only_when_the_flat_path_runs_enough_more_tokens(tiny_model_path):
-    model = TrainableModule(AutoModelForCausalLM.from_pretrained(tiny_model_path), None, None, "cpu", "float32", tree_packing="auto")
+    model = TrainableModule(
+        AutoModelForCausalLM.from_pretrained(tiny_model_path), None, None, "cpu", "float32", tree_packing="auto"
+    )
     shared = rows_proto([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7]])  # flat 12 tokens, tree 7
     assert [mb.meta_info["tree_packed"] for _, mb in model.plan(shared, 4, None)] == [True]
     distinct = rows_proto([[1, 2, 3], [4, 5, 6]])  # flat 6, tree 6
@@ -96,7 +104,11 @@ def test_auto_is_off_on_another_attention_and_on_refuses_it(tiny_model_path):
 
 def test_tree_packing_on_needs_sdpa_and_a_known_mode(tiny_model_path):
     with pytest.raises(ConfigError, match="tree_packing=on needs attn_implementation=sdpa"):
-        from_dict(CriticConfig, {"model": {"path": tiny_model_path, "attn_implementation": "eager"}, "tree_packing": "on"}, "critic")
+        from_dict(
+            CriticConfig,
+            {"model": {"path": tiny_model_path, "attn_implementation": "eager"}, "tree_packing": "on"},
+            "critic",
+        )
     with pytest.raises(ConfigError, match="tree_packing"):
         from_dict(CriticConfig, {"model": {"path": tiny_model_path}, "tree_packing": "yes"}, "critic")
 
@@ -106,8 +118,15 @@ def test_tree_packing_on_needs_sdpa_and_a_known_mode(tiny_model_path):
 def gqa_model_path(tmp_path_factory):
     """A tiny Llama whose 4 query heads share 2 key/value heads, as SmolLM2's do (9 over 3)."""
     torch.manual_seed(1)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     path = tmp_path_factory.mktemp("gqa")
     LlamaForCausalLM(cfg).save_pretrained(path)
     return str(path)
@@ -118,10 +137,14 @@ def test_packed_forward_gives_every_row_its_flat_logits(tiny_model_path, gqa_mod
     path = tiny_model_path if which == "tiny" else gqa_model_path
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
     use_tree_attention(model)  # padded batches still run transformers' SDPA with its mask
-    d = packed_proto([[1, 2, 3, 4], [1, 2, 3, 4], [9, 8], [1, 2, 3, 4]], [[5, 6, 7], [5, 6, 10, 11], [5], [12]], pad_id=0)
+    d = packed_proto(
+        [[1, 2, 3, 4], [1, 2, 3, 4], [9, 8], [1, 2, 3, 4]], [[5, 6, 7], [5, 6, 10, 11], [5], [12]], pad_id=0
+    )
     b = d.batch
     with torch.no_grad():
-        flat = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"]).logits
+        flat = model(
+            input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"]
+        ).logits
         tree = pack_rows(b["input_ids"], b["attention_mask"])
         packed = model(**tree.model_inputs()).logits[0]
     real = b["attention_mask"].bool()
@@ -140,9 +163,19 @@ def make_actor(path: str, tree: str, lora: bool = False, **overrides) -> PPOActo
                 torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(3))
     if tree != "off":
         use_tree_attention(module)
-    cfg = ActorConfig(**{"ppo_mini_batch_size": 6, "ppo_micro_batch_size_per_gpu": 6, "use_dynamic_bsz": False,
-                         "mixed_precision": "float32", "shuffle": False, "grad_clip": 1e9, "tree_packing": tree,
-                         "optim": OptimConfig(lr=1e-3, weight_decay=0.0), **overrides})
+    cfg = ActorConfig(
+        **{
+            "ppo_mini_batch_size": 6,
+            "ppo_micro_batch_size_per_gpu": 6,
+            "use_dynamic_bsz": False,
+            "mixed_precision": "float32",
+            "shuffle": False,
+            "grad_clip": 1e9,
+            "tree_packing": tree,
+            "optim": OptimConfig(lr=1e-3, weight_decay=0.0),
+            **overrides,
+        }
+    )
     opt = build_optimizer(module, cfg.optim)
     return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", cfg.mixed_precision)
 
@@ -153,7 +186,14 @@ def grpo_group():
     prompts = [[1, 2, 3], [1, 2, 3], [1, 2, 3], [4, 5], [1, 2, 3], [1, 2, 3]]
     responses = [[11, 12, 13, 14], [11, 12, 15], [11, 12, 13, 14], [16, 17], [11], [11, 12, 13, 14, 18]]
     masks = [[1, 1, 1, 1], [1, 1, 1], [1, 1, 1, 1], [1, 1], [1], [1, 0, 1, 1, 1]]
-    adv = [[1.0, 1, 1, 1, 0], [-1.0, -1, -1, 0, 0], [0.5, 0.5, 0.5, 0.5, 0], [2.0, 2, 0, 0, 0], [-1.0, 0, 0, 0, 0], [0.3] * 5]
+    adv = [
+        [1.0, 1, 1, 1, 0],
+        [-1.0, -1, -1, 0, 0],
+        [0.5, 0.5, 0.5, 0.5, 0],
+        [2.0, 2, 0, 0, 0],
+        [-1.0, 0, 0, 0, 0],
+        [0.3] * 5,
+    ]
     return prompts, responses, masks, adv
 
 
@@ -171,12 +211,21 @@ def edge_batch(kind: str):
     if kind == "one_row":
         return [[1, 2, 3]], [[4, 5, 6]], [[1, 1, 1]], [[1.0, -1.0, 0.5]]
     if kind == "no_shared_token":
-        return [[1, 2], [3, 4], [5]], [[6, 7], [8], [9, 10, 11]], [[1, 1], [1], [1, 1, 1]], [[1.0, 1, 0], [-1.0, 0, 0], [0.5, 0.5, 0.5]]
+        return (
+            [[1, 2], [3, 4], [5]],
+            [[6, 7], [8], [9, 10, 11]],
+            [[1, 1], [1], [1, 1, 1]],
+            [[1.0, 1, 0], [-1.0, 0, 0], [0.5, 0.5, 0.5]],
+        )
     if kind == "identical_rows":
         return [[1, 2, 3]] * 3, [[4, 5]] * 3, [[1, 1]] * 3, [[1.0, 1.0], [-2.0, -2.0], [0.5, 0.5]]
     if kind == "failed_rows":  # rows 2 and 3 failed (mask 0): sorted, they fill a log-prob micro-batch of their own
-        return ([[1, 2, 3], [1, 2, 3], [7, 8], [7, 8]], [[4, 5], [4, 6], [9], [10]], [[1, 1], [1, 1], [0], [0]],
-                [[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0], [0.0, 0.0]])
+        return (
+            [[1, 2, 3], [1, 2, 3], [7, 8], [7, 8]],
+            [[4, 5], [4, 6], [9], [10]],
+            [[1, 1], [1, 1], [0], [0]],
+            [[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0], [0.0, 0.0]],
+        )
     return {"grpo_group": grpo_group, "step_wise": step_wise_rows}[kind]()
 
 
@@ -250,7 +299,8 @@ def test_rows_of_different_groups_share_a_micro_batch_under_a_token_budget(tiny_
     flat = one_update(make_actor(tiny_model_path, "off", **budget), proto("grpo_group"), PLAIN, use_kl=False)
     actor = make_actor(tiny_model_path, "on", **budget)
     micro = actor.plan(proto("grpo_group"), 6, 14)
-    # the tree of the group: [1,2,3,11] + 12,13,14 + 18 + 15 = 9 tokens, then the other task's 4: 13 <= 14, one micro-batch
+    # the tree of the group: [1,2,3,11] + 12,13,14 + 18 + 15 = 9 tokens,
+    # then the other task's 4: 13 <= 14, one micro-batch
     assert [sorted(rows.tolist()) for rows, _ in micro] == [[0, 1, 2, 3, 4, 5]]
     tree = one_update(actor, proto("grpo_group"), PLAIN, use_kl=False)
     assert_same_update(flat, tree)
@@ -270,9 +320,19 @@ def make_critic(path: str, tree: str) -> PPOCritic:
     torch.nn.init.normal_(module.value_head.weight, std=0.1, generator=torch.Generator().manual_seed(2))
     if tree != "off":
         use_tree_attention(module.backbone)
-    cfg = from_dict(CriticConfig, {"model": {"path": path}, "ppo_mini_batch_size": 6, "ppo_micro_batch_size_per_gpu": 6,
-                                   "use_dynamic_bsz": False, "shuffle": False, "tree_packing": tree,
-                                   "optim": {"lr": 1e-3, "weight_decay": 0.0}}, "critic")
+    cfg = from_dict(
+        CriticConfig,
+        {
+            "model": {"path": path},
+            "ppo_mini_batch_size": 6,
+            "ppo_micro_batch_size_per_gpu": 6,
+            "use_dynamic_bsz": False,
+            "shuffle": False,
+            "tree_packing": tree,
+            "optim": {"lr": 1e-3, "weight_decay": 0.0},
+        },
+        "critic",
+    )
     opt = build_optimizer(module, cfg.optim)
     return PPOCritic(module, opt, build_scheduler(opt, cfg.optim), cfg, "float32")
 
@@ -285,7 +345,9 @@ def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
         data.batch["values"] = values
         data.batch["returns"] = data.batch["advantages"] + values
         grads, step = {}, critic.clip_and_step
-        critic.clip_and_step = lambda: grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
+        critic.clip_and_step = lambda grads=grads, critic=critic, step=step: (
+            grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
+        )
         metrics = critic.update_critic(data)
         weights = {k: v.detach().clone() for k, v in critic.module.named_parameters()}
         results.append((values, metrics, weights, grads))

@@ -1,4 +1,5 @@
-"""The in-process vLLM engine: starts after numba is loaded, and serves seeded requests longer than one prefill chunk."""
+"""The in-process vLLM engine: starts after numba is loaded,
+and serves seeded requests longer than one prefill chunk."""
 
 import pytest
 
@@ -15,9 +16,13 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
     from verl.workers.rollout.base import SamplingParams
     from verl.workers.rollout.vllm_rollout import VLLMRollout
 
-    engine = VLLMRollout(tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=0.375, max_model_len=2048), num_threads=1)
+    engine = VLLMRollout(
+        tiny_model_path, RolloutConfig(dtype="float32", kv_cache_gb=0.375, max_model_len=2048), num_threads=1
+    )
     try:
-        assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 402653184  # 0.375 GiB, not rounded
+        assert (
+            engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 402653184
+        )  # 0.375 GiB, not rounded
         assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
         # 6 x 1000 prompt tokens exceed one 4096-token prefill chunk; every request has its own seed
         prompts = [[100 + (i * 7 + j) % 40000 for j in range(1000)] for i in range(6)]
@@ -32,7 +37,8 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
 
 def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destroyed(tiny_model_path):
     """A worker that created the default process group destroys it when it shuts down; an in-process engine
-    built before and is still up keeps dead group handles in vLLM's module globals; the next engine must not reuse them."""
+    built before and is still up keeps dead group handles in vLLM's module globals;
+    the next engine must not reuse them."""
     import torch.distributed as dist
 
     from verl.single_controller.base import Worker

@@ -1,6 +1,5 @@
 """Worker groups on real Ray: dispatch, errors, FSDP equivalence, vLLM rollout and weight sync, checkpoints, critic."""
 
-
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
 class EchoWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO)
     def tag(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict({"x2": data.batch["x"] * 2, "rank": torch.full((len(data),), self.rank)}, {"uid": data.non_tensor_batch["uid"]})
+        return DataProto.from_dict(
+            {"x2": data.batch["x"] * 2, "rank": torch.full((len(data),), self.rank)},
+            {"uid": data.non_tensor_batch["uid"]},
+        )
 
     @register(Dispatch.ONE_TO_ALL)
     def add(self, a, b=0):
@@ -41,7 +43,9 @@ class EchoWorker(Worker):
 
     @register(Dispatch.ROUTE_PROTO)
     def routed(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict(non_tensors={"route": data.non_tensor_batch["route"], "rank": [self.rank] * len(data)})
+        return DataProto.from_dict(
+            non_tensors={"route": data.non_tensor_batch["route"], "rank": [self.rank] * len(data)}
+        )
 
     @register(Dispatch.ALL_TO_ALL_CONCAT)
     def ranks(self, copies: int) -> DataProto:
@@ -120,7 +124,9 @@ def test_dispatch_modes_split_and_gather(ray_local):
 def test_worker_exception_names_rank_and_message(ray_local):
     wg, pool = group(EchoWorker, 2)
     try:
-        with pytest.raises(WorkerError, match=r"EchoWorker.fail_on failed on rank 1 of 2:[\s\S]*deliberate failure on rank 1"):
+        with pytest.raises(
+            WorkerError, match=r"EchoWorker.fail_on failed on rank 1 of 2:[\s\S]*deliberate failure on rank 1"
+        ):
             wg.fail_on(1)
         assert wg.fail_on(5) == ["ok", "ok"]  # the group survives
     finally:
@@ -135,21 +141,27 @@ def test_a_worker_killed_by_rays_memory_monitor_is_named(ray_local, monkeypatch)
 
     wg, pool = group(EchoWorker, 2)
     try:
+
         def oom(ref, *args, **kwargs):
             raise OutOfMemoryError("1 worker(s) were killed due to the node running low on memory.\nmore detail")
 
         monkeypatch.setattr(ray, "get", oom)
         with pytest.raises(WorkerError) as caught:
             wg.who()
-        assert str(caught.value) == ("EchoWorker rank 0 of 2 died during who: OutOfMemoryError: "
-                                     "1 worker(s) were killed due to the node running low on memory.")
+        assert str(caught.value) == (
+            "EchoWorker rank 0 of 2 died during who: OutOfMemoryError: "
+            "1 worker(s) were killed due to the node running low on memory."
+        )
     finally:
         monkeypatch.undo()
         close_group(wg, pool)
 
 
 def test_pool_larger_than_cluster_fails_at_once(ray_local):
-    with pytest.raises(ResourceError, match=r"needs 128 CPU \(2 workers x 64 CPU each\) but Ray has [\d.]+ CPU available \(4 in the cluster\)"):
+    with pytest.raises(
+        ResourceError,
+        match=r"needs 128 CPU \(2 workers x 64 CPU each\) but Ray has [\d.]+ CPU available \(4 in the cluster\)",
+    ):
         RayResourcePool([2], cpus_per_worker=64).get_placement_groups()
     with pytest.raises(ResourceError, match=r"needs 1 GPU .* but Ray has 0 GPU available"):
         RayResourcePool([1], use_gpu=True).get_placement_groups()
@@ -161,9 +173,15 @@ def test_pool_larger_than_cluster_fails_at_once(ray_local):
 def actor_config(path, **actor):
     return {
         "model": {"path": path},
-        "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "use_dynamic_bsz": False,  # row micro-batches: both layouts group the same rows
-                  "mixed_precision": "float32", "shuffle": False,
-                  "optim": {"lr": 1e-2, "weight_decay": 0.0}, **actor},
+        "actor": {
+            "ppo_mini_batch_size": 4,
+            "ppo_micro_batch_size_per_gpu": 2,
+            "use_dynamic_bsz": False,  # row micro-batches: both layouts group the same rows
+            "mixed_precision": "float32",
+            "shuffle": False,
+            "optim": {"lr": 1e-2, "weight_decay": 0.0},
+            **actor,
+        },
         "rollout": {"name": "vllm", "dtype": "float32", "kv_cache_gb": 1, "max_model_len": 512},
         "num_threads": 1,
     }
@@ -179,8 +197,8 @@ def training_batch(n=4):
 
 @pytest.mark.parametrize("lora_rank", [0, 4])
 def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, lora_rank):
-    """Also with LoRA: FSDP2 shards the frozen base and the adapters; the reference (adapters off) equals the policy before
-    the first update on both layouts, and the checkpoint's merged Hugging Face export agrees."""
+    """Also with LoRA: FSDP2 shards the frozen base and the adapters; the reference (adapters off) equals the policy
+    before the first update on both layouts, and the checkpoint's merged Hugging Face export agrees."""
     from safetensors.torch import load_file
 
     results = {}
@@ -202,8 +220,12 @@ def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, 
             data.union(lp)
             metrics = wg.update_actor(data).meta_info["metrics"]
             wg.save_checkpoint(str(tmp_path / f"ws{n}"))
-            results[n] = (lp.batch["old_log_probs"], metrics, torch.load(tmp_path / f"ws{n}" / "actor.pt", weights_only=False)["model"],
-                          load_file(str(tmp_path / f"ws{n}" / "huggingface" / "model.safetensors")))
+            results[n] = (
+                lp.batch["old_log_probs"],
+                metrics,
+                torch.load(tmp_path / f"ws{n}" / "actor.pt", weights_only=False)["model"],
+                load_file(str(tmp_path / f"ws{n}" / "huggingface" / "model.safetensors")),
+            )
         finally:
             close_group(wg, pool)
     lp1, m1, w1, hf1 = results[1]
@@ -211,7 +233,9 @@ def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, 
     torch.testing.assert_close(lp2, lp1, atol=1e-5, rtol=1e-5)
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
         assert m2[key] == pytest.approx(m1[key], rel=1e-4), key
-    assert w1.keys() == w2.keys() and len(w1) == (28 if lora_rank else 21)  # LoRA: the adapters only (2 layers x 7 projections x A, B)
+    assert w1.keys() == w2.keys() and len(w1) == (
+        28 if lora_rank else 21
+    )  # LoRA: the adapters only (2 layers x 7 projections x A, B)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=1e-4)
     assert hf1.keys() == hf2.keys() and not any("lora" in name for name in hf1)
@@ -228,8 +252,14 @@ def hybrid(ray_local, tiny_model_path):
 
 
 def greedy(wg, prompts, max_tokens=6):
-    out = wg.generate_sequences(DataProto.from_dict(non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": max_tokens}))
-    return [list(r) for r in out.non_tensor_batch["response_ids"]], [list(r) for r in out.non_tensor_batch["response_log_probs"]]
+    out = wg.generate_sequences(
+        DataProto.from_dict(
+            non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": max_tokens}
+        )
+    )
+    return [list(r) for r in out.non_tensor_batch["response_ids"]], [
+        list(r) for r in out.non_tensor_batch["response_log_probs"]
+    ]
 
 
 PROMPTS = [[1, 2, 3, 4], [5, 6, 7], [100, 200, 300, 400, 500]]
@@ -240,7 +270,9 @@ def test_vllm_and_hf_agree_on_greedy_output(hybrid, tiny_model_path):
     from verl.workers.rollout.hf_rollout import HFRollout
 
     vllm_ids, vllm_lps = greedy(hybrid, PROMPTS)
-    hf = HFRollout(tiny_model_path, dtype="float32").generate(PROMPTS, [SamplingParams(temperature=0, max_tokens=6)] * 3)
+    hf = HFRollout(tiny_model_path, dtype="float32").generate(
+        PROMPTS, [SamplingParams(temperature=0, max_tokens=6)] * 3
+    )
     assert vllm_ids == [o.token_ids for o in hf]
     for mine, ref in zip(vllm_lps, hf):
         np.testing.assert_allclose(mine, ref.log_probs, atol=1e-3)
@@ -248,7 +280,10 @@ def test_vllm_and_hf_agree_on_greedy_output(hybrid, tiny_model_path):
 
 def test_sampling_is_reproducible_per_seed(hybrid):
     def sample(seeds):
-        d = DataProto.from_dict(non_tensors={"prompt_ids": [PROMPTS[0]] * len(seeds), "seed": seeds}, meta_info={"temperature": 1.0, "max_tokens": 8})
+        d = DataProto.from_dict(
+            non_tensors={"prompt_ids": [PROMPTS[0]] * len(seeds), "seed": seeds},
+            meta_info={"temperature": 1.0, "max_tokens": 8},
+        )
         return [list(r) for r in hybrid.generate_sequences(d).non_tensor_batch["response_ids"]]
 
     first = sample([1, 2, 1])
@@ -301,15 +336,25 @@ def test_checkpoint_roundtrip_is_bit_identical(hybrid, tmp_path):
     hybrid.load_checkpoint(str(first))
     hybrid.save_checkpoint(str(second))
     assert_same_checkpoint(first / "actor.pt", second / "actor.pt")
-    assert (first / "huggingface" / "model.safetensors").is_file() and (first / "huggingface" / "tokenizer.json").is_file()
+    assert (first / "huggingface" / "model.safetensors").is_file() and (
+        first / "huggingface" / "tokenizer.json"
+    ).is_file()
 
 
 # ----------------------------------------------------------------------------- critic
 
 
 def test_critic_values_update_and_checkpoint_roundtrip(ray_local, tiny_model_path, tmp_path):
-    cfg = {"model": {"path": tiny_model_path}, "ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "ppo_epochs": 8,
-           "cliprange_value": 0.5, "mixed_precision": "float32", "optim": {"lr": 1e-3, "weight_decay": 0.0}, "num_threads": 1}
+    cfg = {
+        "model": {"path": tiny_model_path},
+        "ppo_mini_batch_size": 4,
+        "ppo_micro_batch_size_per_gpu": 2,
+        "ppo_epochs": 8,
+        "cliprange_value": 0.5,
+        "mixed_precision": "float32",
+        "optim": {"lr": 1e-3, "weight_decay": 0.0},
+        "num_threads": 1,
+    }
     wg, pool = group(CriticWorker, 1, config=cfg)
     try:
         wg.init_model()
@@ -354,18 +399,32 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
     prompts = [[1, 2, 3, 4]] * 4 + [[5, 6]] * 4
     responses = [list(range(30 + i, 50 + i)) for i in range(4)] + [[60 + i, 61 + i] for i in range(4)]
     data = packed_proto(prompts, responses, pad_id=2)  # rows 0-3: 24 tokens, rows 4-7: 4 tokens
-    data.batch["advantages"] = torch.ones_like(data.batch["response_mask"], dtype=torch.float32) * data.batch["response_mask"]
+    data.batch["advantages"] = (
+        torch.ones_like(data.batch["response_mask"], dtype=torch.float32) * data.batch["response_mask"]
+    )
     data.meta_info["temperature"] = 1.0
     # DP_COMPUTE_PROTO gives rows 0-3 to rank 0 and rows 4-7 to rank 1: 2 x 24 > budget, but 4 x 4 <= budget
     mask = data.batch["attention_mask"]
     assert len(plan_micro_batches(mask[:4], 4, budget)) == 4 and len(plan_micro_batches(mask[4:], 4, budget)) == 1
 
     batching = {"use_dynamic_bsz": True, "ppo_mini_batch_size": 8, "ppo_micro_batch_size_per_gpu": 4}
-    actor_cfg = actor_config(tiny_model_path, **batching, ppo_max_token_len_per_gpu=budget,
-                             log_prob_micro_batch_size_per_gpu=4, log_prob_max_token_len_per_gpu=budget)
+    actor_cfg = actor_config(
+        tiny_model_path,
+        **batching,
+        ppo_max_token_len_per_gpu=budget,
+        log_prob_micro_batch_size_per_gpu=4,
+        log_prob_max_token_len_per_gpu=budget,
+    )
     actor_cfg["ref"] = {"log_prob_micro_batch_size_per_gpu": 4, "log_prob_max_token_len_per_gpu": budget}
-    critic_cfg = {"model": {"path": tiny_model_path}, **batching, "ppo_max_token_len_per_gpu": budget, "shuffle": False,
-                  "mixed_precision": "float32", "optim": {"lr": 1e-3, "weight_decay": 0.0}, "num_threads": 1}
+    critic_cfg = {
+        "model": {"path": tiny_model_path},
+        **batching,
+        "ppo_max_token_len_per_gpu": budget,
+        "shuffle": False,
+        "mixed_precision": "float32",
+        "optim": {"lr": 1e-3, "weight_decay": 0.0},
+        "num_threads": 1,
+    }
 
     def call(wg, method, batch, timeout=180.0):
         future = wg.execute(method, Dispatch.DP_COMPUTE_PROTO, batch)
@@ -405,7 +464,9 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
     torch.testing.assert_close(old2, old1, atol=1e-5, rtol=0)
     torch.testing.assert_close(ref2, ref1, atol=1e-5, rtol=0)
     torch.testing.assert_close(ref2, old2, atol=1e-6, rtol=0)  # identical weights, one log-prob path
-    assert torch.equal(values2, values1) and torch.equal(values2, torch.zeros_like(values2))  # the value head starts at 0
+    assert torch.equal(values2, values1) and torch.equal(
+        values2, torch.zeros_like(values2)
+    )  # the value head starts at 0
     # the padding micro-batches (zero loss mask) add nothing: the update equals the 1-rank one
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
         assert am2[key] == pytest.approx(am1[key], rel=1e-4), key

@@ -55,8 +55,12 @@ def _init_ray(cfg) -> None:
         ray.init(address=cfg.ray_init.address, runtime_env={"env_vars": env_vars})
     else:
         # address="local": a Ray of this run's own, even when a cluster already runs on this machine
-        ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, include_dashboard=cfg.ray_init.include_dashboard,
-                 runtime_env={"env_vars": env_vars})
+        ray.init(
+            address="local",
+            num_cpus=cfg.ray_init.num_cpus,
+            include_dashboard=cfg.ray_init.include_dashboard,
+            runtime_env={"env_vars": env_vars},
+        )
 
 
 def _train(cfg, out: Path, services) -> dict:

@@ -44,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         trainer.leave_distributed()
     test = summary.get("test")
-    print(f"[rm] best dev AUC {summary['best_dev_auc']:.4f} at step {summary['best_step']} of {summary['steps']}"
-          + (f"; test AUC {test['auc']:.4f}, pair accuracy {test.get('pair_accuracy', float('nan')):.4f}" if test else ""))
+    print(
+        f"[rm] best dev AUC {summary['best_dev_auc']:.4f} at step {summary['best_step']} of {summary['steps']}"
+        + (f"; test AUC {test['auc']:.4f}, pair accuracy {test.get('pair_accuracy', float('nan')):.4f}" if test else "")
+    )
     print(summary["hf_folder"])
     return 0
 

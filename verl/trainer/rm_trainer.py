@@ -99,7 +99,9 @@ class RMConfig:
             if getattr(t, name) < 1:
                 raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
         if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
-            raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
+            raise ConfigError(
+                f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)"
+            )
         check_tree_packing(t.tree_packing, self.model.attn_implementation, f"{where}.train")
 
     def check_files(self, where: str) -> None:
@@ -168,7 +170,9 @@ def layout_cost(rows: list[list[int]], tree_packing: str) -> tuple[int, bool]:
     return (tree if packed else flat), packed
 
 
-def plan_units(units: list[list[int]], ids: list[list[int]], max_tokens: int, tree_packing: str) -> list[tuple[list[int], bool]]:
+def plan_units(
+    units: list[list[int]], ids: list[list[int]], max_tokens: int, tree_packing: str
+) -> list[tuple[list[int], bool]]:
     """Consecutive units (a trajectory, or a pair's two rows) grouped into micro-batches running at most
     ``max_tokens`` tokens (a unit over the budget runs alone); each with whether it is tree-packed."""
     plan: list[tuple[list[int], bool]] = []
@@ -185,8 +189,15 @@ def plan_units(units: list[list[int]], ids: list[list[int]], max_tokens: int, tr
     return plan
 
 
-def score_rows(module: torch.nn.Module, ids: list[list[int]], score_at: list[int], device: str, dtype: str,
-               packed: bool, pad_id: int) -> torch.Tensor:
+def score_rows(
+    module: torch.nn.Module,
+    ids: list[list[int]],
+    score_at: list[int],
+    device: str,
+    dtype: str,
+    packed: bool,
+    pad_id: int,
+) -> torch.Tensor:
     """``(len(ids),)`` fp32: each row's score at its ``score_at`` position (rows right-padded with ``pad_id``)."""
     width = max(len(r) for r in ids)
     input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
@@ -218,7 +229,9 @@ def export_reward_model(weights: dict[str, torch.Tensor], config, tokenizer_path
     from transformers import AutoTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"}
+    )
     config.save_pretrained(str(folder))
     AutoTokenizer.from_pretrained(tokenizer_path).save_pretrained(str(folder))
 
@@ -248,8 +261,15 @@ class RMTrainer(Worker):
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
-        model = TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device,
-                                self.dtype, cfg.train.grad_clip, cfg.train.tree_packing)
+        model = TrainableModule(
+            module,
+            optimizer,
+            fsdp_utils.build_scheduler(optimizer, cfg.optim),
+            cfg.trainer.device,
+            self.dtype,
+            cfg.train.grad_clip,
+            cfg.train.tree_packing,
+        )
         self.tree_packing = model.tree_packing
         return model
 
@@ -260,8 +280,15 @@ class RMTrainer(Worker):
         out = np.zeros(len(data.ids))
         units = [[i] for i in range(len(data.ids))]
         for rows, packed in plan_units(units, data.ids, self.config.train.max_token_len, self.tree_packing):
-            s = score_rows(module, [data.ids[r] for r in rows], [data.score_at[r] for r in rows], self.config.trainer.device,
-                           self.dtype, packed, self.pad_id)
+            s = score_rows(
+                module,
+                [data.ids[r] for r in rows],
+                [data.score_at[r] for r in rows],
+                self.config.trainer.device,
+                self.dtype,
+                packed,
+                self.pad_id,
+            )
             out[rows] = s.cpu().numpy()
         release_free_heap()
         return out
@@ -270,8 +297,12 @@ class RMTrainer(Worker):
         """AUC (success against score), pair accuracy (same-task pairs ranked as the env ranks them), mean losses."""
         s = torch.tensor(scores)
         pairs = data.pairs()
-        out = {"auc": roc_auc(scores, data.success), "pointwise_loss":
-               float(F.binary_cross_entropy_with_logits(s, torch.tensor(data.success, dtype=torch.float64)))}
+        out = {
+            "auc": roc_auc(scores, data.success),
+            "pointwise_loss": float(
+                F.binary_cross_entropy_with_logits(s, torch.tensor(data.success, dtype=torch.float64))
+            ),
+        }
         if pairs:
             chosen, rejected = s[[c for c, _ in pairs]], s[[r for _, r in pairs]]
             out["pair_accuracy"] = float(((chosen > rejected).double() + 0.5 * (chosen == rejected).double()).mean())
@@ -292,16 +323,26 @@ class RMTrainer(Worker):
         dev, _ = read_trajectories(cfg.data.val_files, cfg.data.max_length)
         units = [[i] for i in range(len(train.ids))] if t.objective == "pointwise" else [list(p) for p in train.pairs()]
         if not units:
-            raise ValueError(f"{cfg.data.train_files}: no same-task pair with different rewards for train.objective=pairwise")
+            raise ValueError(
+                f"{cfg.data.train_files}: no same-task pair with different rewards for train.objective=pairwise"
+            )
         steps_per_epoch = max(len(units) // t.batch_size, 1)
         cfg.optim.total_training_steps = steps_per_epoch * t.epochs
         model = self._build()
         module, optimizer = model.module, model.optimizer
         out_dir = Path(cfg.trainer.output_dir)
-        tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger, str(out_dir),
-                           total_steps=cfg.optim.total_training_steps)
-        print(f"[rm] {len(train.ids)} train trajectories ({dropped} dropped), {len(units)} {t.objective} units, "
-              f"{len(dev.ids)} dev; {cfg.optim.total_training_steps} steps", flush=True)
+        tracker = Tracking(
+            cfg.trainer.project_name,
+            cfg.trainer.experiment_name,
+            cfg.trainer.logger,
+            str(out_dir),
+            total_steps=cfg.optim.total_training_steps,
+        )
+        print(
+            f"[rm] {len(train.ids)} train trajectories ({dropped} dropped), {len(units)} {t.objective} units, "
+            f"{len(dev.ids)} dev; {cfg.optim.total_training_steps} steps",
+            flush=True,
+        )
         best, best_step, bad_evals, step, best_weights = -math.inf, 0, 0, 0, None
         progress = progress_bar(cfg.optim.total_training_steps, desc="rm steps")
         start = time.perf_counter()
@@ -326,13 +367,20 @@ class RMTrainer(Worker):
                 break
             order = np.random.RandomState(t.seed + epoch).permutation(len(units))
             for s in range(steps_per_epoch):
-                step_units = [units[i] for i in order[s * t.batch_size:(s + 1) * t.batch_size]]
+                step_units = [units[i] for i in order[s * t.batch_size : (s + 1) * t.batch_size]]
                 module.train()
                 optimizer.zero_grad(set_to_none=True)
                 loss_sum = 0.0
                 for rows, packed in plan_units(step_units, train.ids, t.max_token_len, self.tree_packing):
-                    scores = score_rows(module, [train.ids[r] for r in rows], [train.score_at[r] for r in rows],
-                                        cfg.trainer.device, self.dtype, packed, self.pad_id)
+                    scores = score_rows(
+                        module,
+                        [train.ids[r] for r in rows],
+                        [train.score_at[r] for r in rows],
+                        cfg.trainer.device,
+                        self.dtype,
+                        packed,
+                        self.pad_id,
+                    )
                     local = {row: k for k, row in enumerate(rows)}
                     mb_units = [[local[r] for r in u] for u in step_units if u[0] in local]
                     loss = unit_loss(scores, mb_units, train.success[rows]) / len(step_units)
@@ -343,18 +391,34 @@ class RMTrainer(Worker):
                 release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
                 model.scheduler.step()
                 step += 1
-                tracker.log({"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": optimizer.param_groups[0]["lr"],
-                             "rm/epoch": float(epoch)}, step=step)
+                tracker.log(
+                    {
+                        "rm/train_loss": loss_sum,
+                        "rm/grad_norm": norm,
+                        "rm/lr": optimizer.param_groups[0]["lr"],
+                        "rm/epoch": float(epoch),
+                    },
+                    step=step,
+                )
                 if progress is not None:
                     progress.update(1)
                 if t.eval_freq and step % t.eval_freq == 0 and (stop := evaluate()):
                     break
             if not stop and (not t.eval_freq or step % t.eval_freq):
                 stop = evaluate()
-        summary = {"best_dev_auc": best, "best_step": best_step, "steps": step, "stopped_early": stop,
-                   "objective": t.objective, "train_trajectories": len(train.ids), "train_units": len(units),
-                   "dropped_too_long": dropped, "dev_trajectories": len(dev.ids),
-                   "hf_folder": str(out_dir / "huggingface"), "seconds": time.perf_counter() - start}
+        summary = {
+            "best_dev_auc": best,
+            "best_step": best_step,
+            "steps": step,
+            "stopped_early": stop,
+            "objective": t.objective,
+            "train_trajectories": len(train.ids),
+            "train_units": len(units),
+            "dropped_too_long": dropped,
+            "dev_trajectories": len(dev.ids),
+            "hf_folder": str(out_dir / "huggingface"),
+            "seconds": time.perf_counter() - start,
+        }
         if cfg.data.test_files:
             fsdp_utils.load_full_train_state(module, None, best_weights, None)
             test, _ = read_trajectories(cfg.data.test_files, cfg.data.max_length)

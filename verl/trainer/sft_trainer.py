@@ -38,9 +38,16 @@ from verl.single_controller.base import Worker
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
-from verl.utils.torch_functional import autocast, position_ids_from_mask
 from verl.utils.prefix_tree import pack_rows
-from verl.workers.config import ConfigError, ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing, defaults_from
+from verl.utils.torch_functional import autocast, position_ids_from_mask
+from verl.workers.config import (
+    ConfigError,
+    ModelConfig,
+    OptimConfig,
+    UpdateBatchingConfig,
+    check_tree_packing,
+    defaults_from,
+)
 from verl.workers.token_logprobs import head_stats_at, tree_token_stats
 from verl.workers.trainable import TrainableModule
 
@@ -102,16 +109,21 @@ class SFTConfig:
             if getattr(t, name) < 1:
                 raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
         if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
-            raise ConfigError(f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)")
+            raise ConfigError(
+                f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)"
+            )
         if self.model.lora_rank:
             check_target_modules(self.model.path, self.model.target_modules, f"{where}.model")
         check_tree_packing(self.train.tree_packing, self.model.attn_implementation, f"{where}.train")
 
     def check_files(self, where: str) -> None:
-        """The data files exist (`validate` leaves them out: the warm start checks its SFT config before it writes them)."""
+        """The data files exist (`validate` leaves them out:
+        the warm start checks its SFT config before it writes them)."""
         for key in ("train_files", "val_files"):
             if not Path(getattr(self.data, key)).is_file():
-                raise ConfigError(f"{where}.data.{key}={getattr(self.data, key)!r} does not exist (run scripts/make_sft_data.py)")
+                raise ConfigError(
+                    f"{where}.data.{key}={getattr(self.data, key)!r} does not exist (run scripts/make_sft_data.py)"
+                )
 
 
 def read_samples(path: str, max_length: int) -> tuple[list[list[int]], list[list[int]], int]:
@@ -145,14 +157,22 @@ def pack_samples(ids: list[list[int]], masks: list[list[int]], pad_id: int) -> D
         input_ids[i, : len(x)] = torch.tensor(x)
         attention[i, : len(x)] = 1
         target[i, : len(x) - 1] = torch.tensor(m[1:])
-    return DataProto.from_dict({"input_ids": input_ids, "attention_mask": attention,
-                                "position_ids": position_ids_from_mask(attention), MASK_KEY: target})
+    return DataProto.from_dict(
+        {
+            "input_ids": input_ids,
+            "attention_mask": attention,
+            "position_ids": position_ids_from_mask(attention),
+            MASK_KEY: target,
+        }
+    )
 
 
 PLAIN = {"temperature": 1.0, "top_k": -1, "top_p": 1.0}  # the model's own distribution
 
 
-def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+def token_nll(
+    module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int = 512
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row ``(B,)``: the summed NLL of the learned next tokens, and how many there are.
 
     Only learned positions go through the LM head, in chunks (`head_stats_at`): in agent
@@ -174,20 +194,27 @@ def token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, c
     labels = torch.roll(b["input_ids"], shifts=-1, dims=1)[:, keep][picked]  # position t predicts token t + 1
     inputs = {k: b[k] for k in ("input_ids", "attention_mask", "position_ids")}
     with autocast(device, dtype):
-        stats = head_stats_at(module, inputs, keep, picked, labels, PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
+        stats = head_stats_at(
+            module, inputs, keep, picked, labels, PLAIN, with_entropy=False, chunk_tokens=chunk_tokens
+        )
     weight = target[:, keep][picked].float()
     rows = picked.nonzero(as_tuple=True)[0]
     zeros = torch.zeros(target.shape[0], device=stats.device)
     return zeros.index_add(0, rows, -stats[:, 0] * weight), zeros.index_add(0, rows, weight)
 
 
-def _tree_token_nll(module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once, added to every row through it."""
+def _tree_token_nll(
+    module: torch.nn.Module, mb: DataProto, device: str, dtype: str, chunk_tokens: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_nll` over the micro-batch's prefix tree: each learned tree token's log-prob once,
+    added to every row through it."""
     batch = {k: v.to(device) for k, v in mb.batch.items()}
     tree = pack_rows(batch["input_ids"], batch["attention_mask"])
     rows, cols = batch[MASK_KEY].bool().nonzero(as_tuple=True)  # position t predicts token t + 1
     with autocast(device, dtype):
-        stats = tree_token_stats(module, tree, tree.index[rows, cols + 1], PLAIN, with_entropy=False, chunk_tokens=chunk_tokens)
+        stats = tree_token_stats(
+            module, tree, tree.index[rows, cols + 1], PLAIN, with_entropy=False, chunk_tokens=chunk_tokens
+        )
     zeros = torch.zeros(len(tree.index), device=stats.device)
     return zeros.index_add(0, rows, -stats[:, 0]), zeros.index_add(0, rows, torch.ones_like(stats[:, 0]))
 
@@ -209,15 +236,24 @@ class SFTTrainer(Worker):
         precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
         announce(f"sft rank {self.rank}", precision)
         self.dtype = precision.dtype
-        module = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation)
+        module = AutoModelForCausalLM.from_pretrained(
+            cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation
+        )
         if cfg.model.lora_rank:
             apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
         if cfg.model.enable_gradient_checkpointing:
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
         optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
-        return TrainableModule(module, optimizer, fsdp_utils.build_scheduler(optimizer, cfg.optim), cfg.trainer.device, self.dtype,
-                               cfg.train.grad_clip, cfg.train.tree_packing)
+        return TrainableModule(
+            module,
+            optimizer,
+            fsdp_utils.build_scheduler(optimizer, cfg.optim),
+            cfg.trainer.device,
+            self.dtype,
+            cfg.train.grad_clip,
+            cfg.train.tree_packing,
+        )
 
     def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
         nll, tokens = token_nll(self.model.module, mb, self.model.device, self.dtype)
@@ -255,12 +291,24 @@ class SFTTrainer(Worker):
         cfg.optim.total_training_steps = steps_per_epoch * t.epochs
         model = self.model = self._build()
         out_dir = Path(cfg.trainer.output_dir)
-        tracker = Tracking(cfg.trainer.project_name, cfg.trainer.experiment_name, cfg.trainer.logger if self.rank == 0 else [], str(out_dir),
-                           total_steps=cfg.optim.total_training_steps)
-        batching = UpdateBatchingConfig(ppo_mini_batch_size=t.batch_size, ppo_micro_batch_size_per_gpu=t.micro_batch_size,
-                                        use_dynamic_bsz=t.use_dynamic_bsz, ppo_max_token_len_per_gpu=t.max_token_len, ppo_epochs=1,
-                                        shuffle=False, loss_agg_mode="token-mean", loss_scale_factor=None,
-                                        tree_packing=model.tree_packing)
+        tracker = Tracking(
+            cfg.trainer.project_name,
+            cfg.trainer.experiment_name,
+            cfg.trainer.logger if self.rank == 0 else [],
+            str(out_dir),
+            total_steps=cfg.optim.total_training_steps,
+        )
+        batching = UpdateBatchingConfig(
+            ppo_mini_batch_size=t.batch_size,
+            ppo_micro_batch_size_per_gpu=t.micro_batch_size,
+            use_dynamic_bsz=t.use_dynamic_bsz,
+            ppo_max_token_len_per_gpu=t.max_token_len,
+            ppo_epochs=1,
+            shuffle=False,
+            loss_agg_mode="token-mean",
+            loss_scale_factor=None,
+            tree_packing=model.tree_packing,
+        )
         best, best_step, bad_evals, step = math.inf, 0, 0, 0
         progress = progress_bar(cfg.optim.total_training_steps, desc="sft steps")
         start = time.perf_counter()
@@ -289,9 +337,13 @@ class SFTTrainer(Worker):
                 rows = order[s * t.batch_size : (s + 1) * t.batch_size][self.rank :: self.world_size]
                 batch = pack_samples([train_ids[i] for i in rows], [train_masks[i] for i in rows], pad_id)
                 step += 1
-                metrics = model.run_update(batch, self._loss, batching, seed=t.seed + step, metric_prefix="sft", mask_key=MASK_KEY)
+                metrics = model.run_update(
+                    batch, self._loss, batching, seed=t.seed + step, metric_prefix="sft", mask_key=MASK_KEY
+                )
                 tokens_seen += int(batch.batch["attention_mask"].sum()) * self.world_size
-                metrics.update({"sft/epoch": float(epoch), "perf/tokens_per_s": tokens_seen / (time.perf_counter() - start)})
+                metrics.update(
+                    {"sft/epoch": float(epoch), "perf/tokens_per_s": tokens_seen / (time.perf_counter() - start)}
+                )
                 tracker.log(metrics, step=step)
                 if progress is not None:
                     progress.update(1)
@@ -300,12 +352,20 @@ class SFTTrainer(Worker):
             if not stop and (not t.eval_freq or step % t.eval_freq):
                 stop = evaluate()
         tracker.close()
-        summary = {"best_dev_loss": best, "best_step": best_step, "steps": step, "stopped_early": stop,
-                   "train_samples": len(train_ids), "dropped_too_long": dropped, "dev_samples": len(dev),
-                   "hf_folder": str(out_dir / "huggingface"), "seconds": time.perf_counter() - start, "config": asdict(cfg)}
+        summary = {
+            "best_dev_loss": best,
+            "best_step": best_step,
+            "steps": step,
+            "stopped_early": stop,
+            "train_samples": len(train_ids),
+            "dropped_too_long": dropped,
+            "dev_samples": len(dev),
+            "hf_folder": str(out_dir / "huggingface"),
+            "seconds": time.perf_counter() - start,
+            "config": asdict(cfg),
+        }
         if self.rank == 0:
             (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2, default=str))
             if tracker.jsonl_path.is_file():
                 plot_metrics(tracker.jsonl_path, out_dir / "metrics.png", SFT_PANELS)
         return summary
-

@@ -63,11 +63,15 @@ def full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) 
         model_sd, optim_sd = get_state_dict(module, optimizer, options=options)
     else:
         model_sd, optim_sd = get_model_state_dict(module, options=options), None
-    frozen = {name for name, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}  # tied aliases too
+    frozen = {
+        name for name, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad
+    }  # tied aliases too
     return {k: v for k, v in model_sd.items() if k not in frozen}, optim_sd
 
 
-def load_full_train_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, model_sd: dict, optim_sd: dict | None) -> None:
+def load_full_train_state(
+    module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, model_sd: dict, optim_sd: dict | None
+) -> None:
     """Load unsharded state that only rank 0 read from disk; it is broadcast to every rank's shards. Frozen
     parameters absent from ``model_sd`` (see `full_train_state`) keep their values. ``optim_sd`` None (saved before
     the first step; every rank must pass None then) leaves ``optimizer`` as a new one: its state is cleared."""
@@ -130,6 +134,8 @@ def export_hf(weights: dict[str, torch.Tensor], source_path: str, folder) -> Non
     config = AutoConfig.from_pretrained(source_path)
     if getattr(config, "tie_word_embeddings", False):
         weights = {k: v for k, v in weights.items() if k != "lm_head.weight"}
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"}
+    )
     config.save_pretrained(str(folder))
     AutoTokenizer.from_pretrained(source_path).save_pretrained(str(folder))

@@ -40,9 +40,17 @@ ADAPTER_KEYS = ("lora_A", "lora_B")
 class LoRALinear(nn.Linear):
     """``y = x W^T + b + (alpha / r) (x A^T) B^T``; ``weight`` and ``bias`` keep their names and stay frozen."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int, alpha: float, bias: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int,
+        alpha: float,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
         self.lora_A = nn.Parameter(torch.empty(rank, in_features, device=device, dtype=dtype))
@@ -51,10 +59,21 @@ class LoRALinear(nn.Linear):
         self.reset_lora_parameters(generator)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, rank: int, alpha: float, generator: torch.Generator | None = None) -> LoRALinear:
-        """Wrap ``linear``: its ``weight``/``bias`` Parameters are reused (no copy), frozen; new A, B on their device."""
+    def from_linear(
+        cls, linear: nn.Linear, rank: int, alpha: float, generator: torch.Generator | None = None
+    ) -> LoRALinear:
+        """Wrap ``linear``: its ``weight``/``bias`` Parameters are reused (no copy),
+        frozen; new A, B on their device."""
         w = linear.weight
-        layer = cls(linear.in_features, linear.out_features, rank, alpha, bias=linear.bias is not None, device="meta", dtype=w.dtype)
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            rank,
+            alpha,
+            bias=linear.bias is not None,
+            device="meta",
+            dtype=w.dtype,
+        )
         layer.weight, layer.bias = linear.weight, linear.bias
         layer.lora_A = nn.Parameter(torch.empty(rank, linear.in_features, device=w.device, dtype=w.dtype))
         layer.lora_B = nn.Parameter(torch.empty(linear.out_features, rank, device=w.device, dtype=w.dtype))
@@ -66,16 +85,20 @@ class LoRALinear(nn.Linear):
 
     @torch.no_grad()
     def reset_lora_parameters(self, generator: torch.Generator | None = None) -> None:
-        """A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a = sqrt(5), as nn.Linear's weight), B = 0: the adapter starts as the zero map."""
+        """A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a = sqrt(5), as nn.Linear's weight), B = 0:
+        the adapter starts as the zero map."""
         if self.lora_A.is_meta:
             return
-        a = torch.empty(self.lora_A.shape, dtype=self.lora_A.dtype)  # drawn on CPU: a CPU generator works for any device
+        a = torch.empty(
+            self.lora_A.shape, dtype=self.lora_A.dtype
+        )  # drawn on CPU: a CPU generator works for any device
         nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=generator)
         self.lora_A.copy_(a)
         self.lora_B.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x W^T + b`` plus, with the adapters on, ``s (x A^T) B^T`` (all through ``F.linear``, so autocast casts both paths alike)."""
+        """``x W^T + b`` plus, with the adapters on, ``s (x A^T) B^T`` (all through ``F.linear``,
+        so autocast casts both paths alike)."""
         out = F.linear(x, self.weight, self.bias)
         if not self.adapters_enabled:
             return out
@@ -86,7 +109,8 @@ class LoRALinear(nn.Linear):
 
 
 def _adaptable_layers(model: nn.Module) -> list[str]:
-    """Full names of the linear layers that can take an adapter: not one whose weight is tied to another module's (a tied LM head)."""
+    """Full names of the linear layers that can take an adapter:
+    not one whose weight is tied to another module's (a tied LM head)."""
     uses = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     return [name for name, m in model.named_modules() if isinstance(m, nn.Linear) and uses[id(m.weight)] == 1]
 
@@ -97,16 +121,20 @@ def linear_layer_names(model: nn.Module) -> list[str]:
 
 
 def target_layers(model: nn.Module, targets: list[str]) -> list[str]:
-    """Full names of the linear layers whose last name is in ``targets``; `ConfigError` for a target that matches none."""
+    """Full names of the linear layers whose last name is in ``targets``;
+    `ConfigError` for a target that matches none."""
     available = linear_layer_names(model)
     unknown = [t for t in targets if t not in available]
     if unknown:
-        raise ConfigError(f"target_modules {unknown} match no linear layer of the model; its linear layers: {available}")
+        raise ConfigError(
+            f"target_modules {unknown} match no linear layer of the model; its linear layers: {available}"
+        )
     return [name for name in _adaptable_layers(model) if name.rsplit(".", 1)[-1] in targets]
 
 
 def check_target_modules(model_path: str, targets: list[str], where: str) -> None:
-    """`target_layers` on the model at ``model_path`` built on the meta device (no weights read): a config check before any work."""
+    """`target_layers` on the model at ``model_path`` built on the meta device (no weights read):
+    a config check before any work."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     with torch.device("meta"):
@@ -155,7 +183,9 @@ def merge_lora(state: dict[str, torch.Tensor], scales: dict[str, float]) -> dict
     for name, scale in scales.items():
         if f"{name}.weight" in state:
             w = state[f"{name}.weight"]
-            merged[f"{name}.weight"] = w + scale * (state[f"{name}.lora_B"].to(w.dtype) @ state[f"{name}.lora_A"].to(w.dtype))
+            merged[f"{name}.weight"] = w + scale * (
+                state[f"{name}.lora_B"].to(w.dtype) @ state[f"{name}.lora_A"].to(w.dtype)
+            )
     return merged
 
 
@@ -178,7 +208,8 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, base: str | None = None) -> Path:
     """Write the policy of a trainer checkpoint (``global_step_K`` or its ``actor/``) as a Hugging Face folder:
-    the base model (``base``, else the one the checkpoint names) with the checkpoint's trained weights, adapters merged."""
+    the base model (``base``, else the one the checkpoint names) with the checkpoint's trained weights,
+    adapters merged."""
     from transformers import AutoModelForCausalLM
 
     from verl.utils.fsdp_utils import export_hf
@@ -199,14 +230,19 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, base: str | N
     state = torch.load(actor / "actor.pt", weights_only=False)["model"]
     trained = {name for name, p in model.named_parameters() if p.requires_grad}
     if not trained <= set(state):
-        raise ValueError(f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: it was not saved with this LoRA setting ({lora})")
+        raise ValueError(
+            f"{actor / 'actor.pt'} lacks {sorted(trained - set(state))[:4]}...: "
+            f"it was not saved with this LoRA setting ({lora})"
+        )
     model.load_state_dict(state, strict=False)
     export_hf(merged_state_dict(model), base, out_dir)
     return Path(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl.utils.lora", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m verl.utils.lora", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="a checkpoint's policy as a merged Hugging Face folder")
     export.add_argument("checkpoint", help="<checkpoints>/global_step_K or its actor/ folder")

@@ -11,8 +11,9 @@ from typing import Any, Iterable
 
 def is_label_selector(value: Any) -> bool:
     """Whether ``value`` maps label names to string values (None, no selector, counts as one)."""
-    return value is None or (isinstance(value, dict)
-                             and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()))
+    return value is None or (
+        isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    )
 
 
 def carries(node: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -17,8 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 class ApiError(Exception):
     """An error answered to the client: HTTP ``status`` and the OpenAI error object."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None,
-                 type: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        param: str | None = None,
+        type: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.code, self.param, self.type = status, message, code, param, type
 
@@ -113,18 +119,26 @@ def parse_chat_request(body: Any) -> ChatRequest:
         param = ".".join(str(part) for part in first["loc"])
         raise ApiError(400, f"{param or 'body'}: {first['msg']}", "invalid_value", param or None) from None
     if request.stream:
-        raise ApiError(400, "streaming is not supported: send stream=false (each call is answered whole)",
-                       "unsupported_parameter", "stream")
+        raise ApiError(
+            400,
+            "streaming is not supported: send stream=false (each call is answered whole)",
+            "unsupported_parameter",
+            "stream",
+        )
     if request.n not in (None, 1):
-        raise ApiError(400, f"n must be 1 (one reply per call), got {request.n}",
-                       "unsupported_parameter", "n")
+        raise ApiError(400, f"n must be 1 (one reply per call), got {request.n}", "unsupported_parameter", "n")
     if len(request.stops) > 4 or "" in request.stops:
         raise ApiError(400, f"stop takes at most 4 non-empty strings, got {request.stops!r}", "invalid_value", "stop")
     for i, message in enumerate(request.messages):
         if message.role == "assistant" and message.content is None and not message.tool_calls:
-            raise ApiError(400, f"messages.{i}: an assistant message needs content or tool_calls",
-                           "invalid_value", f"messages.{i}.content")
+            raise ApiError(
+                400,
+                f"messages.{i}: an assistant message needs content or tool_calls",
+                "invalid_value",
+                f"messages.{i}.content",
+            )
         if message.role != "assistant" and message.content is None:
-            raise ApiError(400, f"messages.{i}: a {message.role} message needs content", "invalid_value",
-                           f"messages.{i}.content")
+            raise ApiError(
+                400, f"messages.{i}: a {message.role} message needs content", "invalid_value", f"messages.{i}.content"
+            )
     return request

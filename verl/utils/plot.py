@@ -18,7 +18,8 @@ SFT_PANELS = (("loss", ("sft/train_loss", "sft/dev_loss"), None), ("learning rat
 
 
 def plot_metrics(jsonl_path: str | Path, png_path: str | Path, panels: tuple = PANELS) -> Path:
-    """Draw ``panels`` (RL's by default, `SFT_PANELS` for SFT); keys that never appear are skipped. Returns the PNG path."""
+    """Draw ``panels`` (RL's by default, `SFT_PANELS` for SFT);
+    keys that never appear are skipped. Returns the PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")

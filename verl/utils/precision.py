@@ -171,7 +171,10 @@ def resolve_dtype(
         if AMX_FLAG in native:
             return Precision("bfloat16", f"the CPU runs bf16 natively ({', '.join(native)})")
         if not native:
-            return Precision("float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32")
+            return Precision(
+                "float32",
+                "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32",
+            )
         why = f"{', '.join(native)} without AMX, "
     rates = probe()
     speedup = rates["bfloat16"] / rates["float32"]

@@ -83,7 +83,12 @@ class PackedRows:
         """Keyword arguments for a ``tree_sdpa`` model's forward. The 4-D placeholder mask makes
         transformers skip building an ``N x N`` mask; `tree_attention` never reads it."""
         placeholder = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=self.input_ids.device)
-        return {"input_ids": self.input_ids, "position_ids": self.position_ids, "attention_mask": placeholder, "packed_tree": self}
+        return {
+            "input_ids": self.input_ids,
+            "position_ids": self.position_ids,
+            "attention_mask": placeholder,
+            "packed_tree": self,
+        }
 
 
 def row_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[np.ndarray]:
@@ -125,7 +130,9 @@ def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PackedRo
     n = 0
     for b, p in zip(order, shared):
         own = len(rows[b]) - p
-        packed = np.concatenate([previous[:p], np.arange(n, n + own)]) if previous is not None else np.arange(n, n + own)
+        packed = (
+            np.concatenate([previous[:p], np.arange(n, n + own)]) if previous is not None else np.arange(n, n + own)
+        )
         index[b, columns[b]] = packed
         if own:
             tokens.append(rows[b][p:])
@@ -202,7 +209,9 @@ def tree_attention(
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     if packed_tree is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     groups = getattr(module, "num_key_value_groups", 1)
     if groups > 1:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)

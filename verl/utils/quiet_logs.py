@@ -25,9 +25,10 @@ VLLM_NOISE: dict[str, tuple[str, ...]] = {  # logger -> the starts of its messag
         "Passing raw prompts to InputProcessor is deprecated",  # token ids are passed on purpose: the trainer tokenises
     ),
     "vllm.config.vllm": (
-        "Model Runner V2 requires Triton",                     # CPU: the V1 runner is the one that runs
-        "Inductor compilation was disabled by user settings",  # rollout.enforce_eager: compiled mode started slower, ran no faster
-        "Enforce eager set, disabling torch.compile",          # the same setting, said again
+        "Model Runner V2 requires Triton",  # CPU: the V1 runner is the one that runs
+        # rollout.enforce_eager: compiled mode started slower, ran no faster
+        "Inductor compilation was disabled by user settings",
+        "Enforce eager set, disabling torch.compile",  # the same setting, said again
     ),
     "vllm.v1.worker.cpu_worker": (
         "CPU backend doesn't allow to use `torch.set_num_threads`",  # the count is set through `set_torch_threads`

@@ -20,7 +20,9 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return float((above + 0.5 * ties) / (len(pos) * len(neg)))
 
 
-def group_agreement(scores: Sequence[float], outcomes: Sequence[float], groups: Sequence[object]) -> tuple[float | None, int]:
+def group_agreement(
+    scores: Sequence[float], outcomes: Sequence[float], groups: Sequence[object]
+) -> tuple[float | None, int]:
     """Among pairs of one group whose ``outcomes`` differ, the share the scores order the same way (a tie in
     score counts half), and how many such pairs there are (None when there are none)."""
     s = np.asarray(scores, dtype=np.float64)
@@ -31,7 +33,7 @@ def group_agreement(scores: Sequence[float], outcomes: Sequence[float], groups: 
     agree, pairs = 0.0, 0
     for rows in by_group.values():
         for k, i in enumerate(rows):
-            for j in rows[k + 1:]:
+            for j in rows[k + 1 :]:
                 if o[i] == o[j]:
                     continue
                 pairs += 1

@@ -30,7 +30,9 @@ def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Te
 FILTERED_LOGIT = -1e9  # finite, so entropy and log-softmax stay free of inf * 0
 
 
-def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0, keep: torch.Tensor | None = None) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0, keep: torch.Tensor | None = None
+) -> torch.Tensor:
     """Set logits outside the sampler's top-k / top-p set to `FILTERED_LOGIT`, as the rollout engine did.
 
     Over the last dim, ascending: top-k drops logits below the k-th largest;

@@ -59,8 +59,15 @@ class Tracking:
     time per step since this tracker started, times the steps still to go.
     """
 
-    def __init__(self, project: str, experiment: str, backends: list[str], log_dir: str, config: dict | None = None,
-                 total_steps: int | None = None):
+    def __init__(
+        self,
+        project: str,
+        experiment: str,
+        backends: list[str],
+        log_dir: str,
+        config: dict | None = None,
+        total_steps: int | None = None,
+    ):
         unknown = [b for b in backends if b not in BACKENDS]
         if unknown:
             raise ValueError(f"unknown logger(s) {unknown}; known: {list(BACKENDS)}")
@@ -88,7 +95,11 @@ class Tracking:
         data = _clean(metrics)
         if "console" in self.backends:
             parts = [f"{short}={data[key]:.4g}" for key, short in CONSOLE_KEYS if key in data]
-            val = [f"{k}={v:.4g}" for k, v in data.items() if k.startswith("val/") and k.endswith(("success_rate", "reward/mean"))]
+            val = [
+                f"{k}={v:.4g}"
+                for k, v in data.items()
+                if k.startswith("val/") and k.endswith(("success_rate", "reward/mean"))
+            ]
             tag, estimate = self._progress(step)
             print(f"[{tag}] " + " ".join(parts + val + estimate), file=sys.stdout, flush=True)
         if self._jsonl:

@@ -54,8 +54,9 @@ def compose(config: str, overrides: Sequence[str] = ()) -> DictConfig:
         raise ConfigError(f"bad override: {exc.__cause__ or exc}") from None
 
 
-def add_yaml_argument(parser: argparse.ArgumentParser, flag: str, key: str, help: str = "",
-                      config: str = "ppo_trainer", **kwargs: Any) -> None:
+def add_yaml_argument(
+    parser: argparse.ArgumentParser, flag: str, key: str, help: str = "", config: str = "ppo_trainer", **kwargs: Any
+) -> None:
     """``parser.add_argument(flag, **kwargs)`` whose default is ``key``'s value in ``<config>.yaml``;
     the help text names that value and where it comes from."""
     value = yaml_value(config, key)

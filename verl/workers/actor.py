@@ -35,8 +35,15 @@ class PPOActor(TrainableModule):
         batch = dict(mb.batch)
         batch.setdefault("response_mask", torch.ones_like(batch["responses"]))
         with autocast(self.device, self.mixed_precision):
-            return learned_token_logprobs(self.module, batch, sampling, with_entropy, entropy_grad, self.config.logit_chunk_tokens,
-                                          tree_packed=mb.meta_info.get("tree_packed", False))
+            return learned_token_logprobs(
+                self.module,
+                batch,
+                sampling,
+                with_entropy,
+                entropy_grad,
+                self.config.logit_chunk_tokens,
+                tree_packed=mb.meta_info.get("tree_packed", False),
+            )
 
     def compute_log_prob(
         self, data: DataProto, sampling: dict, with_entropy: bool, micro_batch_rows: int, max_tokens: int | None
@@ -56,9 +63,14 @@ class PPOActor(TrainableModule):
         must make exactly one optimiser step: each token's old log-prob is then its current one, detached
         (the weights that would have recomputed them are these), so the ratio is 1 and nothing clips."""
         cfg = self.config
-        if "old_log_probs" not in data.batch.keys() and (cfg.ppo_epochs != 1 or len(data) * self.world_size != cfg.ppo_mini_batch_size):
-            raise ValueError("update_policy without old_log_probs needs one optimiser step per batch (ppo_epochs 1, one mini-batch); "
-                             f"got ppo_epochs {cfg.ppo_epochs}, {len(data) * self.world_size} rows, mini-batch {cfg.ppo_mini_batch_size}")
+        if "old_log_probs" not in data.batch.keys() and (
+            cfg.ppo_epochs != 1 or len(data) * self.world_size != cfg.ppo_mini_batch_size
+        ):
+            raise ValueError(
+                "update_policy without old_log_probs needs one optimiser step per batch (ppo_epochs 1, one "
+                f"mini-batch); got ppo_epochs {cfg.ppo_epochs}, {len(data) * self.world_size} rows, "
+                f"mini-batch {cfg.ppo_mini_batch_size}"
+            )
 
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
             mask = mb.batch["response_mask"].float()
@@ -91,8 +103,12 @@ class PPOActor(TrainableModule):
             }
             if weights is not None:
                 metrics["actor/tis_weight_mean"] = core_algos.masked_mean(weights, mask).item()
-            if "old_log_probs" not in mb.batch.keys() and "rollout_log_probs" in mb.batch.keys():  # what the driver reports otherwise
-                metrics["rollout/logprob_diff_vs_trainer"] = core_algos.masked_mean((old - mb.batch["rollout_log_probs"]).abs(), mask).item()
+            if (
+                "old_log_probs" not in mb.batch.keys() and "rollout_log_probs" in mb.batch.keys()
+            ):  # what the driver reports otherwise
+                metrics["rollout/logprob_diff_vs_trainer"] = core_algos.masked_mean(
+                    (old - mb.batch["rollout_log_probs"]).abs(), mask
+                ).item()
             if cfg.use_kl_loss:
                 kld = core_algos.kl_penalty(log_prob, mb.batch["ref_log_prob"], cfg.kl_loss_type)
                 kl_loss = core_algos.agg_loss(kld, mask, cfg.loss_agg_mode, cfg.loss_scale_factor)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import functools
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
@@ -131,8 +131,10 @@ def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], sour
     if written:
         raise ConfigError(f"{cls.__name__} writes its own default for {written}: defaults live in {source}")
     if set(values) != set(hints):
-        raise ConfigError(f"{cls.__name__} and {source} disagree: fields only in the class "
-                          f"{sorted(set(hints) - set(values))}, keys only in the YAML {sorted(set(values) - set(hints))}")
+        raise ConfigError(
+            f"{cls.__name__} and {source} disagree: fields only in the class "
+            f"{sorted(set(hints) - set(values))}, keys only in the YAML {sorted(set(values) - set(hints))}"
+        )
 
 
 def _default(value: Any) -> Any:
@@ -187,7 +189,10 @@ class ModelConfig:
         if self.lora_alpha <= 0:
             raise ConfigError(f"{where}.lora_alpha must be > 0, got {self.lora_alpha}")
         if self.lora_rank and not self.target_modules:
-            raise ConfigError(f"{where}.target_modules is empty: LoRA (lora_rank={self.lora_rank}) needs at least one linear layer name")
+            raise ConfigError(
+                f"{where}.target_modules is empty: "
+                f"LoRA (lora_rank={self.lora_rank}) needs at least one linear layer name"
+            )
 
 
 @dataclass
@@ -211,7 +216,8 @@ class OptimConfig:
 
 @dataclass
 class UpdateBatchingConfig:
-    """How a PPO update walks its rows and reduces its loss; shared by the actor and the critic (`TrainableModule.run_update`)."""
+    """How a PPO update walks its rows and reduces its loss;
+    shared by the actor and the critic (`TrainableModule.run_update`)."""
 
     ppo_mini_batch_size: int
     ppo_micro_batch_size_per_gpu: int
@@ -231,8 +237,10 @@ def check_tree_packing(tree_packing: str, attn_implementation: str, where: str) 
     """``tree_packing`` is a known mode, and ``on`` only over SDPA attention (the tree's kernel)."""
     _choice(tree_packing, TREE_PACKING, f"{where}.tree_packing")
     if tree_packing == "on" and attn_implementation != "sdpa":
-        raise ConfigError(f"{where}.tree_packing=on needs attn_implementation=sdpa (the tree runs on SDPA), got "
-                          f"{attn_implementation!r}; set tree_packing to auto or off")
+        raise ConfigError(
+            f"{where}.tree_packing=on needs attn_implementation=sdpa (the tree runs on SDPA), got "
+            f"{attn_implementation!r}; set tree_packing to auto or off"
+        )
 
 
 @dataclass
@@ -246,7 +254,9 @@ class ActorConfig(UpdateBatchingConfig):
     clip_ratio_high: float | None
     clip_ratio_c: float
     tis_cap: float | None  # truncated importance sampling on exp(old - rollout log-prob), capped; None: off
-    reuse_on_policy_log_prob: bool  # one optimiser step per batch: old log-probs = the update's own, detached (no extra pass)
+    reuse_on_policy_log_prob: (
+        bool  # one optimiser step per batch: old log-probs = the update's own, detached (no extra pass)
+    )
     entropy_coeff: float
     use_kl_loss: bool
     kl_loss_coef: float
@@ -264,7 +274,13 @@ class ActorConfig(UpdateBatchingConfig):
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ConfigError(f"{where}.tis_cap must be > 0 (or null: off), got {self.tis_cap}")
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
-        for name in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "log_prob_micro_batch_size_per_gpu", "logit_chunk_tokens"):
+        for name in (
+            "ppo_mini_batch_size",
+            "ppo_micro_batch_size_per_gpu",
+            "ppo_epochs",
+            "log_prob_micro_batch_size_per_gpu",
+            "logit_chunk_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -312,10 +328,16 @@ class RolloutConfig:
         _choice(self.dtype, DTYPES, f"{where}.dtype")
         if not self.kv_cache_gb > 0:
             raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")
-        if self.block_size is not None and (not isinstance(self.block_size, int) or isinstance(self.block_size, bool)
-                                            or self.block_size < 16 or self.block_size % 16):
-            raise ConfigError(f"{where}.block_size must be a multiple of 16 tokens (or null: the device's default), "
-                              f"got {self.block_size!r}")
+        if self.block_size is not None and (
+            not isinstance(self.block_size, int)
+            or isinstance(self.block_size, bool)
+            or self.block_size < 16
+            or self.block_size % 16
+        ):
+            raise ConfigError(
+                f"{where}.block_size must be a multiple of 16 tokens (or null: the device's default), "
+                f"got {self.block_size!r}"
+            )
 
 
 @dataclass
@@ -359,8 +381,10 @@ class CriticConfig(UpdateBatchingConfig):
             raise ConfigError(f"{where}.model.path is required")
         check_tree_packing(self.tree_packing, self.model.attn_implementation, where)
         if self.model.lora_rank:
-            raise ConfigError(f"{where}.model.lora_rank={self.model.lora_rank}: LoRA trains the policy only, the critic "
-                              "stays a full model (its value head and backbone train in full); set it to 0")
+            raise ConfigError(
+                f"{where}.model.lora_rank={self.model.lora_rank}: LoRA trains the policy only, the critic "
+                "stays a full model (its value head and backbone train in full); set it to 0"
+            )
 
 
 @dataclass
@@ -421,7 +445,9 @@ class JudgeConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
         if not self.timeout_s > 0 or self.retries < 0:
-            raise ConfigError(f"{where}.timeout_s must be > 0 and retries >= 0, got {self.timeout_s} and {self.retries}")
+            raise ConfigError(
+                f"{where}.timeout_s must be > 0 and retries >= 0, got {self.timeout_s} and {self.retries}"
+            )
         if not 0.0 <= self.max_failed_fraction <= 1.0:
             raise ConfigError(f"{where}.max_failed_fraction must be in [0, 1], got {self.max_failed_fraction}")
 
@@ -434,7 +460,8 @@ REWARD_TRANSFORMS = ("sigmoid", "raw")
 @dataclass
 @defaults_from("ppo_trainer", "reward_model")
 class RewardModelConfig:
-    """A learned reward model or an LLM judge in the run: what scores, how the score becomes the reward, and its passes."""
+    """A learned reward model or an LLM judge in the run: what scores,
+    how the score becomes the reward, and its passes."""
 
     enable: bool
     kind: str

@@ -42,7 +42,9 @@ class PPOCritic(TrainableModule):
     """Values of the states before each response token, and the clipped value-loss update."""
 
     def __init__(self, module, optimizer, scheduler, config: CriticConfig, mixed_precision: str):
-        super().__init__(module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip, config.tree_packing)
+        super().__init__(
+            module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip, config.tree_packing
+        )
         self.config = config
 
     def _values(self, mb: DataProto) -> torch.Tensor:
@@ -54,7 +56,9 @@ class PPOCritic(TrainableModule):
             tree = pack_rows(input_ids, attention_mask)
             with autocast(self.device, self.mixed_precision):
                 packed = self.module(**tree.model_inputs())[0]
-            before = tree.index[:, L - T - 1 : L - 1].clamp_min(0)  # response token t is predicted from column L - T - 1 + t
+            before = tree.index[:, L - T - 1 : L - 1].clamp_min(
+                0
+            )  # response token t is predicted from column L - T - 1 + t
             return packed.float()[before] * mb.batch["response_mask"]
         with autocast(self.device, self.mixed_precision):
             values, _ = forward_response(self.module, input_ids, attention_mask, mb.batch["position_ids"], T)

@@ -1,4 +1,5 @@
-"""The Ray workers: `ActorRolloutRefWorker` (policy, reference, rollout engine in one process per rank) and `CriticWorker`.
+"""The Ray workers: `ActorRolloutRefWorker` (policy, reference, rollout engine in one process per rank)
+and `CriticWorker`.
 
 Roles of `ActorRolloutRefWorker` (``role=``): any ``_``-joined subset of
 ``actor``, ``rollout``, ``ref`` (default ``actor_rollout_ref``, verl's hybrid
@@ -32,16 +33,18 @@ from verl.single_controller.base import Dispatch, Worker, register
 from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, lora_disabled
-from verl.workers.actor import PPOActor
 from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.quiet_logs import set_torch_threads
+from verl.workers.actor import PPOActor
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 ROLES = ("actor", "rollout", "ref")
-ROLLOUT_GROUP = "rollout"  # generation calls: with this concurrency group they run beside training (trainer.staleness=1)
+ROLLOUT_GROUP = (
+    "rollout"  # generation calls: with this concurrency group they run beside training (trainer.staleness=1)
+)
 
 
 def _peak_rss_gb() -> float:
@@ -49,7 +52,9 @@ def _peak_rss_gb() -> float:
 
 
 def _describe_lora(spec: dict | None) -> str:
-    return f"LoRA rank {spec['rank']}, alpha {spec['alpha']} on {spec['target_modules']}" if spec else "full fine-tuning"
+    return (
+        f"LoRA rank {spec['rank']}, alpha {spec['alpha']} on {spec['target_modules']}" if spec else "full fine-tuning"
+    )
 
 
 def _load_causal_lm(path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
@@ -96,7 +101,8 @@ class ActorRolloutRefWorker(Worker):
             scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
             self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
         if "ref" in self.roles and self.actor is not None and cfg.model.lora_rank:
-            # the policy's own module: `compute_ref_log_prob` turns its adapters off, leaving the base weights (B = 0 at the start)
+            # the policy's own module: `compute_ref_log_prob` turns its adapters off,
+            # leaving the base weights (B = 0 at the start)
             self.ref = PPOActor(self.actor.module, None, None, cfg.actor, cfg.device, self.precision["ref"].dtype)
         elif "ref" in self.roles:
             # fp32 weights under the same autocast as the actor: one log-prob path, so KL(identical weights) = 0
@@ -122,7 +128,9 @@ class ActorRolloutRefWorker(Worker):
     def _need(self, role: str):
         obj = {"actor": self.actor, "ref": self.ref, "rollout": self.rollout}[role]
         if obj is None:
-            raise RuntimeError(f"this worker has no '{role}' role (roles: {sorted(self.roles)}) or init_model was not called")
+            raise RuntimeError(
+                f"this worker has no '{role}' role (roles: {sorted(self.roles)}) or init_model was not called"
+            )
         return obj
 
     # ------------------------------------------------------------------ rollout
@@ -225,12 +233,16 @@ class ActorRolloutRefWorker(Worker):
         ``meta_info`` over the rollout config (one setting drives generation and recomputation)."""
         r = self.config.rollout
         return {
-            "temperature": float(meta.get("temperature", r.temperature) or 1.0),  # greedy (0) scores the raw distribution
+            "temperature": float(
+                meta.get("temperature", r.temperature) or 1.0
+            ),  # greedy (0) scores the raw distribution
             "top_p": float(meta.get("top_p", r.top_p)),
             "top_k": int(meta.get("top_k", r.top_k)),
         }
 
-    def _log_probs(self, model: PPOActor, data: DataProto, micro_rows: int, max_tokens: int, with_entropy: bool) -> dict:
+    def _log_probs(
+        self, model: PPOActor, data: DataProto, micro_rows: int, max_tokens: int, with_entropy: bool
+    ) -> dict:
         return model.compute_log_prob(
             data,
             sampling=self._sampling(data.meta_info),
@@ -243,15 +255,20 @@ class ActorRolloutRefWorker(Worker):
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
         cfg = self.config.actor
-        out = self._log_probs(self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True)
+        out = self._log_probs(
+            self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True
+        )
         return DataProto.from_dict({"old_log_probs": out["log_probs"], "entropys": out["entropys"]})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy (with LoRA: the policy's module, adapters off)."""
+        """``ref_log_prob`` ``(B, T)`` under the frozen reference policy (with LoRA:
+        the policy's module, adapters off)."""
         cfg, ref = self.config.ref, self._need("ref")
         with lora_disabled(ref.module):
-            out = self._log_probs(ref, data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False)
+            out = self._log_probs(
+                ref, data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, False
+            )
         return DataProto.from_dict({"ref_log_prob": out["log_probs"]})
 
     # ------------------------------------------------------------------ update
@@ -279,7 +296,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.ONE_TO_ALL)
     def sync_rollout_weights(self) -> float:
-        """Push the policy's full weights (LoRA adapters merged) into the engine (no generation may be running); returns the seconds it took."""
+        """Push the policy's full weights (LoRA adapters merged) into the engine (no generation may be running);
+        returns the seconds it took."""
         start = time.perf_counter()
         state = fsdp_utils.full_model_state_dict(self._need("actor").module, cpu_offload=False)
         self._need("rollout").update_weights(state.items())
@@ -290,7 +308,11 @@ class ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ checkpoints
     def _lora_spec(self) -> dict | None:
         m = self.config.model
-        return {"rank": m.lora_rank, "alpha": m.lora_alpha, "target_modules": list(m.target_modules)} if m.lora_rank else None
+        return (
+            {"rank": m.lora_rank, "alpha": m.lora_alpha, "target_modules": list(m.target_modules)}
+            if m.lora_rank
+            else None
+        )
 
     @register(Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, path: str, hf_export: bool = True) -> None:
@@ -315,8 +337,10 @@ class ActorRolloutRefWorker(Worker):
         worker_state = Path(path) / "actor_worker.pt"
         state = torch.load(worker_state, weights_only=False) if worker_state.is_file() else {}
         if state.get("lora") != self._lora_spec():
-            raise ValueError(f"{path} was saved with {_describe_lora(state.get('lora'))}, but this run has "
-                             f"{_describe_lora(self._lora_spec())} (actor_rollout_ref.model.lora_rank, lora_alpha, target_modules)")
+            raise ValueError(
+                f"{path} was saved with {_describe_lora(state.get('lora'))}, but this run has "
+                f"{_describe_lora(self._lora_spec())} (actor_rollout_ref.model.lora_rank, lora_alpha, target_modules)"
+            )
         actor.load(path, "actor")
         if state:
             self._update_count = state["update_count"]

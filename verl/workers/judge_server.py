@@ -40,8 +40,16 @@ DEFAULT_MAX_TOKENS = 256
 class JudgeServer:
     """The engine (``engine``: `verl.workers.config.RolloutConfig` keys over their defaults) and its HTTP server."""
 
-    def __init__(self, model_path: str, engine: dict[str, Any] | None = None, device: str = "cpu", num_threads: int = 1,
-                 host: str = "127.0.0.1", port: int = 0, model_name: str | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        engine: dict[str, Any] | None = None,
+        device: str = "cpu",
+        num_threads: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model_name: str | None = None,
+    ) -> None:
         from transformers import AutoTokenizer
 
         from verl.workers.config import RolloutConfig, from_dict
@@ -49,7 +57,9 @@ class JudgeServer:
 
         self.model_name = model_name or model_path
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.rollout_cfg = from_dict(RolloutConfig, {"name": "vllm", **(engine or {})}, "reward_model.judge.serve.engine")
+        self.rollout_cfg = from_dict(
+            RolloutConfig, {"name": "vllm", **(engine or {})}, "reward_model.judge.serve.engine"
+        )
         self.num_threads = num_threads
         self.engine = VLLMRollout(model_path, self.rollout_cfg, device, 0, num_threads)
         self._queue: queue.Queue = queue.Queue()
@@ -97,20 +107,30 @@ class JudgeServer:
 
     # ------------------------------------------------------------------ requests
     def _prompt_ids(self, request: ChatRequest) -> list[int]:
-        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text} for m in request.messages]
+        messages = [
+            {"role": "system" if m.role == "developer" else m.role, "content": m.text} for m in request.messages
+        ]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         if len(ids) >= self.rollout_cfg.max_model_len:
-            raise ApiError(400, f"the prompt is {len(ids)} tokens; this judge holds {self.rollout_cfg.max_model_len} "
-                           "(max_model_len)", "context_length_exceeded", "messages")
+            raise ApiError(
+                400,
+                f"the prompt is {len(ids)} tokens; this judge holds {self.rollout_cfg.max_model_len} (max_model_len)",
+                "context_length_exceeded",
+                "messages",
+            )
         return ids
 
     def _sampling(self, request: ChatRequest, prompt_tokens: int) -> SamplingParams:
         extra = request.model_extra or {}
         top = extra.get("top_logprobs") or 0
         if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= MAX_TOP_LOGPROBS:
-            raise ApiError(400, f"top_logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}], got {top!r}", "invalid_value",
-                           "top_logprobs")
+            raise ApiError(
+                400,
+                f"top_logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}], got {top!r}",
+                "invalid_value",
+                "top_logprobs",
+            )
         if top and extra.get("logprobs") is not True:
             raise ApiError(400, "top_logprobs needs logprobs: true", "invalid_value", "logprobs")
         seed = extra.get("seed")
@@ -121,7 +141,10 @@ class JudgeServer:
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
             max_tokens=min(request.requested_max_tokens or DEFAULT_MAX_TOKENS, room),
-            stop=request.stops, seed=seed, top_logprobs=top)
+            stop=request.stops,
+            seed=seed,
+            top_logprobs=top,
+        )
 
     def _logprobs(self, out: GenerationOutput, top: int) -> dict[str, Any]:
         def entry(token: int, logprob: float) -> dict[str, Any]:
@@ -144,8 +167,10 @@ class JudgeServer:
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
-            return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0,
-                                                "owned_by": "openmanus-rl"}]}
+            return {
+                "object": "list",
+                "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "openmanus-rl"}],
+            }
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> dict[str, Any]:
@@ -157,18 +182,30 @@ class JudgeServer:
             try:
                 out: GenerationOutput = await asyncio.wrap_future(future)
             except Exception as exc:
-                raise ApiError(500, f"the engine failed: {type(exc).__name__}: {exc}", "engine_error",
-                               type="server_error") from None
+                raise ApiError(
+                    500, f"the engine failed: {type(exc).__name__}: {exc}", "engine_error", type="server_error"
+                ) from None
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             wants = (parsed.model_extra or {}).get("logprobs") is True
             top = (parsed.model_extra or {}).get("top_logprobs") or 0
             return {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
                 "model": self.model_name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": out.finish_reason, "logprobs": self._logprobs(out, top) if wants else None}],
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out.token_ids),
-                          "total_tokens": len(ids) + len(out.token_ids)},
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": out.finish_reason,
+                        "logprobs": self._logprobs(out, top) if wants else None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": len(out.token_ids),
+                    "total_tokens": len(ids) + len(out.token_ids),
+                },
             }
 
         return app

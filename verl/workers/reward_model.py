@@ -36,13 +36,18 @@ def reward_model_problem(path: str) -> str | None:
     """Why ``path`` is not a reward-model folder (no config, not a one-label sequence classifier), or None."""
     config = Path(path) / "config.json"
     if not path or not config.is_file():
-        return f"{path!r} is not a Hugging Face model folder (no config.json); train one with python -m verl.trainer.main_rm"
+        return (
+            f"{path!r} is not a Hugging Face model folder (no config.json); "
+            "train one with python -m verl.trainer.main_rm"
+        )
     data = json.loads(config.read_text())
     arch = (data.get("architectures") or [""])[0]
     labels = len(data.get("id2label") or {"0": ""})
     if not arch.endswith("ForSequenceClassification") or labels != 1:
-        return (f"{path} holds a {arch or 'model of no named architecture'} with {labels} label(s), not a reward model "
-                "(a *ForSequenceClassification with one label); train one with python -m verl.trainer.main_rm")
+        return (
+            f"{path} holds a {arch or 'model of no named architecture'} with {labels} label(s), not a reward model "
+            "(a *ForSequenceClassification with one label); train one with python -m verl.trainer.main_rm"
+        )
     return None
 
 
@@ -55,8 +60,9 @@ def load_score_model(path: str, attn_implementation: str = "sdpa") -> nn.Module:
     verbosity = logging.get_verbosity()
     logging.set_verbosity_error()  # a new head is expected when starting from a causal LM: no warning for it
     try:
-        module = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32,
-                                                                    attn_implementation=attn_implementation)
+        module = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, dtype=torch.float32, attn_implementation=attn_implementation
+        )
     finally:
         logging.set_verbosity(verbosity)
     if module.config.pad_token_id is None:  # transformers' own pooling needs one; ours reads positions instead
@@ -64,8 +70,9 @@ def load_score_model(path: str, attn_implementation: str = "sdpa") -> nn.Module:
     return module
 
 
-def position_scores(module: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    tree_packed: bool = False) -> torch.Tensor:
+def position_scores(
+    module: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, tree_packed: bool = False
+) -> torch.Tensor:
     """``(B, L)`` fp32: ``r(x_{<=t})`` at every real position ``t`` (0 on padding). ``tree_packed``: the rows run
     as one prefix tree, each shared prefix once (the module's attention must be ``tree_sdpa``)."""
     if tree_packed:
@@ -73,8 +80,9 @@ def position_scores(module: nn.Module, input_ids: torch.Tensor, attention_mask: 
         hidden = module.base_model(**tree.model_inputs()).last_hidden_state
         packed = module.score(hidden).squeeze(-1)[0].float()
         return packed[tree.index.clamp_min(0)] * (tree.index >= 0)
-    hidden = module.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                               position_ids=position_ids_from_mask(attention_mask)).last_hidden_state
+    hidden = module.base_model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask)
+    ).last_hidden_state
     return module.score(hidden).squeeze(-1).float() * attention_mask
 
 
@@ -112,13 +120,18 @@ class RewardModelWorker(Worker):
         def fn(mb: DataProto) -> dict[str, torch.Tensor]:
             mb = mb.to(model.device)
             with autocast(model.device, model.mixed_precision):
-                scores = position_scores(model.module, mb.batch["input_ids"], mb.batch["attention_mask"],
-                                         bool(mb.meta_info.get("tree_packed")))
+                scores = position_scores(
+                    model.module,
+                    mb.batch["input_ids"],
+                    mb.batch["attention_mask"],
+                    bool(mb.meta_info.get("tree_packed")),
+                )
             return {"rm_scores": scores[:, -T:]}
 
         model.module.eval()
-        out = model.map_micro_batches(data, fn, cfg.micro_batch_size_per_gpu,
-                                      cfg.max_token_len_per_gpu if cfg.use_dynamic_bsz else None)
+        out = model.map_micro_batches(
+            data, fn, cfg.micro_batch_size_per_gpu, cfg.max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+        )
         return DataProto.from_dict(out, meta_info={"metrics": {"timing_s/reward_model": time.perf_counter() - start}})
 
     def shutdown(self) -> None:

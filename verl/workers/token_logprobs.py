@@ -98,8 +98,12 @@ def head_stats_at(
         parts = []
         for s in range(0, flat.shape[0], chunk_tokens):
             fn = partial(
-                _chunk_stats, head=head, labels=labels[s : s + chunk_tokens], sampling=sampling,
-                with_entropy=with_entropy, entropy_grad=entropy_grad,
+                _chunk_stats,
+                head=head,
+                labels=labels[s : s + chunk_tokens],
+                sampling=sampling,
+                with_entropy=with_entropy,
+                entropy_grad=entropy_grad,
             )
             h = flat[s : s + chunk_tokens]
             parts.append(checkpoint(fn, h, use_reentrant=False) if recompute else fn(h))
@@ -135,7 +139,9 @@ def learned_token_logprobs(
     if tree_packed:
         tree = pack_rows(batch["input_ids"], batch["attention_mask"])
         rows, cols = mask.nonzero(as_tuple=True)
-        stats = tree_token_stats(module, tree, tree.index[:, L - T :][rows, cols], sampling, with_entropy, entropy_grad, chunk_tokens)
+        stats = tree_token_stats(
+            module, tree, tree.index[:, L - T :][rows, cols], sampling, with_entropy, entropy_grad, chunk_tokens
+        )
         log_prob = stats.new_zeros(B, T).index_put((rows, cols), stats[:, 0])
         return log_prob, (stats.new_zeros(B, T).index_put((rows, cols), stats[:, 1]) if with_entropy else None)
     lead, trail = response_window(batch["attention_mask"], T)
@@ -148,7 +154,15 @@ def learned_token_logprobs(
     start = L - T - lead  # first response column inside the trimmed window
     window = {k: batch[k][:, lead : L - trail] for k in ("input_ids", "attention_mask", "position_ids")}
     stats = head_stats_at(
-        module, window, cols + (start - 1), picked, responses[:, cols][picked], sampling, with_entropy, entropy_grad, chunk_tokens
+        module,
+        window,
+        cols + (start - 1),
+        picked,
+        responses[:, cols][picked],
+        sampling,
+        with_entropy,
+        entropy_grad,
+        chunk_tokens,
     )
     rows, col_idx = picked.nonzero(as_tuple=True)
     keep = mask.to(stats.dtype)
@@ -158,7 +172,6 @@ def learned_token_logprobs(
         return grid * keep  # 0 wherever the row does not learn (the stand-in pair of an all-failed batch included)
 
     return to_grid(stats[:, 0]), (to_grid(stats[:, 1]) if with_entropy else None)
-
 
 
 def tree_token_stats(
@@ -184,5 +197,7 @@ def tree_token_stats(
         inverse = nodes
         positions, labels = torch.zeros(1, dtype=torch.long, device=nodes.device), tree.input_ids[0, :1]
     picked = torch.ones(1, len(positions), dtype=torch.bool, device=nodes.device)
-    stats = head_stats_at(module, tree.model_inputs(), positions, picked, labels, sampling, with_entropy, entropy_grad, chunk_tokens)
+    stats = head_stats_at(
+        module, tree.model_inputs(), positions, picked, labels, sampling, with_entropy, entropy_grad, chunk_tokens
+    )
     return stats[inverse]

@@ -192,7 +192,9 @@ class TrainableModule:
         micro_batch_rows = cfg.ppo_micro_batch_size_per_gpu
         max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
         if mini_batch_size % self.world_size:
-            raise ValueError(f"{metric_prefix} mini-batch size {mini_batch_size} does not divide over {self.world_size} ranks")
+            raise ValueError(
+                f"{metric_prefix} mini-batch size {mini_batch_size} does not divide over {self.world_size} ranks"
+            )
         per_rank = mini_batch_size // self.world_size
         if len(data) % per_rank:
             raise ValueError(
@@ -205,8 +207,11 @@ class TrainableModule:
         for epoch in range(epochs):
             for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
                 micro = [mb for _, mb in self.plan(mini, micro_batch_rows, max_tokens)]
-                # dynamic batching can give ranks different counts; FSDP needs the same number of forward/backward passes
-                micro += [_masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))]
+                # dynamic batching can give ranks different counts;
+                # FSDP needs the same number of forward/backward passes
+                micro += [
+                    _masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))
+                ]
                 tokens = [float(m.batch[mask_key].sum()) for m in micro]
                 bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
                 token_total = _global_sum(sum(tokens), self.device)
@@ -258,7 +263,11 @@ class TrainableModule:
         path.mkdir(parents=True, exist_ok=True)
         model_sd, optim_sd = fsdp_utils.full_train_state(self.module, self.optimizer)
         if self.rank == 0:
-            state = {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict() if self.scheduler else None}
+            state = {
+                "model": model_sd,
+                "optimizer": optim_sd,
+                "scheduler": self.scheduler.state_dict() if self.scheduler else None,
+            }
             tmp = path / f".{name}.pt.tmp"
             torch.save(state, tmp)
             os.replace(tmp, path / f"{name}.pt")
@@ -271,11 +280,17 @@ class TrainableModule:
         path = Path(folder)
         if not (path / f"{name}.pt").is_file():
             raise FileNotFoundError(f"no {name}.pt in {folder}")
-        state = torch.load(path / f"{name}.pt", weights_only=False) if self.rank == 0 else {"model": {}, "optimizer": {}, "scheduler": None}
+        state = (
+            torch.load(path / f"{name}.pt", weights_only=False)
+            if self.rank == 0
+            else {"model": {}, "optimizer": {}, "scheduler": None}
+        )
         fresh = [state["optimizer"] is None]  # saved before the first step: every rank loads no optimiser state
         if self.world_size > 1:
             dist.broadcast_object_list(fresh, src=0)
-        fsdp_utils.load_full_train_state(self.module, self.optimizer, state["model"], None if fresh[0] else state["optimizer"])
+        fsdp_utils.load_full_train_state(
+            self.module, self.optimizer, state["model"], None if fresh[0] else state["optimizer"]
+        )
         if self.scheduler is not None:
             sched = state["scheduler"]
             if self.world_size > 1:

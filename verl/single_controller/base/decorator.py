@@ -40,7 +40,9 @@ class Dispatch(Enum):
     ALL_TO_ALL_CONCAT = "all_to_all_concat"
 
 
-def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = True, concurrency_group: str | None = None) -> Callable:
+def register(
+    dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = True, concurrency_group: str | None = None
+) -> Callable:
     """Mark a worker method as callable on the whole group (``blocking=False`` returns a future).
 
     ``concurrency_group``: where the group's actors were started with that concurrency
@@ -51,7 +53,9 @@ def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, blocking: bool = Tru
         raise TypeError(f"dispatch_mode must be a Dispatch, got {dispatch_mode!r}")
 
     def decorator(fn: Callable) -> Callable:
-        setattr(fn, DISPATCH_ATTR, {"mode": dispatch_mode, "blocking": blocking, "concurrency_group": concurrency_group})
+        setattr(
+            fn, DISPATCH_ATTR, {"mode": dispatch_mode, "blocking": blocking, "concurrency_group": concurrency_group}
+        )
         return fn
 
     return decorator
@@ -70,6 +74,7 @@ def split_args(mode: Dispatch, world_size: int, args: tuple, kwargs: dict) -> tu
         per_kwargs = [{k: v[r] for k, v in kwargs.items()} for r in range(world_size)]
         return per_args, per_kwargs, 0
     if mode is Dispatch.ROUTE_PROTO:
+
         def routed(a: Any) -> list[Any]:
             if not isinstance(a, DataProto):
                 return [a] * world_size
@@ -78,8 +83,11 @@ def split_args(mode: Dispatch, world_size: int, args: tuple, kwargs: dict) -> tu
 
         arg_parts = [routed(a) for a in args]
         kwarg_parts = {k: routed(v) for k, v in kwargs.items()}
-        return ([tuple(p[r] for p in arg_parts) for r in range(world_size)],
-                [{k: p[r] for k, p in kwarg_parts.items()} for r in range(world_size)], 0)
+        return (
+            [tuple(p[r] for p in arg_parts) for r in range(world_size)],
+            [{k: p[r] for k, p in kwarg_parts.items()} for r in range(world_size)],
+            0,
+        )
     if mode is Dispatch.DP_COMPUTE_PROTO:
         lengths = {len(a) for a in list(args) + list(kwargs.values()) if isinstance(a, DataProto)}
         if len(lengths) > 1:
@@ -107,7 +115,9 @@ def collect(mode: Dispatch, results: list[Any], pad: int) -> Any:
         return results[0]
     if mode in (Dispatch.ROUTE_PROTO, Dispatch.ALL_TO_ALL_CONCAT):
         if not all(isinstance(r, DataProto) for r in results):
-            raise TypeError(f"{mode.name} methods must return DataProto on every rank, got {[type(r).__name__ for r in results]}")
+            raise TypeError(
+                f"{mode.name} methods must return DataProto on every rank, got {[type(r).__name__ for r in results]}"
+            )
         return DataProto.concat(results)
     if mode is Dispatch.DP_COMPUTE_PROTO:
         if all(isinstance(r, DataProto) for r in results):
@@ -115,5 +125,8 @@ def collect(mode: Dispatch, results: list[Any], pad: int) -> Any:
             return merged.unpad(pad) if len(merged) else merged  # metric-only results have no rows
         if all(r is None for r in results):
             return None
-        raise TypeError(f"DP_COMPUTE_PROTO methods must return DataProto (or None) on every rank, got {[type(r).__name__ for r in results]}")
+        raise TypeError(
+            "DP_COMPUTE_PROTO methods must return DataProto (or None) on every rank, "
+            f"got {[type(r).__name__ for r in results]}"
+        )
     return results

@@ -57,7 +57,9 @@ class RayResourcePool:
         if not process_on_nodes or any(n <= 0 for n in process_on_nodes):
             raise ValueError(f"process_on_nodes must list positive counts, got {process_on_nodes}")
         if cpus_per_worker <= 0 or max_colocate_count < 1:
-            raise ValueError(f"cpus_per_worker must be > 0 and max_colocate_count >= 1, got {cpus_per_worker}, {max_colocate_count}")
+            raise ValueError(
+                f"cpus_per_worker must be > 0 and max_colocate_count >= 1, got {cpus_per_worker}, {max_colocate_count}"
+            )
         self.process_on_nodes = list(process_on_nodes)
         self.use_gpu = use_gpu
         self.cpus_per_worker = cpus_per_worker
@@ -88,8 +90,8 @@ class RayResourcePool:
             if need > have + 1e-9:
                 raise ResourceError(
                     f"resource pool '{self.name_prefix}' needs {need:g} {resource} "
-                    f"({self.world_size} workers x {self.cpus_per_worker if resource == 'CPU' else 1:g} {resource} each) "
-                    f"but Ray has {have:g} {resource} available ({total.get(resource, 0.0):g} in the cluster)"
+                    f"({self.world_size} workers x {self.cpus_per_worker if resource == 'CPU' else 1:g} {resource} "
+                    f"each) but Ray has {have:g} {resource} available ({total.get(resource, 0.0):g} in the cluster)"
                 )
 
     def _target_nodes(self) -> list[str | None]:
@@ -104,13 +106,22 @@ class RayResourcePool:
         used: set[str] = set()
         for count in self.process_on_nodes:
             need = {r: amount * count for r, amount in self._bundle().items()}
-            fit = next((n for n in matching if n["NodeID"] not in used
-                        and all(n["Resources"].get(r, 0.0) >= amount - 1e-9 for r, amount in need.items())), None)
+            fit = next(
+                (
+                    n
+                    for n in matching
+                    if n["NodeID"] not in used
+                    and all(n["Resources"].get(r, 0.0) >= amount - 1e-9 for r, amount in need.items())
+                ),
+                None,
+            )
             if fit is None:
                 raise ResourceError(
-                    f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with labels "
-                    f"{self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} ranks of "
-                    f"{self._bundle()}; found {len(targets)}. The cluster's alive nodes: {describe(alive, self._bundle())}")
+                    f"resource pool '{self.name_prefix}' needs {len(self.process_on_nodes)} distinct node(s) with "
+                    f"labels {self.node_labels or '{}'}, node i holding process_on_nodes[i] = {self.process_on_nodes} "
+                    f"ranks of {self._bundle()}; found {len(targets)}. The cluster's alive nodes: "
+                    f"{describe(alive, self._bundle())}"
+                )
             used.add(fit["NodeID"])
             targets.append(fit["NodeID"])
         return targets
@@ -124,9 +135,13 @@ class RayResourcePool:
         pgs = []
         for node, (count, target) in enumerate(zip(self.process_on_nodes, targets)):
             bundles = [self._bundle() for _ in range(count)]
-            pg = placement_group(bundles, strategy="STRICT_PACK", name=f"{self.name_prefix}_{node}_{uuid.uuid4().hex[:8]}",
-                                 _soft_target_node_id=target,
-                                 bundle_label_selector=[dict(self.node_labels)] * count if self.node_labels else None)
+            pg = placement_group(
+                bundles,
+                strategy="STRICT_PACK",
+                name=f"{self.name_prefix}_{node}_{uuid.uuid4().hex[:8]}",
+                _soft_target_node_id=target,
+                bundle_label_selector=[dict(self.node_labels)] * count if self.node_labels else None,
+            )
             try:
                 ray.get(pg.ready(), timeout=self.placement_timeout_s)
             except GetTimeoutError:
@@ -134,17 +149,20 @@ class RayResourcePool:
                 for made in pgs:
                     remove_placement_group(made)
                 raise ResourceError(
-                    f"resource pool '{self.name_prefix}': node {node} could not place {count} bundles of {self._bundle()} "
-                    f"within {self.placement_timeout_s:g}s (no single node has that much free; available: {ray.available_resources()})"
+                    f"resource pool '{self.name_prefix}': node {node} could not place {count} bundles of "
+                    f"{self._bundle()} within {self.placement_timeout_s:g}s (no single node has that much free; "
+                    f"available: {ray.available_resources()})"
                 ) from None
             pgs.append(pg)
         self.node_ids = [placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs]
         if len(set(self.node_ids)) < len(self.node_ids):  # the soft target was not kept: a node was busy
             for made in pgs:
                 remove_placement_group(made)
-            raise ResourceError(f"resource pool '{self.name_prefix}': its {len(pgs)} nodes' bundles landed on Ray nodes "
-                                f"{[n[:8] for n in self.node_ids]}, not {len(pgs)} distinct ones (a node lacked free "
-                                f"resources; available: {ray.available_resources()})")
+            raise ResourceError(
+                f"resource pool '{self.name_prefix}': its {len(pgs)} nodes' bundles landed on Ray nodes "
+                f"{[n[:8] for n in self.node_ids]}, not {len(pgs)} distinct ones (a node lacked free "
+                f"resources; available: {ray.available_resources()})"
+            )
         self._pgs = pgs
         return pgs
 
@@ -217,7 +235,11 @@ class RayWorkerGroup:
     def _start(self, spec: RayClassWithInitArgs, name_prefix: str, env_vars: dict[str, str]) -> None:
         pool = self.resource_pool
         share = 1.0 / pool.max_colocate_count
-        remote_cls = ray.remote(concurrency_groups=self.concurrency_groups)(spec.cls) if self.concurrency_groups else ray.remote(spec.cls)
+        remote_cls = (
+            ray.remote(concurrency_groups=self.concurrency_groups)(spec.cls)
+            if self.concurrency_groups
+            else ray.remote(spec.cls)
+        )
         master_addr, master_port = None, None
         rank = 0
         for pg in pool.get_placement_groups():
@@ -234,7 +256,9 @@ class RayWorkerGroup:
                 options = {
                     "num_cpus": pool.cpus_per_worker * share,
                     "num_gpus": share if pool.use_gpu else 0,
-                    "scheduling_strategy": PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=bundle_index),
+                    "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                        placement_group=pg, placement_group_bundle_index=bundle_index
+                    ),
                     "runtime_env": {"env_vars": env},
                     "name": f"{name_prefix}_{rank}_{os.getpid()}_{id(self)}",
                 }

@@ -17,8 +17,15 @@ from typing import Any
 from verl.trainer.ppo import core_algos
 from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
-from verl.workers.config import (ActorRolloutRefConfig, ConfigError, CriticConfig, RewardModelConfig, defaults_from,
-                                 load_yaml_config, resolve_policy_precision)
+from verl.workers.config import (
+    ActorRolloutRefConfig,
+    ConfigError,
+    CriticConfig,
+    RewardModelConfig,
+    defaults_from,
+    load_yaml_config,
+    resolve_policy_precision,
+)
 
 
 @dataclass
@@ -113,7 +120,9 @@ class TrainerConfig:
     save_trajectories: bool
     max_failed_fraction: float  # above it a step is retried once, then the run stops (checkpointed)
     stop_after_step: int | None
-    max_minutes: float | None  # RL wall-clock budget of this run (from fit's start); the step ending past it is the last
+    max_minutes: (
+        float | None
+    )  # RL wall-clock budget of this run (from fit's start); the step ending past it is the last
     staleness: int  # 0: synchronous; 1: one-step-off (the next rollout overlaps this step's training)
 
 
@@ -169,7 +178,8 @@ def load_config(overrides: list[str] | None = None, check_files: bool = True) ->
 
 def derive(cfg: PPOConfig) -> None:
     """Resolve the settings whose default depends on others: ``actor.loss_agg_mode: auto`` becomes the estimator's
-    own (`core_algos.Estimator.loss_agg_mode`), and seq-mean-token-sum-norm's constant defaults to the response budget."""
+    own (`core_algos.Estimator.loss_agg_mode`),
+    and seq-mean-token-sum-norm's constant defaults to the response budget."""
     a = cfg.actor_rollout_ref.actor
     if a.loss_agg_mode == "auto":
         a.loss_agg_mode = core_algos.get_estimator(cfg.algorithm.adv_estimator).loss_agg_mode
@@ -192,17 +202,25 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     if not 0.0 <= t.max_failed_fraction <= 1.0:
         raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
     if not is_label_selector(t.policy_nodes):
-        raise ConfigError(f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}")
+        raise ConfigError(
+            f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}"
+        )
     if t.max_minutes is not None and not t.max_minutes > 0:
         raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
     if t.keep_best and t.test_freq < 1:
-        raise ConfigError("trainer.keep_best keeps the checkpoint of the best validation: it needs trainer.test_freq >= 1")
+        raise ConfigError(
+            "trainer.keep_best keeps the checkpoint of the best validation: it needs trainer.test_freq >= 1"
+        )
     if t.staleness not in (0, 1):
-        raise ConfigError(f"trainer.staleness must be 0 (synchronous) or 1 (one-step-off), got {t.staleness}: "
-                          "one rollout engine per worker runs one rollout at a time, so a second step ahead would wait anyway")
+        raise ConfigError(
+            f"trainer.staleness must be 0 (synchronous) or 1 (one-step-off), got {t.staleness}: "
+            "one rollout engine per worker runs one rollout at a time, so a second step ahead would wait anyway"
+        )
     if t.staleness and a.tis_cap is None:
-        raise ConfigError("trainer.staleness=1 trains on samples drawn by the weights of one update ago: set "
-                          "actor_rollout_ref.actor.tis_cap (e.g. 2.0) so the loss corrects for it with truncated importance sampling")
+        raise ConfigError(
+            "trainer.staleness=1 trains on samples drawn by the weights of one update ago: set "
+            "actor_rollout_ref.actor.tis_cap (e.g. 2.0) so the loss corrects for it with truncated importance sampling"
+        )
     if t.resume_mode not in ("auto", "disable", "resume_path"):
         raise ConfigError(f"trainer.resume_mode must be auto, disable or resume_path, got {t.resume_mode!r}")
     if t.resume_mode == "resume_path" and not t.resume_from_path:
@@ -213,40 +231,59 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     if bad_loggers:
         raise ConfigError(f"trainer.logger has unknown backend(s) {bad_loggers}; known: {list(BACKENDS)}")
     if alg.adv_estimator not in core_algos.ESTIMATORS:
-        raise ConfigError(f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ESTIMATORS)}")
+        raise ConfigError(
+            f"algorithm.adv_estimator: unknown estimator '{alg.adv_estimator}'; known: {sorted(core_algos.ESTIMATORS)}"
+        )
     estimator = core_algos.get_estimator(alg.adv_estimator)
     needs_critic = estimator.needs_critic
     if cfg.critic.enable is False and needs_critic:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} needs a critic, but critic.enable=false")
     if cfg.critic.enable is True and not needs_critic:
-        raise ConfigError(f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic (its values would be ignored)")
+        raise ConfigError(
+            f"critic.enable=true, but algorithm.adv_estimator={alg.adv_estimator} does not use a critic "
+            "(its values would be ignored)"
+        )
     from verl.trainer.ppo.reward import ALLOCATIONS
 
     if alg.reward_allocation not in ALLOCATIONS:
-        raise ConfigError(f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}")
+        raise ConfigError(
+            f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}"
+        )
     if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
-        raise ConfigError(f"algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], got {alg.gamma} and {alg.gigpo.step_gamma}")
+        raise ConfigError(
+            "algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], "
+            f"got {alg.gamma} and {alg.gigpo.step_gamma}"
+        )
     if alg.filter_groups.enable and not estimator.group_baseline:
-        raise ConfigError(f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
-                          f"estimator ({', '.join(core_algos.group_estimators())}) has; algorithm.adv_estimator={alg.adv_estimator}")
+        raise ConfigError(
+            f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
+            f"estimator ({', '.join(core_algos.group_estimators())}) has; algorithm.adv_estimator={alg.adv_estimator}"
+        )
     if alg.filter_groups.max_rounds < 0:
         raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
     if alg.reward_timeout_s <= 0:
         raise ConfigError(f"algorithm.reward_timeout_s must be > 0, got {alg.reward_timeout_s}")
     if alg.kl_penalty not in core_algos.KL_ESTIMATORS:
-        raise ConfigError(f"algorithm.kl_penalty must be one of {list(core_algos.KL_ESTIMATORS)}, got {alg.kl_penalty!r}")
+        raise ConfigError(
+            f"algorithm.kl_penalty must be one of {list(core_algos.KL_ESTIMATORS)}, got {alg.kl_penalty!r}"
+        )
     if alg.kl_ctrl.type not in ("fixed", "adaptive"):
         raise ConfigError(f"algorithm.kl_ctrl.type must be fixed or adaptive, got {alg.kl_ctrl.type!r}")
     if alg.reward_score_fn is not None:
         from verl.utils.reward_score import SUPPORTED_REWARD_SCORE_FNS
 
         if alg.reward_score_fn not in SUPPORTED_REWARD_SCORE_FNS:
-            raise ConfigError(f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
+            raise ConfigError(
+                f"algorithm.reward_score_fn: unknown '{alg.reward_score_fn}'; known: "
+                f"{sorted(SUPPORTED_REWARD_SCORE_FNS)}"
+            )
 
     rm = cfg.reward_model
     if rm.enable and int(cfg.agent.get("history_window", 0) or 0) > 0:
-        raise ConfigError("reward_model.enable scores whole trajectories; step-wise rows (agent.history_window > 0) are not "
-                          "supported with it: set agent.history_window=0")
+        raise ConfigError(
+            "reward_model.enable scores whole trajectories; step-wise rows (agent.history_window > 0) are not "
+            "supported with it: set agent.history_window=0"
+        )
 
     try:
         plugin.validate(cfg)
@@ -256,7 +293,9 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(f"agent: {exc}") from None
     n = int(cfg.agent.get("n", 1))  # samples per task: the rollout's group size
     if estimator.group_baseline and n < 2:
-        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})")
+        raise ConfigError(
+            f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})"
+        )
     if estimator.check is not None and (problem := estimator.check(cfg)):
         raise ConfigError(problem)
 
@@ -278,7 +317,10 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     if check_files:
         model = cfg.actor_rollout_ref.model.path
         if not model or not (Path(model) / "config.json").is_file():
-            raise ConfigError(f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); run scripts/prepare_model.py")
+            raise ConfigError(
+                f"actor_rollout_ref.model.path={model!r} is not a Hugging Face model folder (no config.json); "
+                "run scripts/prepare_model.py"
+            )
         if cfg.actor_rollout_ref.model.lora_rank:
             from verl.utils.lora import check_target_modules
 
@@ -307,8 +349,10 @@ def _check_judge(judge) -> None:
         raise ConfigError(f"reward_model.judge.rubric: {exc}") from None
     if judge.base_url is None:
         if not (Path(judge.serve.model_path) / "config.json").is_file():
-            raise ConfigError(f"reward_model.judge.serve.model_path={judge.serve.model_path!r} is not a Hugging Face model "
-                              "folder (no config.json): name the judge model the run serves, or set reward_model.judge.base_url")
+            raise ConfigError(
+                f"reward_model.judge.serve.model_path={judge.serve.model_path!r} is not a Hugging Face model "
+                "folder (no config.json): name the judge model the run serves, or set reward_model.judge.base_url"
+            )
         return
     if judge.api_key_env and judge.api_key_env not in os.environ:
         raise ConfigError(f"reward_model.judge.api_key_env={judge.api_key_env!r}: that environment variable is not set")
@@ -341,11 +385,17 @@ def resolve_precision(cfg: PPOConfig, cuda_available: bool | None = None) -> dic
 
         cuda_available = torch.cuda.is_available()
     if cfg.trainer.device == "cuda" and not cuda_available:
-        return {role: {"dtype": "auto", "reason": "resolved by each worker on its GPU"}
-                for role in ("actor", "ref", "rollout", "critic", "reward_model")}
+        return {
+            role: {"dtype": "auto", "reason": "resolved by each worker on its GPU"}
+            for role in ("actor", "ref", "rollout", "critic", "reward_model")
+        }
     arr = cfg.actor_rollout_ref
     chosen = resolve_policy_precision(arr)
-    arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype = chosen["actor"].dtype, chosen["ref"].dtype, chosen["rollout"].dtype
+    arr.actor.mixed_precision, arr.ref.dtype, arr.rollout.dtype = (
+        chosen["actor"].dtype,
+        chosen["ref"].dtype,
+        chosen["rollout"].dtype,
+    )
     if cfg.use_critic:
         chosen["critic"] = resolve_dtype(cfg.critic.mixed_precision, cfg.critic.device, "train")
         cfg.critic.mixed_precision = chosen["critic"].dtype

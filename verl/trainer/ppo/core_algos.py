@@ -89,9 +89,14 @@ class Estimator:
 ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register_adv_est(name: str, needs_critic: bool = False, group_baseline: bool = False,
-                     loss_agg_mode: str = "token-mean", check: Callable[[Any], str | None] | None = None,
-                     informative: Callable[[Any, Any], bool] | None = None) -> Callable[[AdvantageFn], AdvantageFn]:
+def register_adv_est(
+    name: str,
+    needs_critic: bool = False,
+    group_baseline: bool = False,
+    loss_agg_mode: str = "token-mean",
+    check: Callable[[Any], str | None] | None = None,
+    informative: Callable[[Any, Any], bool] | None = None,
+) -> Callable[[AdvantageFn], AdvantageFn]:
     """Register an advantage estimator under ``name`` with what it needs (`Estimator`).
 
     The trainer calls every estimator with keyword arguments only:
@@ -306,8 +311,10 @@ def compute_reinforce_plus_plus_outcome_advantage(
 
 def _remax_check(cfg: Any) -> str | None:
     if cfg.trainer.staleness:
-        return ("trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
-                "would share the engine with the overlapped rollout")
+        return (
+            "trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
+            "would share the engine with the overlapped rollout"
+        )
     return None
 
 
@@ -413,7 +420,9 @@ def apply_kl_penalty(
 # --------------------------------------------------------------------------- losses
 
 
-def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None) -> torch.Tensor:
+def agg_loss(
+    loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None
+) -> torch.Tensor:
     """Reduce a ``(B, T)`` loss to a scalar; rows without any unmasked token (failed rows) never count.
 
     With ``R`` the rows that have a masked-in token:

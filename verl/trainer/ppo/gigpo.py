@@ -62,24 +62,33 @@ def turn_rows(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tens
     (and ``step_reward``)."""
     missing = [name for name in ("turn_ends", "anchor_obs") if name not in non_tensor_batch]
     if missing:
-        raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: per-turn anchor "
-                         "states, which the built-in agent's rollout (data.rollout=agent) builds")
+        raise ValueError(
+            f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: per-turn anchor "
+            "states, which the built-in agent's rollout (data.rollout=agent) builds"
+        )
     ends, anchors = non_tensor_batch["turn_ends"], non_tensor_batch["anchor_obs"]
     paid = non_tensor_batch.get(STEP_REWARD)
     pairs = [(b, k) for b in range(len(outcome)) for k in range(len(ends[b]))]
     for b in range(len(outcome)):
         if len(anchors[b]) != len(ends[b]) or (paid is not None and len(paid[b]) != len(ends[b])):
-            raise ValueError(f"row {b}: {len(ends[b])} turn ends but {len(anchors[b])} anchor states"
-                             + ("" if paid is None else f" and {len(paid[b])} step rewards"))
+            raise ValueError(
+                f"row {b}: {len(ends[b])} turn ends but {len(anchors[b])} anchor states"
+                + ("" if paid is None else f" and {len(paid[b])} step rewards")
+            )
     rows = [b for b, _ in pairs]
-    columns = {"traj_uid": [b for b, _ in pairs], "step": [k for _, k in pairs], "anchor_obs": [anchors[b][k] for b, k in pairs]}
+    columns = {
+        "traj_uid": [b for b, _ in pairs],
+        "step": [k for _, k in pairs],
+        "anchor_obs": [anchors[b][k] for b, k in pairs],
+    }
     if paid is not None:
         columns[STEP_REWARD] = [float(paid[b][k]) for b, k in pairs]
     return TurnRows(pairs, outcome[rows], live[rows], np.asarray(index)[rows], columns)
 
 
-def _turn_view(outcome: np.ndarray, live: np.ndarray, index: np.ndarray,
-               non_tensor_batch: dict[str, Any] | None) -> TurnRows:
+def _turn_view(
+    outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tensor_batch: dict[str, Any] | None
+) -> TurnRows:
     """The batch as turn rows: a step-wise batch as it is, whole trajectories through `turn_rows`."""
     if non_tensor_batch is None or "traj_uid" in non_tensor_batch or "turn_ends" not in non_tensor_batch:
         return TurnRows(None, outcome, live, index, non_tensor_batch)
@@ -91,14 +100,20 @@ def _columns(non_tensor_batch: dict[str, Any] | None, rows: int) -> tuple[list[H
     non_tensor_batch = non_tensor_batch if non_tensor_batch is not None else {}
     missing = [name for name in REQUIRED_COLUMNS if name not in non_tensor_batch]
     if missing:
-        raise ValueError(f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: one row per "
-                         "model turn (agent.history_window > 0), or whole trajectories with per-turn turn_ends and anchor_obs")
+        raise ValueError(
+            f"GiGPO needs the non-tensor column(s) {', '.join(repr(m) for m in missing)}: one row per "
+            "model turn (agent.history_window > 0), or whole trajectories with per-turn turn_ends and anchor_obs"
+        )
     for name in (*REQUIRED_COLUMNS, STEP_REWARD):
         if name in non_tensor_batch and len(non_tensor_batch[name]) != rows:
-            raise ValueError(f"non-tensor column '{name}' has length {len(non_tensor_batch[name])} "
-                             f"but the batch has {rows} rows")
-    return (list(non_tensor_batch["traj_uid"]), [int(k) for k in non_tensor_batch["step"]],
-            list(non_tensor_batch["anchor_obs"]))
+            raise ValueError(
+                f"non-tensor column '{name}' has length {len(non_tensor_batch[name])} but the batch has {rows} rows"
+            )
+    return (
+        list(non_tensor_batch["traj_uid"]),
+        [int(k) for k in non_tensor_batch["step"]],
+        list(non_tensor_batch["anchor_obs"]),
+    )
 
 
 def _normalised(values: np.ndarray, norm_by_std: bool, epsilon: float) -> np.ndarray:
@@ -124,8 +139,9 @@ class _Episodes:
     anchor_groups: dict[Key, list[int]]  # (index, anchor_obs) -> its live rows
 
 
-def _episodes(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tensor_batch: dict[str, Any] | None,
-             step_gamma: float) -> _Episodes:
+def _episodes(
+    outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tensor_batch: dict[str, Any] | None, step_gamma: float
+) -> _Episodes:
     """Trajectories, outcomes ``R``, step returns ``G`` and anchor groups, as `compute_gigpo_advantage` defines them."""
     rows = len(outcome)
     if len(index) != rows:
@@ -165,30 +181,43 @@ def _episodes(outcome: np.ndarray, live: np.ndarray, index: np.ndarray, non_tens
     return _Episodes(traj_of, outcomes, episode_groups, step_returns, anchor_groups)
 
 
-def has_signal(scores: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
-               non_tensor_batch: dict[str, Any], step_gamma: float) -> bool:
+def has_signal(
+    scores: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    non_tensor_batch: dict[str, Any],
+    step_gamma: float,
+) -> bool:
     """Whether GiGPO can give a row a non-zero advantage: the outcomes ``R`` of an episode group differ, or
     the step returns ``G`` of an anchor group differ (so a group whose episodes all scored the same still
     teaches which step was better when, e.g., one reached the same state later or earned more on the way)."""
     live = (response_mask != 0).any(dim=-1).cpu().numpy()
     view = _turn_view(scores.detach().to("cpu", torch.float64).numpy(), live, index, non_tensor_batch)
     ep = _episodes(view.outcome, view.live, view.index, view.non_tensor_batch, step_gamma)
-    return (any(_varies([ep.outcomes[k] for k in keys]) for keys in ep.episode_groups.values())
-            or any(_varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()))
+    return any(_varies([ep.outcomes[k] for k in keys]) for keys in ep.episode_groups.values()) or any(
+        _varies(ep.step_returns[rows].tolist()) for rows in ep.anchor_groups.values()
+    )
 
 
 def _check(cfg: Any) -> str | None:
     if cfg.data.rollout != "agent":
-        return (f"algorithm.adv_estimator=gigpo needs the per-turn anchor states that only the built-in agent's rollout "
-                f"builds: data.rollout=agent (got {cfg.data.rollout})")
+        return (
+            f"algorithm.adv_estimator=gigpo needs the per-turn anchor states that only the built-in agent's rollout "
+            f"builds: data.rollout=agent (got {cfg.data.rollout})"
+        )
     return None
 
 
 def _informative(group: DataProto, options: Any) -> bool:
     """Dynamic sampling keeps a task's rows while `has_signal` says GiGPO can give one a non-zero advantage."""
     b = group.batch
-    return has_signal(b["outcome_scores"], b["response_mask"], group.non_tensor_batch["uid"], group.non_tensor_batch,
-                      options.step_gamma)
+    return has_signal(
+        b["outcome_scores"],
+        b["response_mask"],
+        group.non_tensor_batch["uid"],
+        group.non_tensor_batch,
+        options.step_gamma,
+    )
 
 
 @register_adv_est("gigpo", group_baseline=True, check=_check, informative=_informative)
@@ -252,8 +281,12 @@ def compute_gigpo_advantage(
     outcome = token_level_rewards.sum(dim=-1) if scores is None else scores
     if outcome.shape != (rows,):
         raise ValueError(f"scores must have shape ({rows},), got {tuple(outcome.shape)}")
-    view = _turn_view(outcome.detach().to("cpu", torch.float64).numpy(), (response_mask != 0).any(dim=-1).cpu().numpy(),
-                      index, non_tensor_batch)
+    view = _turn_view(
+        outcome.detach().to("cpu", torch.float64).numpy(),
+        (response_mask != 0).any(dim=-1).cpu().numpy(),
+        index,
+        non_tensor_batch,
+    )
     live, turns = view.live, len(view.outcome)
     ep = _episodes(view.outcome, live, view.index, view.non_tensor_batch, step_gamma)
 
@@ -276,7 +309,7 @@ def compute_gigpo_advantage(
         ends = non_tensor_batch["turn_ends"]
         per_token = torch.zeros(response_mask.shape, dtype=torch.float64)
         for v, (b, k) in enumerate(view.pairs):
-            per_token[b, (ends[b][k - 1] + 1 if k else 0): ends[b][k] + 1] = combined[v]
+            per_token[b, (ends[b][k - 1] + 1 if k else 0) : ends[b][k] + 1] = combined[v]
         advantages = per_token.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype) * response_mask
 
     if metrics is not None:
@@ -285,5 +318,6 @@ def compute_gigpo_advantage(
         metrics["gigpo/anchor_step_share"] = sum(shared) / live_rows if live_rows else 0.0
         metrics["gigpo/anchor_group_size/mean"] = sum(shared) / len(shared) if shared else 0.0
         metrics[EQUAL_SCORE_GROUP_SHARE] = equal_score_group_share(
-            [ep.outcomes[k] for k in keys] for keys in ep.episode_groups.values())
+            [ep.outcomes[k] for k in keys] for keys in ep.episode_groups.values()
+        )
     return advantages, advantages

@@ -60,10 +60,13 @@ def load_rubric(path: str | None) -> str:
     try:
         fields = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as exc:
-        raise ValueError(f"the rubric {file} is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+        raise ValueError(
+            f"the rubric {file} is not a valid template ({exc}); write literal braces as {{{{ and }}}}"
+        ) from None
     if fields != {"episode"}:
-        raise ValueError(f"the rubric {file} must hold the placeholder {{episode}} and no other; it holds "
-                         f"{sorted(fields) or 'none'}")
+        raise ValueError(
+            f"the rubric {file} must hold the placeholder {{episode}} and no other; it holds {sorted(fields) or 'none'}"
+        )
     return text
 
 
@@ -106,8 +109,10 @@ def judge_failure_problem(errors: dict[int, str], asked: int, limit: float) -> s
         return None
     reasons = list(errors.values())
     common = max(set(reasons), key=reasons.count)
-    return (f"the judge failed on {len(errors)} of {asked} episodes (reward_model.judge.max_failed_fraction={limit}); "
-            f"most common error: {common[:500]}")
+    return (
+        f"the judge failed on {len(errors)} of {asked} episodes (reward_model.judge.max_failed_fraction={limit}); "
+        f"most common error: {common[:500]}"
+    )
 
 
 class JudgeClient:
@@ -135,8 +140,9 @@ class JudgeClient:
             if attempt:
                 time.sleep(BACKOFF_S * 2 ** (attempt - 1))
             try:
-                response = requests.post(f"{self.base_url}/chat/completions", json=body, headers=self.headers,
-                                         timeout=self.cfg.timeout_s)
+                response = requests.post(
+                    f"{self.base_url}/chat/completions", json=body, headers=self.headers, timeout=self.cfg.timeout_s
+                )
             except requests.Timeout:
                 last = f"timed out after {self.cfg.timeout_s:g} s"
                 continue
@@ -169,8 +175,10 @@ class JudgeClient:
             else:
                 score = first_number(choice["message"]["content"] or "")
         except (KeyError, IndexError, TypeError) as exc:
-            raise JudgeError(f"the reply lacks {exc} (answer={self.cfg.answer} needs "
-                             f"{'logprobs with top_logprobs' if self.cfg.answer == 'yes_probability' else 'content'})") from None
+            raise JudgeError(
+                f"the reply lacks {exc} (answer={self.cfg.answer} needs "
+                f"{'logprobs with top_logprobs' if self.cfg.answer == 'yes_probability' else 'content'})"
+            ) from None
         with self._lock:
             self._cache[key] = score
         return score, False
@@ -221,14 +229,17 @@ class ServedJudge:
 
         s = self.serve
         engine = {"kv_cache_gb": s.kv_cache_gb, "max_model_len": s.max_model_len, "dtype": s.dtype}
-        actor_cls = ray.remote(JudgeServer).options(num_cpus=s.num_cpus, num_gpus=s.num_gpus if self.device == "cuda" else 0,
-                                                    max_concurrency=4)
+        actor_cls = ray.remote(JudgeServer).options(
+            num_cpus=s.num_cpus, num_gpus=s.num_gpus if self.device == "cuda" else 0, max_concurrency=4
+        )
         self.actor = actor_cls.remote(s.model_path, engine, self.device, s.num_threads)
         try:
             self.url = ray.get(self.actor.url.remote(), timeout=START_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
-            raise JudgeUnavailable(f"the served judge did not start within {START_TIMEOUT_S:g} s (are its "
-                                   f"{s.num_cpus} CPU(s) free? reward_model.judge.serve.num_cpus)") from None
+            raise JudgeUnavailable(
+                f"the served judge did not start within {START_TIMEOUT_S:g} s (are its "
+                f"{s.num_cpus} CPU(s) free? reward_model.judge.serve.num_cpus)"
+            ) from None
 
     def healthy(self) -> bool:
         try:
@@ -243,8 +254,10 @@ class ServedJudge:
         failures = 0
         while not self.healthy():
             if failures >= self.serve.max_restarts:
-                raise JudgeUnavailable(f"the served judge ({self.serve.model_path}) did not come back after "
-                                       f"{failures} restart(s) (reward_model.judge.serve.max_restarts)")
+                raise JudgeUnavailable(
+                    f"the served judge ({self.serve.model_path}) did not come back after "
+                    f"{failures} restart(s) (reward_model.judge.serve.max_restarts)"
+                )
             print(f"[judge] the served judge at {self.url} does not answer: restarting it", flush=True)
             ray.kill(self.actor, no_restart=True)
             try:

@@ -1,4 +1,5 @@
-"""Batch statistics with verl's metric names (``critic/score/mean``, ``response_length/mean``, ``perf/throughput`` ...)."""
+"""Batch statistics with verl's metric names (``critic/score/mean``,
+``response_length/mean``, ``perf/throughput`` ...)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
     if values.numel() == 0:
         return {}
     values = values.float()
-    return {f"{prefix}/mean": float(values.mean()), f"{prefix}/max": float(values.max()), f"{prefix}/min": float(values.min())}
+    return {
+        f"{prefix}/mean": float(values.mean()),
+        f"{prefix}/max": float(values.max()),
+        f"{prefix}/min": float(values.min()),
+    }
 
 
 def compute_data_metrics(batch: DataProto, use_critic: bool, response_budget: int) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""A learned reward model's or an LLM judge's score in the reward (``reward_model.*``), the env's reward logged beside it.
+"""A learned reward model's or an LLM judge's score in the reward (``reward_model.*``),
+the env's reward logged beside it.
 
 After the reward path (`verl.trainer.ppo.reward.RewardManager`) has written each row's reward
 ``R_env``, the reward-model group returns ``rm_scores`` ``(B, T)``: ``r(x_{<=P+t})`` at every response
@@ -48,8 +49,13 @@ def turn_positions(response_mask: torch.Tensor, turn_ends: list[int] | None) -> 
     return [int(model[-1])] if len(model) else []
 
 
-def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardModelConfig, manager: RewardManager,
-                       errors: dict[int, str] | None = None) -> dict[str, float]:
+def apply_model_reward(
+    batch: DataProto,
+    rm_scores: torch.Tensor,
+    cfg: RewardModelConfig,
+    manager: RewardManager,
+    errors: dict[int, str] | None = None,
+) -> dict[str, float]:
     """Rewrite ``outcome_scores`` and ``token_level_scores`` of ``batch`` with the scores (module docstring);
     returns ``reward_model/*`` metrics (the env's reward and success beside the score). A judge's scores
     (``cfg.kind`` judge) are used as they are (no ``transform``); ``errors``: why a row has no score."""
@@ -75,7 +81,9 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
         turns[i] = [(p, transform(r, how)) for p, r in zip(positions, raw)]
     live = [i for i in range(n) if turns[i]]
     scores = {i: turns[i][-1][1] for i in live}
-    shares = {i: [(p, s - (turns[i][k - 1][1] if k else 0.0)) for k, (p, s) in enumerate(turns[i])] for i in live}  # d_k
+    shares = {
+        i: [(p, s - (turns[i][k - 1][1] if k else 0.0)) for k, (p, s) in enumerate(turns[i])] for i in live
+    }  # d_k
     weight = cfg.weight if cfg.combine == "add" else 1.0
     base = [env[i] if cfg.combine == "add" and i in scores else 0.0 for i in range(n)]
     if cfg.per_turn:
@@ -84,8 +92,9 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
         for i in live:
             for p, d in shares[i]:
                 token[i, p] += weight * d
-        batch.batch["outcome_scores"] = torch.tensor([base[i] + weight * scores.get(i, 0.0) for i in range(n)],
-                                                     dtype=torch.float32)
+        batch.batch["outcome_scores"] = torch.tensor(
+            [base[i] + weight * scores.get(i, 0.0) for i in range(n)], dtype=torch.float32
+        )
     else:
         manager.place(batch, [base[i] + weight * scores.get(i, 0.0) for i in range(n)])
     if "step_reward" in nt:  # GiGPO's per-turn rewards, in the same terms
@@ -98,14 +107,20 @@ def apply_model_reward(batch: DataProto, rm_scores: torch.Tensor, cfg: RewardMod
     metrics = {"reward_model/failures": float(failures)}
     if live:
         s = np.array([scores[i] for i in live])
-        metrics.update({"reward_model/score/mean": float(s.mean()), "reward_model/score/std": float(s.std()),
-                        "reward_model/env_reward/mean": float(np.mean([env[i] for i in live]))})
+        metrics.update(
+            {
+                "reward_model/score/mean": float(s.mean()),
+                "reward_model/score/std": float(s.std()),
+                "reward_model/env_reward/mean": float(np.mean([env[i] for i in live])),
+            }
+        )
         labelled = [i for i in live if success[i] is not None]
         if labelled:
             ok = [bool(success[i]) for i in labelled]
             auc = roc_auc([scores[i] for i in labelled], ok)
-            agree, pairs = group_agreement([scores[i] for i in labelled], [float(v) for v in ok],
-                                           [nt["uid"][i] for i in labelled])
+            agree, pairs = group_agreement(
+                [scores[i] for i in labelled], [float(v) for v in ok], [nt["uid"][i] for i in labelled]
+            )
             metrics["reward_model/env_success/mean"] = float(np.mean(ok))
             if auc is not None:
                 metrics["reward_model/auc"] = auc

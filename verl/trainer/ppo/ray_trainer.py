@@ -5,7 +5,8 @@ One step (``fit``)::
     tasks      = dataloader.next_batch()
     batch      = rollout.run_llm_loop(tasks)               # e.g. multi-turn agent episodes: what happened, per row
     scores     = reward_manager(batch)                     # the one reward path: outcome and token-level scores
-    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's or a judge's score in R
+    scores     = reward_model.score(batch)                 # with reward_model.enable: a learned model's or
+                                                           # a judge's score in R
     batch     += actor.compute_log_prob(batch)             # old log-probs
     batch     += ref.compute_ref_log_prob(batch)           # when a KL term is on
     batch     += critic.compute_values(batch)              # GAE only
@@ -56,8 +57,8 @@ from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, Ra
 from verl.trainer.checkpoint import BEST_FILE, LATEST_MARKER
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
-from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.judge import Judge, JudgeUnavailable, judge_failure_problem
+from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics
 from verl.trainer.ppo.model_reward import apply_model_reward
 from verl.trainer.ppo.reward import RewardManager, mark_failed
 from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
@@ -70,7 +71,13 @@ from verl.workers.fsdp_workers import ROLLOUT_GROUP, ActorRolloutRefWorker, Crit
 from verl.workers.reward_model import RewardModelWorker
 
 AHEAD_FILE = "rollout_ahead.pt"  # in a checkpoint: the next step's batch, rolled out ahead (trainer.staleness=1)
-MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")  # what every model pass reads
+MODEL_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "position_ids",
+    "responses",
+    "response_mask",
+)  # what every model pass reads
 SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
 SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
 
@@ -109,7 +116,9 @@ class RayPPOTrainer:
         self.tokenizer = tokenizer
         self.services = services
         alg = config.algorithm
-        self.reward_manager = RewardManager(tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s)
+        self.reward_manager = RewardManager(
+            tokenizer, alg.reward_score_fn, alg.reward_allocation, alg.gamma, alg.reward_timeout_s
+        )
         self.global_step = 0
         self.rm_wg = None  # the reward-model group, with reward_model.enable (init_workers)
         self.judge = None  # the LLM judge, with reward_model.kind=judge (init_workers)
@@ -120,7 +129,9 @@ class RayPPOTrainer:
             else core_algos.FixedKLController(kl.kl_coef)
         )
         d = config.data
-        self.train_loader = TaskDataLoader(read_tasks(d.train_files), d.train_batch_size, shuffle=d.shuffle, seed=d.seed)
+        self.train_loader = TaskDataLoader(
+            read_tasks(d.train_files), d.train_batch_size, shuffle=d.shuffle, seed=d.seed
+        )
         val_tasks = read_tasks(d.val_files, d.val_max_samples)
         self.val_loader = TaskDataLoader(val_tasks, min(d.val_batch_size, len(val_tasks)), shuffle=False)
         self.output_dir = Path(config.trainer.output_dir)
@@ -146,8 +157,11 @@ class RayPPOTrainer:
             node_labels=t.policy_nodes,
         )
         role = "actor_rollout_ref" if cfg.use_ref else "actor_rollout"
-        self.actor_rollout_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role),
-                                               concurrency_groups={ROLLOUT_GROUP: 1} if self.overlap else None)
+        self.actor_rollout_wg = RayWorkerGroup(
+            self.pool,
+            RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role),
+            concurrency_groups={ROLLOUT_GROUP: 1} if self.overlap else None,
+        )
         self.actor_rollout_wg.init_model()
         self.critic_wg = None
         if cfg.use_critic:
@@ -160,7 +174,11 @@ class RayPPOTrainer:
             self.rm_wg.init_model()
         groups = [g for g in (self.actor_rollout_wg, self.critic_wg, self.rm_wg) if g is not None]
         print("[trainer] workers: " + "; ".join(f"{g.cls_name} pids {g.pids()}" for g in groups), flush=True)
-        print("[trainer] placement: " + "; ".join(f"{g.cls_name} ranks on nodes {[node[:8] for node in g.node_ids()]}" for g in groups), flush=True)
+        print(
+            "[trainer] placement: "
+            + "; ".join(f"{g.cls_name} ranks on nodes {[node[:8] for node in g.node_ids()]}" for g in groups),
+            flush=True,
+        )
         self.rollout, self.val_rollout = self._build_rollouts()
 
     def _build_rollouts(self):
@@ -169,13 +187,19 @@ class RayPPOTrainer:
         cfg = self.config
         plugin = load_rollout_plugin(cfg.data.rollout)
         n = int(cfg.agent.get("n", 1))
-        return (plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, n),
-                plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, 1))
+        return (
+            plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, n),
+            plugin.build(cfg, self.tokenizer, self.actor_rollout_wg, 1),
+        )
 
     def shutdown(self) -> None:
         if self._ahead_pool is not None:
             self._ahead_pool.shutdown(wait=False, cancel_futures=True)
-        for wg in (getattr(self, "actor_rollout_wg", None), getattr(self, "critic_wg", None), getattr(self, "rm_wg", None)):
+        for wg in (
+            getattr(self, "actor_rollout_wg", None),
+            getattr(self, "critic_wg", None),
+            getattr(self, "rm_wg", None),
+        ):
             if wg is not None:
                 wg.shutdown()
         if self.judge is not None:
@@ -230,12 +254,17 @@ class RayPPOTrainer:
         greedy = self.val_rollout.run_llm_loop(tasks, do_sample=False, global_step=self.global_step)
         self._score(greedy)
         g = greedy.non_tensor_batch
-        by_task = {task: score for task, score, failed in zip(g["task_id"], greedy.batch["outcome_scores"].tolist(), g["failed"])
-                   if not failed}
+        by_task = {
+            task: score
+            for task, score, failed in zip(g["task_id"], greedy.batch["outcome_scores"].tolist(), g["failed"])
+            if not failed
+        }
         nt = batch.non_tensor_batch
         orphans = [i for i, task in enumerate(nt["task_id"]) if task not in by_task and not nt["failed"][i]]
         mark_failed(batch, orphans, "remax: the greedy baseline rollout of this task failed")
-        batch.batch["reward_baselines"] = torch.tensor([by_task.get(t, 0.0) for t in nt["task_id"]], dtype=torch.float32)
+        batch.batch["reward_baselines"] = torch.tensor(
+            [by_task.get(t, 0.0) for t in nt["task_id"]], dtype=torch.float32
+        )
         return {"remax/failed_baseline_rows": float(len(orphans))}
 
     def _balance(self, batch: DataProto) -> None:
@@ -263,8 +292,11 @@ class RayPPOTrainer:
         return Collected(batch, metrics, version)
 
     def _rollout(self, tasks: DataProto, metrics: dict[str, float], step: int, round_: int = 0) -> DataProto:
-        """Roll out ``tasks`` and score them through the reward path; refill rounds (``round_ > 0``) get distinct uids."""
-        traj_dir = str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
+        """Roll out ``tasks`` and score them through the reward path;
+        refill rounds (``round_ > 0``) get distinct uids."""
+        traj_dir = (
+            str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
+        )
         batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=step)
         rollout_metrics = batch.meta_info.pop("metrics", {})
         if round_ == 0:
@@ -285,7 +317,9 @@ class RayPPOTrainer:
         start = time.perf_counter()
         if self.rm_wg is not None:
             out = self.rm_wg.compute_rm_score(self._for_worker(batch))
-            metrics.update(apply_model_reward(batch, out.batch["rm_scores"], self.config.reward_model, self.reward_manager))
+            metrics.update(
+                apply_model_reward(batch, out.batch["rm_scores"], self.config.reward_model, self.reward_manager)
+            )
         elif self.judge is not None:
             try:
                 grid, errors, calls = self.judge.score(batch)
@@ -293,8 +327,9 @@ class RayPPOTrainer:
                 raise TooManyFailures(str(exc)) from None
             metrics.update(calls)
             metrics.update(apply_model_reward(batch, grid, self.config.reward_model, self.reward_manager, errors))
-            problem = judge_failure_problem(errors, int(calls["reward_model/judged"]),
-                                            self.config.reward_model.judge.max_failed_fraction)
+            problem = judge_failure_problem(
+                errors, int(calls["reward_model/judged"]), self.config.reward_model.judge.max_failed_fraction
+            )
             if problem:
                 raise TooManyFailures(problem)
         else:
@@ -337,12 +372,18 @@ class RayPPOTrainer:
             batch = self._rollout(self.train_loader.next_batch(), metrics, step, round_)
         shortfall = max(target - len(kept), 0)
         chosen = kept[:target] + dropped[:shortfall]
-        metrics.update({"filter/dropped_groups": float(seen_dropped), "filter/refill_rounds": float(round_),
-                        "filter/shortfall_groups": float(shortfall)})
+        metrics.update(
+            {
+                "filter/dropped_groups": float(seen_dropped),
+                "filter/refill_rounds": float(round_),
+                "filter/shortfall_groups": float(shortfall),
+            }
+        )
         return concat_padded(chosen, self.rollout.pad_id)
 
     def _check_failures(self, batch: DataProto) -> None:
-        """`TooManyFailures` when the failed share of the batch's trajectories is above ``trainer.max_failed_fraction``."""
+        """`TooManyFailures` when the failed share of the batch's trajectories is above
+        ``trainer.max_failed_fraction``."""
         nt = batch.non_tensor_batch
         failed = np.array(nt.get("failed", [False] * len(batch)), dtype=bool)
         share = float(failed.mean()) if len(failed) else 0.0
@@ -350,8 +391,10 @@ class RayPPOTrainer:
             return
         errors = [str(e) for e in np.asarray(nt.get("error", [""] * len(batch)), dtype=object)[failed] if str(e)]
         common = max(set(errors), key=errors.count) if errors else "no error recorded"
-        raise TooManyFailures(f"{int(failed.sum())} of {len(failed)} trajectories failed (trainer.max_failed_fraction="
-                              f"{self.config.trainer.max_failed_fraction}); most common error: {common[:500]}")
+        raise TooManyFailures(
+            f"{int(failed.sum())} of {len(failed)} trajectories failed (trainer.max_failed_fraction="
+            f"{self.config.trainer.max_failed_fraction}); most common error: {common[:500]}"
+        )
 
     def _pad_to_mini_batches(self, batch: DataProto) -> DataProto:
         """Step-wise rows (one per turn) vary in number: pad to a multiple of the mini-batch sizes and ranks
@@ -384,8 +427,12 @@ class RayPPOTrainer:
         """Whether the update itself supplies the old log-probs (`PPOActor.update_policy`): the batch makes
         one optimiser step and nothing needs them before it (an in-reward KL penalty would)."""
         a = self.config.actor_rollout_ref.actor
-        return (a.reuse_on_policy_log_prob and a.ppo_epochs == 1 and len(batch) == a.ppo_mini_batch_size
-                and not self.config.algorithm.use_kl_in_reward)
+        return (
+            a.reuse_on_policy_log_prob
+            and a.ppo_epochs == 1
+            and len(batch) == a.ppo_mini_batch_size
+            and not self.config.algorithm.use_kl_in_reward
+        )
 
     def _actor_update_keys(self, batch: DataProto) -> list[str]:
         actor = self.config.actor_rollout_ref.actor
@@ -419,7 +466,9 @@ class RayPPOTrainer:
             self._launch_ahead(metrics)
         batch = self._pad_to_mini_batches(batch)
         r = cfg.actor_rollout_ref.rollout
-        batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)  # recompute under the sampling distribution
+        batch.meta_info.update(
+            temperature=r.temperature, top_p=r.top_p, top_k=r.top_k
+        )  # recompute under the sampling distribution
         if cfg.trainer.balance_batch:
             self._balance(batch)
 
@@ -427,7 +476,9 @@ class RayPPOTrainer:
             with timer("old_log_prob"):
                 old = self.actor_rollout_wg.compute_log_prob(self._for_worker(batch))
             entropys = old.pop(batch_keys=["entropys"]).batch["entropys"]
-            metrics["actor/entropy_rollout"] = float(core_algos.masked_mean(entropys, batch.batch["response_mask"].float()))
+            metrics["actor/entropy_rollout"] = float(
+                core_algos.masked_mean(entropys, batch.batch["response_mask"].float())
+            )
             batch.union(old)
         if cfg.use_ref:
             with timer("ref"):
@@ -446,7 +497,9 @@ class RayPPOTrainer:
 
         if self.critic_wg is not None:
             with timer("update_critic"):
-                metrics.update(self.critic_wg.update_critic(self._for_worker(batch, "values", "returns")).meta_info["metrics"])
+                metrics.update(
+                    self.critic_wg.update_critic(self._for_worker(batch, "values", "returns")).meta_info["metrics"]
+                )
         if self.global_step > cfg.algorithm.critic_warmup:
             with timer("update_actor_total"):
                 data = self._for_worker(batch, *self._actor_update_keys(batch))
@@ -455,7 +508,9 @@ class RayPPOTrainer:
             self._policy_version += 1
             if not self.overlap:
                 self._engine_version = self._policy_version
-        metrics.update(compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget))
+        metrics.update(
+            compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget)
+        )
         metrics["timing_s/step"] = time.perf_counter() - step_start
         metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))
         return metrics
@@ -496,7 +551,9 @@ class RayPPOTrainer:
         failed: dict[str, int] = {}
         start = time.perf_counter()
         for tasks in self.val_loader.all_batches():
-            out = self.val_rollout.run_llm_loop(tasks, do_sample=self.config.trainer.val_do_sample, global_step=self.global_step)
+            out = self.val_rollout.run_llm_loop(
+                tasks, do_sample=self.config.trainer.val_do_sample, global_step=self.global_step
+            )
             self.reward_manager(out)
             nt = out.non_tensor_batch
             totals = out.batch["outcome_scores"].tolist()
@@ -506,7 +563,9 @@ class RayPPOTrainer:
                 first_rows.setdefault(uid, i)
             for i in first_rows.values():
                 source = str(nt["data_source"][i])
-                if bool(nt["failed"][i]):  # an env or reward error says nothing about the policy: count it, do not score it
+                if bool(
+                    nt["failed"][i]
+                ):  # an env or reward error says nothing about the policy: count it, do not score it
                     failed[source] = failed.get(source, 0) + 1
                 else:
                     rows.setdefault(source, []).append((totals[i], bool(nt["success"][i])))
@@ -536,8 +595,16 @@ class RayPPOTrainer:
             if ahead is None:  # the rollout ahead failed: a resumed run draws its tasks again
                 loader_state = self._ahead.loader_before
             else:
-                torch.save({"tasks": self._ahead.tasks, "loader_before": self._ahead.loader_before, "batch": ahead.batch,
-                            "metrics": ahead.metrics, "policy_version": ahead.policy_version}, tmp / AHEAD_FILE)
+                torch.save(
+                    {
+                        "tasks": self._ahead.tasks,
+                        "loader_before": self._ahead.loader_before,
+                        "batch": ahead.batch,
+                        "metrics": ahead.metrics,
+                        "policy_version": ahead.policy_version,
+                    },
+                    tmp / AHEAD_FILE,
+                )
         self.actor_rollout_wg.save_checkpoint(str(tmp / "actor"))
         if self.critic_wg is not None:
             self.critic_wg.save_checkpoint(str(tmp / "critic"))
@@ -579,12 +646,17 @@ class RayPPOTrainer:
     def _mark_best(self, metrics: dict[str, float]) -> None:
         """Write `BEST_FILE` naming this step's checkpoint (the starting model at step 0), atomically."""
         rates = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success_rate")]
-        model = (self.ckpt_dir / f"global_step_{self.global_step}" if self.global_step
-                 else Path(self.config.actor_rollout_ref.model.path))
+        model = (
+            self.ckpt_dir / f"global_step_{self.global_step}"
+            if self.global_step
+            else Path(self.config.actor_rollout_ref.model.path)
+        )
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_dir / f".{BEST_FILE}.tmp"
-        tmp.write_text(json.dumps({"step": self.global_step, "dev_success": float(np.mean(rates)),
-                                   "model": str(model.resolve())}) + "\n")
+        tmp.write_text(
+            json.dumps({"step": self.global_step, "dev_success": float(np.mean(rates)), "model": str(model.resolve())})
+            + "\n"
+        )
         os.replace(tmp, self.ckpt_dir / BEST_FILE)
         metrics["val/best_step"] = float(self.global_step)
 
@@ -614,12 +686,18 @@ class RayPPOTrainer:
         if self.critic_wg is not None:
             self.critic_wg.load_checkpoint(str(path / "critic"))
         self.global_step = state["global_step"]
-        self._policy_version = self._engine_version = state.get("policy_version", self.global_step)  # loading synced the engine
+        self._policy_version = self._engine_version = state.get(
+            "policy_version", self.global_step
+        )  # loading synced the engine
         self.train_loader.load_state_dict(state["dataloader"])
         if (path / AHEAD_FILE).is_file():
             ahead = torch.load(path / AHEAD_FILE, weights_only=False)
             if self.overlap:  # the pipeline as it was: the next step trains the batch rolled out ahead
-                self._ahead = Ahead(ahead["tasks"], ahead["loader_before"], Collected(ahead["batch"], ahead["metrics"], ahead["policy_version"]))
+                self._ahead = Ahead(
+                    ahead["tasks"],
+                    ahead["loader_before"],
+                    Collected(ahead["batch"], ahead["metrics"], ahead["policy_version"]),
+                )
             else:  # synchronous now: those tasks are rolled out again with the newest weights
                 self.train_loader.load_state_dict(ahead["loader_before"])
         self.kl_ctrl.value = state["kl_coef"]
@@ -630,10 +708,17 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, float]:
-        """Train for ``trainer.total_training_steps`` steps; returns the last step's metrics (`RunStopped` on a fault)."""
+        """Train for ``trainer.total_training_steps`` steps;
+        returns the last step's metrics (`RunStopped` on a fault)."""
         t = self.config.trainer
-        tracker = Tracking(t.project_name, t.experiment_name, t.logger, str(self.output_dir), config=None,
-                           total_steps=t.total_training_steps)
+        tracker = Tracking(
+            t.project_name,
+            t.experiment_name,
+            t.logger,
+            str(self.output_dir),
+            config=None,
+            total_steps=t.total_training_steps,
+        )
         self._load_checkpoint()
         if self.global_step == 0:  # a new run: an earlier run's best is not this one's
             (self.ckpt_dir / BEST_FILE).unlink(missing_ok=True)
@@ -666,8 +751,10 @@ class RayPPOTrainer:
                     self._settle()
                     metrics.update(self._validate())
                     new_best = self._is_new_best(metrics)
-                if new_best or (t.save_freq > 0 and (self.global_step % t.save_freq == 0 or is_last
-                                                     or self.global_step == t.stop_after_step)):
+                if new_best or (
+                    t.save_freq > 0
+                    and (self.global_step % t.save_freq == 0 or is_last or self.global_step == t.stop_after_step)
+                ):
                     with PhaseTimer(metrics)("save_checkpoint"):
                         self._save_checkpoint()
                         if new_best:  # after the save: the file never names a checkpoint that is not there
@@ -678,8 +765,11 @@ class RayPPOTrainer:
                     progress.update(1)
                 if out_of_time:
                     self._wait_ahead()
-                    print(f"[trainer] stopping after step {self.global_step}: trainer.max_minutes={t.max_minutes} "
-                          f"spent ({(time.monotonic() - started) / 60:.1f} min)", flush=True)
+                    print(
+                        f"[trainer] stopping after step {self.global_step}: trainer.max_minutes={t.max_minutes} "
+                        f"spent ({(time.monotonic() - started) / 60:.1f} min)",
+                        flush=True,
+                    )
                     break
                 if t.stop_after_step is not None and self.global_step >= t.stop_after_step:
                     self._wait_ahead()
@@ -693,7 +783,9 @@ class RayPPOTrainer:
                 plot_metrics(tracker.jsonl_path, self.output_dir / "metrics.png")
         return last
 
-    def _guarded_step(self, tasks: DataProto, loader_before: dict, ready: Future | Collected | None = None) -> dict[str, float]:
+    def _guarded_step(
+        self, tasks: DataProto, loader_before: dict, ready: Future | Collected | None = None
+    ) -> dict[str, float]:
         """`train_step`, rolled out once more when too many trajectories failed; a second failure or a
         dead worker stops the run (see the module docstring). ``loader_before``: the dataloader before this
         step's tasks were drawn; ``ready``: their rollout, started ahead."""
@@ -737,8 +829,12 @@ class RayPPOTrainer:
             self.train_loader.load_state_dict(loader_state)
             self._save_checkpoint()
         latest = self._latest_step()
-        where = (f"the latest checkpoint is {self.ckpt_dir / f'global_step_{latest}'}; re-run the same command to resume from it"
-                 if latest is not None else "no checkpoint was written; re-running starts from the beginning")
+        where = (
+            f"the latest checkpoint is {self.ckpt_dir / f'global_step_{latest}'}; "
+            "re-run the same command to resume from it"
+            if latest is not None
+            else "no checkpoint was written; re-running starts from the beginning"
+        )
         print(f"[trainer] stopping: {cause}", flush=True)
         raise RunStopped(f"{cause}\n{where}")
 

@@ -133,8 +133,14 @@ def mark_failed(batch: DataProto, rows: list[int], error: str) -> None:
 
 
 class RewardManager:
-    def __init__(self, tokenizer, reward_score_fn: str | None = None, allocation: str = "last_token", gamma: float = 1.0,
-                 timeout_s: float = 30.0):
+    def __init__(
+        self,
+        tokenizer,
+        reward_score_fn: str | None = None,
+        allocation: str = "last_token",
+        gamma: float = 1.0,
+        timeout_s: float = 30.0,
+    ):
         if allocation not in ALLOCATIONS:
             raise ValueError(f"unknown reward allocation {allocation!r}; choose one of {list(ALLOCATIONS)}")
         self.tokenizer = tokenizer
@@ -220,8 +226,15 @@ class RewardManager:
         masks = batch.batch["response_mask"].tolist()
         width = batch.batch["responses"].shape[1]
         if "step" in nt:
-            placed = [r * (self.gamma ** (int(nt["num_turns"][i]) - 1 - int(nt["step"][i])) if self.allocation == "discounted" else 1.0)
-                      for i, r in enumerate(rewards)]
+            placed = [
+                r
+                * (
+                    self.gamma ** (int(nt["num_turns"][i]) - 1 - int(nt["step"][i]))
+                    if self.allocation == "discounted"
+                    else 1.0
+                )
+                for i, r in enumerate(rewards)
+            ]
             within_row = "last_token" if self.allocation == "discounted" else self.allocation
             scores = allocate(within_row, placed, masks, [[]] * n, width, self.gamma)
         else:

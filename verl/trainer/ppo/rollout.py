@@ -42,8 +42,9 @@ BUILTIN_ROLLOUTS = {"single_turn": "verl.workers.rollout.single_turn:PLUGIN"}
 class Rollout(Protocol):
     pad_id: int
 
-    def run_llm_loop(self, tasks: DataProto, do_sample: bool = True, global_step: int = 0,
-                     output_dir: str | None = None) -> DataProto: ...
+    def run_llm_loop(
+        self, tasks: DataProto, do_sample: bool = True, global_step: int = 0, output_dir: str | None = None
+    ) -> DataProto: ...
 
 
 class RolloutServices(Protocol):

@@ -33,7 +33,8 @@ DATA_SOURCE_TO_FN: dict[str, str] = {}
 
 
 def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tuple[str, ...] = ()) -> None:
-    """Add ``fn`` under ``name`` (``None``: ``name`` is already registered), and make it the default for ``data_sources``."""
+    """Add ``fn`` under ``name`` (``None``: ``name`` is already registered),
+    and make it the default for ``data_sources``."""
     if fn is None:
         if name not in SUPPORTED_REWARD_SCORE_FNS:
             raise ValueError(f"unknown reward score '{name}'; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
@@ -47,9 +48,11 @@ def register_reward_score(name: str, fn: ScoreFn | None = None, data_sources: tu
 
 def register(name: str, data_sources: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
     """Decorator form of `register_reward_score`: ``@register("name")`` above a ``compute_score``."""
+
     def add(fn: ScoreFn) -> ScoreFn:
         register_reward_score(name, fn, data_sources)
         return fn
+
     return add
 
 

@@ -49,7 +49,9 @@ class GenerationOutput:
     token_ids: list[int]
     log_probs: list[float]
     finish_reason: str  # "stop" (eos, stop string or stop id) or "length"
-    top_log_probs: list[dict[int, float]] = field(default_factory=list)  # with top_logprobs=k: per step, token -> log-prob
+    top_log_probs: list[dict[int, float]] = field(
+        default_factory=list
+    )  # with top_logprobs=k: per step, token -> log-prob
 
 
 class RolloutEngine(ABC):
@@ -97,5 +99,5 @@ class RolloutEngine(ABC):
         ``requests``) since the engine started; None where the engine does not count them."""
         return None
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> None:  # noqa: B027 - optional hook: engines with nothing to release inherit the no-op
         """Release the engine's resources."""

@@ -23,7 +23,9 @@ class HFRollout(RolloutEngine):
         self.batch_size = batch_size
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
 
@@ -72,7 +74,8 @@ class HFRollout(RolloutEngine):
             return_dict_in_generate=True,
         )
         new = out.sequences[:, width:].cpu()
-        # scores are the processed logits (after temperature, top-k, top-p): the distribution each token was sampled from
+        # scores are the processed logits (after temperature, top-k, top-p):
+        # the distribution each token was sampled from
         logprobs = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()
         results = []
         for row in range(len(prompts)):
@@ -95,4 +98,6 @@ class HFRollout(RolloutEngine):
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and self.model.config.tie_word_embeddings)]
         if missing or unexpected:
-            raise ValueError(f"weight update does not match the model: missing={missing[:5]} unexpected={unexpected[:5]}")
+            raise ValueError(
+                f"weight update does not match the model: missing={missing[:5]} unexpected={unexpected[:5]}"
+            )

@@ -12,7 +12,8 @@ Output, ``len(tasks) * n`` rows (the copies of a row adjacent, sharing one fresh
   the reward path scores each response with the function registered for its ``data_source``;
 * non-tensors: every dataset column unchanged, plus ``uid``, ``task_id`` (``extra_info["index"]``
   when present, else the row's position), ``seed``, ``failed`` (False), ``status`` (``done``, or
-  ``truncated`` when stopped by length), ``num_turns`` (1), ``success`` (None: the reward path decides), ``env_reward`` (0.0);
+  ``truncated`` when stopped by length), ``num_turns`` (1), ``success`` (None: the reward path decides),
+  ``env_reward`` (0.0);
 * ``meta_info["metrics"]``: ``rollout/*`` counts and ``timing_s/*``.
 
 Conventions of the multi-turn agent: the exact sampled ids are kept (never re-tokenised), copy
@@ -77,16 +78,23 @@ class SingleTurnRollout:
     ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker group or an in-process worker).
     Unset limits, sampling settings and seed are ``ppo_trainer.yaml``'s."""
 
-    def __init__(self, tokenizer: Any, generator: Any, n: int = yaml_value("ppo_trainer", "agent.n"),
-                 max_prompt_length: int = yaml_value("ppo_trainer", "agent.max_prompt_length"),
-                 max_response_length: int = yaml_value("ppo_trainer", "agent.max_response_length"),
-                 temperature: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.temperature"),
-                 top_p: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_p"),
-                 top_k: int = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_k"),
-                 seed: int = yaml_value("ppo_trainer", "trainer.seed")) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        generator: Any,
+        n: int = yaml_value("ppo_trainer", "agent.n"),
+        max_prompt_length: int = yaml_value("ppo_trainer", "agent.max_prompt_length"),
+        max_response_length: int = yaml_value("ppo_trainer", "agent.max_response_length"),
+        temperature: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.temperature"),
+        top_p: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_p"),
+        top_k: int = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_k"),
+        seed: int = yaml_value("ppo_trainer", "trainer.seed"),
+    ) -> None:
         if n < 1 or max_prompt_length < 1 or max_response_length < 1:
-            raise ValueError(f"n={n}, max_prompt_length={max_prompt_length} and max_response_length="
-                             f"{max_response_length} must all be at least 1")
+            raise ValueError(
+                f"n={n}, max_prompt_length={max_prompt_length} and max_response_length="
+                f"{max_response_length} must all be at least 1"
+            )
         eot_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token) if tokenizer.eos_token else None
         if not isinstance(eot_id, int):
             raise ValueError("the tokenizer has no eos token to end a response")
@@ -101,8 +109,9 @@ class SingleTurnRollout:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def run_llm_loop(self, tasks: DataProto, do_sample: bool = True, global_step: int = 0,
-                     output_dir: str | None = None) -> DataProto:
+    def run_llm_loop(
+        self, tasks: DataProto, do_sample: bool = True, global_step: int = 0, output_dir: str | None = None
+    ) -> DataProto:
         """Generate ``n`` responses per row (one, greedy, when ``do_sample`` is False); see the module docstring."""
         start = time.perf_counter()
         nt = tasks.non_tensor_batch
@@ -118,7 +127,9 @@ class SingleTurnRollout:
         for row in range(rows):
             ids = self.prompt_ids(_messages(nt["prompt"][row], row))
             if len(ids) > self.max_prompt_length:
-                raise ValueError(f"row {row}: prompt is {len(ids)} tokens, above max_prompt_length={self.max_prompt_length}")
+                raise ValueError(
+                    f"row {row}: prompt is {len(ids)} tokens, above max_prompt_length={self.max_prompt_length}"
+                )
             prompts.append(ids)
         order = [(row, copy) for row in range(rows) for copy in range(n)]
         sample_prompts = [prompts[row] for row, _ in order]
@@ -127,8 +138,14 @@ class SingleTurnRollout:
         seeds = [trajectory_seed(self.seed, global_step, keys[row], copy) for row, copy in order]
         request = DataProto.from_dict(
             non_tensors={"prompt_ids": _objects(sample_prompts), "seed": _objects(seeds)},
-            meta_info={"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
-                       "max_tokens": self.max_response_length, "stop_token_ids": [self.eot_id], "do_sample": do_sample},
+            meta_info={
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+                "top_k": self.top_k,
+                "max_tokens": self.max_response_length,
+                "stop_token_ids": [self.eot_id],
+                "do_sample": do_sample,
+            },
         )
         gen_start = time.perf_counter()
         responses, log_probs, statuses = self._responses(self.generator.generate_sequences(request), len(order))
@@ -140,16 +157,18 @@ class SingleTurnRollout:
             tensors["rollout_log_probs"][b, : len(lps)] = torch.tensor(lps, dtype=torch.float32)
         uids = [str(uuid.uuid4()) for _ in range(rows)]
         non_tensors = {key: np.repeat(values, n, axis=0) for key, values in nt.items()}
-        non_tensors.update({
-            "uid": _objects([uids[row] for row, _ in order]),
-            "task_id": _objects([_task_id(None if extra is None else extra[row], row) for row, _ in order]),
-            "seed": _objects(seeds),
-            "failed": _objects([False] * len(order)),
-            "status": _objects(statuses),
-            "num_turns": _objects([1] * len(order)),
-            "success": _objects([None] * len(order)),  # no env verdict: the reward path decides
-            "env_reward": _objects([0.0] * len(order)),
-        })
+        non_tensors.update(
+            {
+                "uid": _objects([uids[row] for row, _ in order]),
+                "task_id": _objects([_task_id(None if extra is None else extra[row], row) for row, _ in order]),
+                "seed": _objects(seeds),
+                "failed": _objects([False] * len(order)),
+                "status": _objects(statuses),
+                "num_turns": _objects([1] * len(order)),
+                "success": _objects([None] * len(order)),  # no env verdict: the reward path decides
+                "env_reward": _objects([0.0] * len(order)),
+            }
+        )
         out = DataProto.from_dict(tensors, non_tensors)
         if output_dir is not None:
             self._write_records(out, sample_prompts, responses, output_dir, global_step)
@@ -175,8 +194,10 @@ class SingleTurnRollout:
         for i in range(expected):
             row_ids, row_lps = [int(x) for x in ids[i]], [float(x) for x in log_probs[i]]
             if len(row_ids) > self.max_response_length or len(row_lps) != len(row_ids):
-                raise RuntimeError(f"generator returned {len(row_ids)} tokens and {len(row_lps)} log-probs "
-                                   f"(max_tokens={self.max_response_length})")
+                raise RuntimeError(
+                    f"generator returned {len(row_ids)} tokens and {len(row_lps)} log-probs "
+                    f"(max_tokens={self.max_response_length})"
+                )
             stopped = str(reasons[i]) != "length"
             if self.eot_id in row_ids:
                 end = row_ids.index(self.eot_id) + 1
@@ -186,25 +207,41 @@ class SingleTurnRollout:
             statuses.append("done" if stopped else "truncated")
         return responses, lps, statuses
 
-    def _write_records(self, out: DataProto, prompts: list[list[int]], responses: list[list[int]], output_dir: str,
-                       global_step: int) -> None:
+    def _write_records(
+        self, out: DataProto, prompts: list[list[int]], responses: list[list[int]], output_dir: str, global_step: int
+    ) -> None:
         nt = out.non_tensor_batch
         sources = nt["data_source"] if "data_source" in nt else [None] * len(out)
         records = [
-            {"global_step": global_step, "uid": nt["uid"][b], "data_source": sources[b], "seed": nt["seed"][b],
-             "status": nt["status"][b], "prompt": self.tokenizer.decode(p),
-             "response": self.tokenizer.decode(r, skip_special_tokens=True)}
+            {
+                "global_step": global_step,
+                "uid": nt["uid"][b],
+                "data_source": sources[b],
+                "seed": nt["seed"][b],
+                "status": nt["status"][b],
+                "prompt": self.tokenizer.decode(p),
+                "response": self.tokenizer.decode(r, skip_special_tokens=True),
+            }
             for b, (p, r) in enumerate(zip(prompts, responses))
         ]
         write_jsonl(records, Path(output_dir) / f"step_{global_step}.jsonl")
 
 
 def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> SingleTurnRollout:
-    """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``), sampling from the rollout engine's."""
+    """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``),
+    sampling from the rollout engine's."""
     a, r = cfg.agent, cfg.actor_rollout_ref.rollout
-    return SingleTurnRollout(tokenizer, generator, n=n, max_prompt_length=int(a["max_prompt_length"]),
-                             max_response_length=int(a["max_response_length"]), temperature=r.temperature,
-                             top_p=r.top_p, top_k=r.top_k, seed=cfg.trainer.seed)
+    return SingleTurnRollout(
+        tokenizer,
+        generator,
+        n=n,
+        max_prompt_length=int(a["max_prompt_length"]),
+        max_response_length=int(a["max_response_length"]),
+        temperature=r.temperature,
+        top_p=r.top_p,
+        top_k=r.top_k,
+        seed=cfg.trainer.seed,
+    )
 
 
 def _validate(cfg: Any) -> None:
@@ -214,5 +251,6 @@ def _validate(cfg: Any) -> None:
             raise ValueError(f"{key} must be an int >= 1, got {value!r}")
 
 
-PLUGIN = RolloutPlugin(build=_build, validate=_validate,
-                       response_budget=lambda cfg: int(cfg.agent["max_response_length"]))
+PLUGIN = RolloutPlugin(
+    build=_build, validate=_validate, response_budget=lambda cfg: int(cfg.agent["max_response_length"])
+)

