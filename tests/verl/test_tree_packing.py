@@ -20,8 +20,9 @@ from verl.utils.batch import packed_proto
 from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.lora import apply_lora
 from verl.utils.prefix_tree import pack_rows, plan_tree_micro_batches, tree_size, use_tree_attention
+from verl.utils.typed_config import ConfigError, from_dict
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorConfig, ConfigError, CriticConfig, OptimConfig, from_dict
+from verl.workers.config import ActorConfig, CriticConfig, OptimConfig
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.trainable import TrainableModule
 
