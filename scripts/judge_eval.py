@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     from verl.trainer.ppo.judge import JudgeClient, endpoint_model, load_rubric
     from verl.trainer.rm_trainer import read_trajectories
     from verl.utils.ranking import roc_auc
-    from verl.workers.config import JudgeConfig, from_dict
+    from verl.utils.typed_config import from_dict
+    from verl.workers.config import JudgeConfig
 
     data, _ = read_trajectories(args.data, 10**9)
     rows = range(len(data.ids)) if args.limit < 0 else range(min(args.limit, len(data.ids)))

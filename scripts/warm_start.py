@@ -220,7 +220,7 @@ def main() -> None:
         parser.error("--program plays one env's tasks: give one --env_name")
     py = sys.executable
     model = Path(args.model) if args.model else Path(run([py, "scripts/prepare_model.py"]))
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     try:
         sft = sft_config(model, args.sft_overrides, limits, envs)

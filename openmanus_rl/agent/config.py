@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from verl.utils.node_labels import is_label_selector
-from verl.workers.config import defaults_from
+from verl.utils.typed_config import defaults_from
 
 ROLLOUT_MODES = ("async", "sync")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo.rollout import RolloutPlugin
-from verl.workers.config import ConfigError, from_dict
+from verl.utils.typed_config import ConfigError, from_dict
 
 from ..envs.pool import check_servers
 from ..envs.remote import ServerWatch, silent_servers

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo.rollout import RolloutPlugin
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 from .config import GatewayConfig
 from .episodes import plain

@@ -6,7 +6,7 @@ import pytest
 
 from agentgym.spawn import free_port
 from openmanus_rl.agent.plugin import PLUGIN
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 
 def test_preflight_names_the_server_that_is_down():

@@ -14,7 +14,7 @@ from openmanus_rl.agent import AgentConfig, OpenManusAgent
 from openmanus_rl.agent.plugin import PLUGIN
 from openmanus_rl.envs.remote import ServerWatch, probe
 from openmanus_rl.envs.supervisor import SupervisorGroup
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 URL_HINT = "(http:// or https://, a host, an optional port: http://10.0.0.5:36001)"
 

@@ -353,7 +353,7 @@ def test_groups_seeds_and_greedy_validation(tokenizer):
 def test_plugin_is_registered_and_checks_its_section(tokenizer):
     from types import SimpleNamespace
 
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     assert load_rollout_plugin("gateway") is PLUGIN
     rollout_cfg = SimpleNamespace(temperature=1.0, top_p=1.0, top_k=-1)

@@ -95,7 +95,7 @@ def test_each_env_has_its_own_token_budget_unless_the_run_sets_one(short_lake_bu
 
 def test_the_engine_context_must_hold_the_longest_budget(short_lake_budget: int) -> None:
     from verl.trainer.ppo.config import load_config
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     base = [
         "actor_rollout_ref.model.path=/nowhere",
@@ -291,7 +291,7 @@ def test_a_mixed_dataset_takes_the_envs_in_turn(tmp_path) -> None:
 
 def test_the_config_check_names_a_bad_env_list() -> None:
     from verl.trainer.ppo.config import load_config
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     base = ["actor_rollout_ref.model.path=/nowhere"]
     with pytest.raises(ConfigError, match="agent: unknown env 'nope'"):

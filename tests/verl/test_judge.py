@@ -20,7 +20,8 @@ from verl.trainer.ppo.judge import (
     yes_probability,
 )
 from verl.utils.http_server import BackgroundServer
-from verl.workers.config import JudgeConfig, from_dict
+from verl.utils.typed_config import from_dict
+from verl.workers.config import JudgeConfig
 
 
 def test_yes_probability_normalises_over_yes_and_no():
@@ -168,7 +169,7 @@ def test_the_batch_gets_each_score_on_its_last_model_token(endpoint, tiny_model_
 
 def test_the_trainer_config_checks_the_judge_before_any_work(tiny_model_path, countdown_data, tmp_path, endpoint):
     from verl.trainer.ppo.config import load_config
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     base = [
         f"actor_rollout_ref.model.path={tiny_model_path}",

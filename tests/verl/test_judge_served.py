@@ -10,7 +10,8 @@ import requests
 import torch
 
 from verl.trainer.ppo.judge import JudgeClient, ServedJudge
-from verl.workers.config import JudgeConfig, from_dict
+from verl.utils.typed_config import from_dict
+from verl.workers.config import JudgeConfig
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,9 @@ from transformers import AutoModelForCausalLM
 from verl.utils.batch import packed_proto
 from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.lora import LoRALinear, adapter_state_dict, apply_lora, lora_disabled, merged_state_dict
+from verl.utils.typed_config import ConfigError, from_dict
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorConfig, ActorRolloutRefConfig, ConfigError, OptimConfig, from_dict
+from verl.workers.config import ActorConfig, ActorRolloutRefConfig, OptimConfig
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
 pytestmark = pytest.mark.in_process_engine

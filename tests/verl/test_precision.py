@@ -8,7 +8,8 @@ import torch
 from verl.trainer.ppo.config import load_config, resolve_precision
 from verl.utils.batch import packed_proto
 from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
-from verl.workers.config import ActorRolloutRefConfig, ConfigError, resolve_policy_precision
+from verl.utils.typed_config import ConfigError
+from verl.workers.config import ActorRolloutRefConfig, resolve_policy_precision
 
 pytestmark = pytest.mark.in_process_engine
 

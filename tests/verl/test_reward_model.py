@@ -13,7 +13,8 @@ from verl.trainer.ppo.model_reward import apply_model_reward
 from verl.trainer.ppo.reward import RewardManager
 from verl.trainer.rm_trainer import layout_cost, plan_units, read_trajectories, same_task_pairs, unit_loss
 from verl.utils.ranking import group_agreement, roc_auc
-from verl.workers.config import ConfigError, RewardModelConfig, from_dict
+from verl.utils.typed_config import ConfigError, from_dict
+from verl.workers.config import RewardModelConfig
 
 # ----------------------------------------------------------------------------- ranking
 

@@ -12,7 +12,7 @@ import torch
 from verl.protocol import DataProto
 from verl.utils.batch import pack_sequences, packed_proto
 from verl.utils.dataset import TaskDataLoader, read_tasks
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
     import copy
 
     from verl.trainer.ppo.config import PPOConfig, derive, validate
-    from verl.workers.config import load_yaml_config
+    from verl.utils.typed_config import load_yaml_config
 
     for estimator, mode, factor in (("grpo", "token-mean", None), ("dr_grpo", "seq-mean-token-sum-norm", 2048.0)):
         raw = load_yaml_config(

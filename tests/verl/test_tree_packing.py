@@ -20,8 +20,9 @@ from verl.utils.batch import packed_proto
 from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.lora import apply_lora
 from verl.utils.prefix_tree import pack_rows, plan_tree_micro_batches, tree_size, use_tree_attention
+from verl.utils.typed_config import ConfigError, from_dict
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorConfig, ConfigError, CriticConfig, OptimConfig, from_dict
+from verl.workers.config import ActorConfig, CriticConfig, OptimConfig
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.trainable import TrainableModule
 
@@ -264,11 +265,13 @@ def assert_same_update(flat: tuple, tree: tuple) -> None:
 
 
 def assert_same_adam_step(w_t: dict, w_f: dict, g_f: dict) -> None:
-    """AdamW's first step moves a weight by ``lr * g / (|g| + eps)``: about ``lr * sign(g)``, so where a
-    gradient is round-off itself (``0 < |g| <= 1e-6``) its sign, and the step, may differ; elsewhere 1e-6."""
+    """AdamW's first step moves a weight by ``lr * g / (|g| + eps)``: about ``lr * sign(g)`` and steepest in ``g``
+    near 0, so where a gradient is as small as the two paths' round-off (``0 < |g| <= 1e-5``: the packed path adds
+    attention in another order, and how far that moves a tiny gradient depends on the CPU's kernels) its step may
+    differ; elsewhere 1e-6."""
     for key in w_f:
         g = g_f[key].abs()
-        compared = (g > 1e-6) | (g == 0)
+        compared = (g > 1e-5) | (g == 0)
         torch.testing.assert_close(w_t[key][compared], w_f[key][compared], atol=1e-6, rtol=1e-5)
 
 

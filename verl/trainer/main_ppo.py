@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 
 def run(overrides: list[str], check_only: bool = False) -> dict:

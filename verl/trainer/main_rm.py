@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from verl.workers.config import ConfigError, load_yaml_config
+from verl.utils.typed_config import ConfigError, load_yaml_config
 
 if TYPE_CHECKING:
     from verl.trainer.rm_trainer import RMConfig

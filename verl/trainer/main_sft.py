@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from verl.workers.config import ConfigError, load_yaml_config
+from verl.utils.typed_config import ConfigError, load_yaml_config
 
 if TYPE_CHECKING:
     from verl.trainer.sft_trainer import SFTConfig

@@ -41,7 +41,8 @@ from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import tree_size
 from verl.utils.ranking import roc_auc
 from verl.utils.torch_functional import autocast
-from verl.workers.config import ConfigError, OptimConfig, check_tree_packing, defaults_from
+from verl.utils.typed_config import ConfigError, defaults_from
+from verl.workers.config import OptimConfig, check_tree_packing
 from verl.workers.reward_model import load_score_model, position_scores
 from verl.workers.trainable import TREE_AUTO_MIN_GAIN, TrainableModule
 

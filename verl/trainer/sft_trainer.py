@@ -40,14 +40,8 @@ from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import pack_rows
 from verl.utils.torch_functional import autocast, position_ids_from_mask
-from verl.workers.config import (
-    ConfigError,
-    ModelConfig,
-    OptimConfig,
-    UpdateBatchingConfig,
-    check_tree_packing,
-    defaults_from,
-)
+from verl.utils.typed_config import ConfigError, defaults_from
+from verl.workers.config import ModelConfig, OptimConfig, UpdateBatchingConfig, check_tree_packing
 from verl.workers.token_logprobs import head_stats_at, tree_token_stats
 from verl.workers.trainable import TrainableModule
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,7 +28,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from verl.utils.lora import lora_scales, merge_lora
-from verl.workers.config import OptimConfig
+
+if TYPE_CHECKING:  # a type hint only: the optimiser's settings are the workers' config
+    from verl.workers.config import OptimConfig
 
 
 def shard_module(module: torch.nn.Module, device: str) -> torch.nn.Module:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 ADAPTER_KEYS = ("lora_A", "lora_B")
 

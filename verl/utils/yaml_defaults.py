@@ -3,7 +3,7 @@
 `yaml_value` reads one value by dotted key, interpolations (``${trainer.seed}``) resolved;
 `compose` gives a whole file with Hydra-syntax overrides, as the entry points load it;
 `add_yaml_argument` makes a YAML value a command-line flag's default. The dataclasses that type
-the files take their defaults through `verl.workers.config.defaults_from`.
+the files take their defaults through `verl.utils.typed_config.defaults_from`.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ def yaml_value(config: str, key: str = "") -> Any:
 
 def compose(config: str, overrides: Sequence[str] = ()) -> DictConfig:
     """``<config>.yaml`` with Hydra-syntax overrides (``key=value``, ``+new.key=value``), unresolved.
-    Raises `verl.workers.config.ConfigError` on a bad override."""
+    Raises `verl.utils.typed_config.ConfigError` on a bad override."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import ConfigCompositionException
 
-    from verl.workers.config import ConfigError
+    from verl.utils.typed_config import ConfigError
 
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):

@@ -1,160 +1,17 @@
-"""Typed configs of the workers, built from plain dicts (or Hydra/OmegaConf) with strict checking.
-
-`from_dict(Cls, data, where)` fills a dataclass recursively and raises
-`ConfigError` for an unknown key (listing the known ones) or a value of the
-wrong type, naming the full dotted path (e.g. ``actor_rollout_ref.actor.lr``).
-`defaults_from(config, section)` gives a config dataclass its default values
-from the trainer YAML, the only place they are written; `load_yaml_config`
-loads a whole YAML file with overrides into its dataclass.
-"""
+"""Typed configs of the workers (policy, critic, rollout engine, reward model, judge): dataclasses whose defaults
+are the trainer YAML's (`verl.utils.typed_config.defaults_from`), each with the checks a type cannot express."""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import functools
 import os
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 from verl.trainer.ppo.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
-from verl.utils.yaml_defaults import compose, yaml_value
+from verl.utils.typed_config import ConfigError, defaults_from
 
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A config value is unknown, missing or of the wrong type."""
-
-
-def _check_type(value: Any, tp: Any, where: str, validate: bool = True) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_type(value, arg, where, validate)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: expected {tp}, got {value!r}")
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, where, validate)
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        (item_tp, *_) = typing.get_args(tp) or (Any,)
-        items = [_check_type(v, item_tp, f"{where}[{i}]", validate) for i, v in enumerate(value)]
-        return list(items) if origin is list else tuple(items)
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp in (int, float) and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got a bool ({value!r})")
-    if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
-    return value
-
-
-def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = True) -> T:
-    """Build dataclass ``cls`` from ``data`` (a dict, an OmegaConf node, or an instance of ``cls``); with
-    ``validate``, each object built runs its ``validate(where)`` method, if it has one."""
-    if isinstance(data, cls):
-        return data
-    if data is None:
-        data = {}
-    if hasattr(data, "items") and not isinstance(data, dict):  # OmegaConf DictConfig
-        from omegaconf import OmegaConf
-
-        data = OmegaConf.to_container(data, resolve=True)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
-    kwargs = {}
-    for name, f in fields.items():
-        if name in data:
-            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}", validate)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{where}.{name} is required")
-    obj = cls(**kwargs)
-    check = getattr(obj, "validate", None)
-    if validate and callable(check):
-        check(where)
-    return obj
-
-
-def defaults_from(config: str, section: str = "") -> Callable[[type[T]], type[T]]:
-    """Class decorator, placed under ``@dataclass``: each field's default is its key's value in ``section``
-    (dotted; ``""``: the whole file) of ``<config>.yaml``, type-checked as `from_dict` does.
-
-    The section's keys and the class's fields (inherited ones included) must be the same set, and the class
-    may write no default of its own; either fault raises `ConfigError` when the class is defined. A nested
-    dataclass default is built from its sub-section without running ``validate`` (an empty model path may
-    stand as a default); mutable defaults are copied for each instance. The class records
-    ``_yaml_source = (config, section)``.
-    """
-    source = f"{config}.yaml {section or '(top level)'}"
-
-    def fill(cls: type[T]) -> type[T]:
-        values = yaml_value(config, section)
-        hints = typing.get_type_hints(cls)
-        annotations = dict(cls.__dict__.get("__annotations__", {}))
-        _check_fields(cls, hints, values, source)
-        for name, tp in hints.items():
-            annotations.setdefault(name, tp)
-            key = f"{section}.{name}" if section else name
-            setattr(cls, name, _default(_check_type(values[name], tp, f"{config}.yaml {key}", validate=False)))
-        cls.__annotations__ = annotations
-        cls._yaml_source = (config, section)
-        return cls
-
-    return fill
-
-
-def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], source: str) -> None:
-    """`ConfigError` when ``cls`` writes a default of its own, or its fields and the YAML ``values`` differ as sets."""
-    written = sorted(name for name in cls.__dict__.get("__annotations__", {}) if name in cls.__dict__)
-    if written:
-        raise ConfigError(f"{cls.__name__} writes its own default for {written}: defaults live in {source}")
-    if set(values) != set(hints):
-        raise ConfigError(
-            f"{cls.__name__} and {source} disagree: fields only in the class "
-            f"{sorted(set(hints) - set(values))}, keys only in the YAML {sorted(set(values) - set(hints))}"
-        )
-
-
-def _default(value: Any) -> Any:
-    """A dataclass default: the value itself, or a factory of copies for a mutable one."""
-    if isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
-        return field(default_factory=functools.partial(copy.deepcopy, value))
-    return value
-
-
-def load_yaml_config(cls: type[T], config: str, overrides: Sequence[str] = (), where: str = "config") -> T:
-    """``<config>.yaml`` with Hydra-syntax overrides, interpolations resolved, built into ``cls`` by `from_dict`
-    (its checks included); raises `ConfigError` on the first problem."""
-    from omegaconf import OmegaConf
-
-    raw = compose(config, overrides)
-    try:
-        container = OmegaConf.to_container(raw, resolve=True)
-    except Exception as exc:  # interpolation errors name the key
-        raise ConfigError(f"config interpolation failed: {exc}") from None
-    return from_dict(cls, container, where)
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:

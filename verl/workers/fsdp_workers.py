@@ -36,8 +36,9 @@ from verl.utils.lora import apply_lora, lora_disabled
 from verl.utils.memory import current_rss_gb, release_free_heap
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.quiet_logs import set_torch_threads
+from verl.utils.typed_config import from_dict
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorRolloutRefConfig, CriticConfig, from_dict, resolve_policy_precision
+from verl.workers.config import ActorRolloutRefConfig, CriticConfig, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 

@@ -52,7 +52,8 @@ class JudgeServer:
     ) -> None:
         from transformers import AutoTokenizer
 
-        from verl.workers.config import RolloutConfig, from_dict
+        from verl.utils.typed_config import from_dict
+        from verl.workers.config import RolloutConfig
         from verl.workers.rollout.vllm_rollout import VLLMRollout
 
         self.model_name = model_name or model_path

@@ -28,7 +28,8 @@ from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import pack_rows
 from verl.utils.quiet_logs import set_torch_threads
 from verl.utils.torch_functional import autocast, position_ids_from_mask
-from verl.workers.config import RewardModelConfig, from_dict
+from verl.utils.typed_config import from_dict
+from verl.workers.config import RewardModelConfig
 from verl.workers.trainable import TrainableModule
 
 

@@ -17,15 +17,8 @@ from typing import Any
 from verl.trainer.ppo import core_algos
 from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
-from verl.workers.config import (
-    ActorRolloutRefConfig,
-    ConfigError,
-    CriticConfig,
-    RewardModelConfig,
-    defaults_from,
-    load_yaml_config,
-    resolve_policy_precision,
-)
+from verl.utils.typed_config import ConfigError, defaults_from, load_yaml_config
+from verl.workers.config import ActorRolloutRefConfig, CriticConfig, RewardModelConfig, resolve_policy_precision
 
 
 @dataclass

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from verl.protocol import DataProto
-from verl.workers.config import ConfigError
+from verl.utils.typed_config import ConfigError
 
 ENTRY_POINT_GROUP = "verl.rollouts"
 BUILTIN_ROLLOUTS = {"single_turn": "verl.workers.rollout.single_turn:PLUGIN"}
