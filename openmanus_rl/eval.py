@@ -88,49 +88,47 @@ from openmanus_rl.evaluation.tasks import SPLITS
 __all__ = ["build_parser", "compare_main", "main", "seeds_main"]
 
 
+def _statistics_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The flags ``compare`` and ``seeds`` share: the bootstrap's seed and resamples, and ``--json``."""
+    parser = argparse.ArgumentParser(prog=f"python -m openmanus_rl.eval {prog}", description=description)
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES)
+    parser.add_argument("--json", default=None, help="also write the result here")
+    return parser
+
+
+def _print_and_write(result: dict[str, Any], text: str, json_path: str | None) -> dict[str, Any]:
+    print(text)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def compare_main(argv: Sequence[str]) -> dict[str, Any]:
     """``compare A B [--seed] [--resamples] [--json OUT]``: print the comparison (and write it); return it."""
-    parser = argparse.ArgumentParser(
-        prog="python -m openmanus_rl.eval compare", description="Paired comparison of two evaluation results (B - A)"
-    )
+    parser = _statistics_parser("compare", "Paired comparison of two evaluation results (B - A)")
     parser.add_argument("a", help="result A: a summary .json (with its .tasks.jsonl beside it) or a .tasks.jsonl")
     parser.add_argument("b", help="result B, likewise")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES)
-    parser.add_argument("--json", default=None, help="also write the comparison here")
     args = parser.parse_args(list(argv))
     result = compare(args.a, args.b, seed=args.seed, resamples=args.resamples)
-    print(format_comparison(result))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return _print_and_write(result, format_comparison(result), args.json)
 
 
 def seeds_main(argv: Sequence[str]) -> dict[str, Any]:
     """``seeds BASE ARM [ARM ...] [--seed] [--resamples] [--json OUT]``: each arm (one RL seed) against the baseline,
     and the pooled gain (`openmanus_rl.evaluation.seeds`); print it (and write it); return it."""
-    parser = argparse.ArgumentParser(
-        prog="python -m openmanus_rl.eval seeds",
-        description="Seeds of an RL arm against one baseline: each paired, then pooled",
-    )
+    parser = _statistics_parser("seeds", "Seeds of an RL arm against one baseline: each paired, then pooled")
     parser.add_argument("base", help="the baseline's result (e.g. the warm start's .json)")
     parser.add_argument("arms", nargs="+", help="one result per seed of the arm, on the same tasks")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES)
-    parser.add_argument("--json", default=None, help="also write the report here")
     args = parser.parse_args(list(argv))
     result = seeds_report(args.base, args.arms, seed=args.seed, resamples=args.resamples)
-    print(format_seeds(result))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return _print_and_write(result, format_seeds(result), args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The evaluation's flags;
-    the agent's limits, the engine and its device default to ``ppo_trainer.yaml``'s values."""
+    """The evaluation's flags; the agent's limits, the engine and its device default to
+    ``ppo_trainer.yaml``'s values."""
     from verl.utils.precision import DTYPE_CHOICES
     from verl.utils.yaml_defaults import add_yaml_argument
 
