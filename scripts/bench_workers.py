@@ -144,7 +144,7 @@ def bare_loop(model_path, data, steps, micro_rows, dtype):
     """Forward + token-mean PPO loss + backward + AdamW, nothing else."""
     from transformers import AutoModelForCausalLM
 
-    from verl.trainer.ppo.core_algos import compute_policy_loss
+    from verl.core_algos import compute_policy_loss
     from verl.utils.torch_functional import logprobs_from_logits
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)

@@ -303,7 +303,7 @@ def test_warm_start_flags_default_to_the_yaml():
 
 
 def test_single_turn_rollout_defaults_to_the_yaml():
-    from verl.workers.rollout.single_turn import SingleTurnRollout
+    from verl.trainer.ppo.single_turn import SingleTurnRollout
 
     params = inspect.signature(SingleTurnRollout).parameters
     assert {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from verl import core_algos as ca
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos as ca
 
 f64 = dict(dtype=torch.float64)
 

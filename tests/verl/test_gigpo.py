@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from verl.trainer.ppo import core_algos as ca
+from verl import core_algos as ca
 from verl.trainer.ppo import gigpo
 
 f64 = dict(dtype=torch.float64)

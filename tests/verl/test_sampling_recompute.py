@@ -13,8 +13,8 @@ import torch
 from grad_capture import update_capturing_grads
 from transformers import AutoModelForCausalLM
 
+from verl import core_algos
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
 from verl.utils.batch import packed_proto
 from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.torch_functional import FILTERED_LOGIT, filter_logits, logprobs_from_logits

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 from openmanus_rl.agent import trajectory_seed
 from verl.protocol import DataProto
-from verl.workers.rollout.single_turn import SingleTurnRollout, _task_name
+from verl.trainer.ppo.single_turn import SingleTurnRollout, _task_name
 
 pytestmark = pytest.mark.in_process_engine
 

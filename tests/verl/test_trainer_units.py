@@ -593,7 +593,7 @@ def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_b
 def test_an_estimator_gets_its_own_options_and_no_other_estimators(
     tiny_model_path, task_files, monkeypatch, estimator, extra, own
 ):
-    from verl.trainer.ppo import core_algos
+    from verl import core_algos
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     trainer = RayPPOTrainer(

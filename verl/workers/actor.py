@@ -6,8 +6,8 @@ import dataclasses
 
 import torch
 
+from verl import core_algos
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
 from verl.utils.torch_functional import autocast
 from verl.workers.config import ActorConfig
 from verl.workers.token_logprobs import learned_token_logprobs

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import TypeVar
 
-from verl.trainer.ppo.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
+from verl.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
 from verl.utils.typed_config import ConfigError, defaults_from
 

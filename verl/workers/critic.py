@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from verl import core_algos
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
 from verl.utils.prefix_tree import pack_rows
 from verl.utils.torch_functional import autocast, forward_response, pad_right
 from verl.workers.config import CriticConfig

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from verl.core_algos import masked_mean
 from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
-from verl.trainer.ppo.core_algos import masked_mean
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, lora_disabled
 from verl.utils.memory import current_rss_gb, release_free_heap

@@ -36,7 +36,7 @@ from functools import partial
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from verl.trainer.ppo.core_algos import entropy_from_log_probs
+from verl.core_algos import entropy_from_log_probs
 from verl.utils.prefix_tree import PackedRows, pack_rows
 from verl.utils.torch_functional import filter_logits, response_window
 

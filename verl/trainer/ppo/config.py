@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl.trainer.ppo import core_algos
+from verl import core_algos
 from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
 from verl.utils.typed_config import ConfigError, defaults_from, load_yaml_config

@@ -34,8 +34,8 @@ from typing import Any, Hashable
 import numpy as np
 import torch
 
+from verl.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 from verl.protocol import DataProto
-from verl.trainer.ppo.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 
 REQUIRED_COLUMNS = ("traj_uid", "step", "anchor_obs")
 STEP_REWARD = "step_reward"

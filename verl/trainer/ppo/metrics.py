@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from verl.core_algos import masked_mean
 from verl.protocol import DataProto
-from verl.trainer.ppo.core_algos import masked_mean
 
 
 def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:

@@ -52,10 +52,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from verl import core_algos
 from verl.protocol import DataProto
 from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup, WorkerError
 from verl.trainer.checkpoint import BEST_FILE, LATEST_MARKER
-from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.config import PPOConfig
 from verl.trainer.ppo.judge import Judge, JudgeUnavailable, judge_failure_problem
 from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_metrics

@@ -36,7 +36,7 @@ from verl.protocol import DataProto
 from verl.utils.typed_config import ConfigError
 
 ENTRY_POINT_GROUP = "verl.rollouts"
-BUILTIN_ROLLOUTS = {"single_turn": "verl.workers.rollout.single_turn:PLUGIN"}
+BUILTIN_ROLLOUTS = {"single_turn": "verl.trainer.ppo.single_turn:PLUGIN"}
 
 
 class Rollout(Protocol):
