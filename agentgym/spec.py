@@ -86,6 +86,16 @@ class EnvSpec:
     def id_field(self) -> str:
         return "env_idx" if self.family == "A" else "id"
 
+    def turn_cap(self, max_turns: int | None) -> int:
+        """Model turns an episode may take: the run's ``max_turns`` (``agent.max_turns``), or this env's own cap
+        when it is None."""
+        return self.max_turns if max_turns is None else max_turns
+
+    def token_budget(self, max_trajectory_length: int | None) -> int:
+        """Tokens a trajectory may hold, prompt included: the run's ``max_trajectory_length``, or this env's own
+        budget when it is None."""
+        return self.max_trajectory_length if max_trajectory_length is None else max_trajectory_length
+
 
 def load_object(path: str) -> Any:
     """``"package.module:attribute"`` -> that attribute; ``"package.module"`` -> the module."""

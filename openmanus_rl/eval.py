@@ -249,10 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--n must be >= 1")
     if args.limit == 0 or args.limit < -1:
         parser.error("--limit must be a positive number of tasks (or -1: all)")
-    if args.max_trajectory_length is None:  # agent.max_trajectory_length: null: the env's own budget
-        from openmanus_rl.envs import get_env_spec
+    from openmanus_rl.envs import get_env_spec
 
-        args.max_trajectory_length = get_env_spec(args.env_name).max_trajectory_length
+    args.max_trajectory_length = get_env_spec(args.env_name).token_budget(args.max_trajectory_length)
     if args.program:
         from openmanus_rl.gateway.config import load_program
 

@@ -119,10 +119,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from openmanus_rl.envs.specs import get_env_spec
 
     spec = get_env_spec(args.env_name)
-    if args.max_turns is None:
-        args.max_turns = spec.max_turns
-    if args.max_trajectory_length is None:
-        args.max_trajectory_length = spec.max_trajectory_length
+    args.max_turns = spec.turn_cap(args.max_turns)
+    args.max_trajectory_length = spec.token_budget(args.max_trajectory_length)
     if args.keep is None:
         args.keep = spec.demos_keep
     return args

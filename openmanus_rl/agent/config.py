@@ -126,16 +126,14 @@ class AgentConfig:
         or the env's ``EnvSpec.max_turns`` when it is None."""
         from openmanus_rl.envs.specs import get_env_spec
 
-        return self.max_turns if self.max_turns is not None else get_env_spec(env).max_turns
+        return get_env_spec(env).turn_cap(self.max_turns)
 
     def trajectory_budget(self, env: str) -> int:
         """Tokens a trajectory of ``env`` may hold, prompt included: ``max_trajectory_length``, or the env's
         ``EnvSpec.max_trajectory_length`` when it is None."""
         from openmanus_rl.envs.specs import get_env_spec
 
-        if self.max_trajectory_length is not None:
-            return self.max_trajectory_length
-        return get_env_spec(env).max_trajectory_length
+        return get_env_spec(env).token_budget(self.max_trajectory_length)
 
     @property
     def longest_trajectory(self) -> int:

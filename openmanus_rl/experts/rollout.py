@@ -209,7 +209,7 @@ def evaluate_expert(
     the task id as its seed.
     """
     spec = get_env_spec(env_name)
-    max_turns = spec.max_turns if max_turns is None else max_turns
+    max_turns = spec.turn_cap(max_turns)
     ids = list(task_ids) if task_ids is not None else list(split_task_ids(env_name, split)[:n])
     chat = ChatFormat(tokenizer) if max_obs_length is not None else None
     if max_obs_length is not None and tokenizer is None:

@@ -117,7 +117,10 @@ class ProgramCall:
         with self._lock:
             self._cancelled = True
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._task.cancel)
+                try:
+                    self._loop.call_soon_threadsafe(self._task.cancel)
+                except RuntimeError:  # the program ended and its loop closed just now: nothing left to cancel
+                    pass
 
 
 def registry_score(reward_score_fn: str | None, task: Mapping[str, Any], final_text: str) -> tuple[str, float]:

@@ -53,6 +53,15 @@ def test_each_env_has_its_own_turn_cap_unless_the_run_sets_one() -> None:
         15,
     ]
     assert [config(max_turns=5).turn_cap(env) for env in ("frozenlake", "maze")] == [5, 5]
+    # one rule, on the spec, for every reader of the two settings (agent, experts, demonstrations, evaluation)
+    spec = get_env_spec("alfworld")
+    assert (spec.turn_cap(None), spec.turn_cap(3), spec.token_budget(None), spec.token_budget(1024)) == (
+        20,
+        3,
+        6656,
+        1024,
+    )
+    assert dataclasses.replace(AgentConfig(), max_trajectory_length=None).trajectory_budget("alfworld") == 6656
     for bad in (0, 2.5, True):
         with pytest.raises(
             ValueError, match=rf"max_turns must be an int >= 1 \(or null: each env's own cap\), got {bad!r}"
