@@ -758,3 +758,29 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
     assert off._is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
     with pytest.raises(ConfigError, match="trainer.keep_best .* needs trainer.test_freq >= 1"):
         load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.test_freq=0"))
+
+
+def test_a_validation_of_several_batches_prints_its_progress(tiny_model_path, task_files, capsys, monkeypatch):
+    from verl.trainer.ppo import ray_trainer
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    cfg = load(
+        *overrides(
+            tiny_model_path,
+            task_files,
+            "algorithm.adv_estimator=grpo",
+            "agent.n=2",
+            "data.val_batch_size=2",
+            "data.val_max_samples=-1",
+        )
+    )
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    trainer.val_rollout = ScriptedRollout([[(1.0, 0.0), (0.0, 0.0)], [(1.0, 1.0), (0.5, 0.0)]])
+    clock = iter([100.0, 110.0, 130.0, 130.0])  # start, after batch 1, after batch 2, the timing metric
+    monkeypatch.setattr(ray_trainer.time, "perf_counter", lambda: next(clock))
+    metrics = trainer._validate()
+    assert capsys.readouterr().out.splitlines() == [
+        "[val] 1/2 batches of tasks, 10 s (~10 s left)",
+        "[val] 2/2 batches of tasks, 30 s",
+    ]
+    assert metrics["val/webshop/count"] == 8.0 and metrics["val/webshop/success_rate"] == 3 / 8

@@ -550,7 +550,8 @@ class RayPPOTrainer:
         rows: dict[str, list[tuple[float, bool]]] = {}
         failed: dict[str, int] = {}
         start = time.perf_counter()
-        for tasks in self.val_loader.all_batches():
+        batches = self.val_loader.all_batches()
+        for done, tasks in enumerate(batches, 1):
             out = self.val_rollout.run_llm_loop(
                 tasks, do_sample=self.config.trainer.val_do_sample, global_step=self.global_step
             )
@@ -569,6 +570,13 @@ class RayPPOTrainer:
                     failed[source] = failed.get(source, 0) + 1
                 else:
                     rows.setdefault(source, []).append((totals[i], bool(nt["success"][i])))
+            if len(batches) > 1:  # a long validation says where it is
+                spent = time.perf_counter() - start
+                print(
+                    f"[val] {done}/{len(batches)} batches of tasks, {spent:.0f} s"
+                    + (f" (~{spent / done * (len(batches) - done):.0f} s left)" if done < len(batches) else ""),
+                    flush=True,
+                )
         metrics = {"timing_s/validation": time.perf_counter() - start}
         for source in sorted(set(rows) | set(failed)):
             values = rows.get(source, [])
