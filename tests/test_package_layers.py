@@ -4,44 +4,21 @@ changed with only the parts below it.  (`tests/verl/test_engine_boundary.py` che
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from import_graph import runtime_imports
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def part_imports(root: Path) -> dict[str, set[str]]:
-    """First-level part of ``root`` -> the other first-level parts it imports at run time (absolute or relative
-    imports anywhere in its files; ``if TYPE_CHECKING:`` blocks left out)."""
+    """First-level part of ``root`` -> the other first-level parts it imports at run time (`runtime_imports`)."""
     package = root.name
     edges: dict[str, set[str]] = {}
     for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).with_suffix("").parts
-        me = rel[0]
-        tree = ast.parse(path.read_text(), filename=str(path))
-        type_only = {
-            id(sub)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-            for sub in ast.walk(node)
-        }
-        targets: set[str] = set()
-        for node in ast.walk(tree):
-            if id(node) in type_only:
-                continue
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets.add(node.module)
-            elif isinstance(node, ast.ImportFrom) and node.level:
-                base = list((package, *rel[:-1]))[: max(len(rel) - node.level + 1, 1)]  # the package the dots name
-                if node.module:
-                    targets.add(".".join([*base, node.module]))
-                else:
-                    targets.update(".".join([*base, alias.name]) for alias in node.names)
-        parts = {t.split(".")[1] for t in targets if t.split(".")[0] == package and len(t.split(".")) > 1}
+        me = path.relative_to(root).parts[0].removesuffix(".py")
+        parts = {m.split(".")[1] for m in runtime_imports(path, root) if m.split(".")[0] == package and "." in m}
         edges.setdefault(me, set()).update(parts - {me})
     return edges
 

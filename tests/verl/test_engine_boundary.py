@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from import_graph import runtime_imports
 
 from verl.trainer.ppo.rollout import RolloutPlugin, load_rollout_plugin
 from verl.utils.typed_config import ConfigError
@@ -41,32 +42,12 @@ def layer(module: str) -> int | None:
     return LAYERS.get(parts[1]) if parts[0] == "verl" and len(parts) > 1 else None
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """Modules ``path`` imports (absolute imports anywhere in it), except under ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    type_only = {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-        for sub in ast.walk(node)
-    }
-    names = set()
-    for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
 def test_no_engine_module_imports_from_a_layer_above_its_own():
     upward = {
         (str(p.relative_to(VERL.parent)), module)
         for p in sorted(VERL.rglob("*.py"))
         if layer(".".join(p.relative_to(VERL.parent).with_suffix("").parts)) is not None
-        for module in runtime_imports(p)
+        for module in runtime_imports(p, VERL)
         if (layer(module) or 0) > layer(".".join(p.relative_to(VERL.parent).with_suffix("").parts))
     }
     assert upward == set()

@@ -642,18 +642,23 @@ class RayPPOTrainer:
         path = self.ckpt_dir / BEST_FILE
         return json.loads(path.read_text())["step"] if path.is_file() else None
 
-    def _is_new_best(self, metrics: dict[str, float]) -> bool:
-        """Whether this validation's success (the mean of its ``val/<source>/success_rate``) beats every earlier one of
-        the run; with ``trainer.keep_best`` only."""
+    @staticmethod
+    def _dev_success(metrics: dict[str, float]) -> float | None:
+        """A validation's success: the mean of its ``val/<source>/success_rate`` (None when it has none)."""
         rates = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success_rate")]
-        if not self.config.trainer.keep_best or not rates:
+        return float(np.mean(rates)) if rates else None
+
+    def _is_new_best(self, metrics: dict[str, float]) -> bool:
+        """Whether this validation's `_dev_success` beats every earlier one of the run; with ``trainer.keep_best``
+        only."""
+        success = self._dev_success(metrics)
+        if not self.config.trainer.keep_best or success is None:
             return False
         best = self.ckpt_dir / BEST_FILE
-        return not best.is_file() or float(np.mean(rates)) > json.loads(best.read_text())["dev_success"]
+        return not best.is_file() or success > json.loads(best.read_text())["dev_success"]
 
     def _mark_best(self, metrics: dict[str, float]) -> None:
         """Write `BEST_FILE` naming this step's checkpoint (the starting model at step 0), atomically."""
-        rates = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success_rate")]
         model = (
             self.ckpt_dir / f"global_step_{self.global_step}"
             if self.global_step
@@ -661,10 +666,8 @@ class RayPPOTrainer:
         )
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_dir / f".{BEST_FILE}.tmp"
-        tmp.write_text(
-            json.dumps({"step": self.global_step, "dev_success": float(np.mean(rates)), "model": str(model.resolve())})
-            + "\n"
-        )
+        best = {"step": self.global_step, "dev_success": self._dev_success(metrics), "model": str(model.resolve())}
+        tmp.write_text(json.dumps(best) + "\n")
         os.replace(tmp, self.ckpt_dir / BEST_FILE)
         metrics["val/best_step"] = float(self.global_step)
 
