@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from openmanus_rl.evaluation.results import load_task_results, per_task, read_summary
+from openmanus_rl.evaluation.results import TaskResult, load_task_results, per_task, read_summary
 from openmanus_rl.evaluation.stats import COMPARE_RESAMPLES, mcnemar_exact, paired_bootstrap_ci
 
 
@@ -25,6 +26,19 @@ def provenance_warnings(a: str | os.PathLike[str], b: str | os.PathLike[str]) ->
         f"A and B read different task files (sha256 {ha[:12]}... and {hb[:12]}...): "
         "the same task id may be a different task"
     ]
+
+
+def success(r: TaskResult) -> float:
+    return float(r.success)
+
+
+def env_reward(r: TaskResult) -> float:
+    return r.env_reward
+
+
+def mean_per_task(by_task: Mapping[Any, list[TaskResult]], value: Callable[[TaskResult], float]) -> dict[Any, float]:
+    """Each task's mean of ``value`` over its scored rollouts (`per_task`)."""
+    return {t: float(np.mean([value(r) for r in rows])) for t, rows in by_task.items()}
 
 
 def compare(
@@ -56,9 +70,9 @@ def compare(
     if not shared:
         out["success"] = out["reward"] = None
         return out
-    for key, value in (("success", lambda r: float(r.success)), ("reward", lambda r: r.env_reward)):
-        va = np.array([np.mean([value(r) for r in ta[t]]) for t in shared])
-        vb = np.array([np.mean([value(r) for r in tb[t]]) for t in shared])
+    for key, value in (("success", success), ("reward", env_reward)):
+        ma, mb = mean_per_task(ta, value), mean_per_task(tb, value)
+        va, vb = np.array([ma[t] for t in shared]), np.array([mb[t] for t in shared])
         out[key] = {
             "a_mean": float(va.mean()),
             "b_mean": float(vb.mean()),

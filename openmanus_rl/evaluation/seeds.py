@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openmanus_rl.evaluation.compare import compare
+from openmanus_rl.evaluation.compare import compare, mean_per_task, success
 from openmanus_rl.evaluation.results import load_task_results, per_task
 from openmanus_rl.evaluation.stats import COMPARE_RESAMPLES
 
@@ -46,7 +46,7 @@ def pooled_bootstrap_ci(
 
 
 def _success_by_task(path: str | os.PathLike[str]) -> dict[Any, float]:
-    return {t: float(np.mean([r.success for r in rows])) for t, rows in per_task(load_task_results(path)).items()}
+    return mean_per_task(per_task(load_task_results(path)), success)
 
 
 def seeds_report(

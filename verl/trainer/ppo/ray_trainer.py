@@ -71,6 +71,8 @@ from verl.workers.fsdp_workers import ROLLOUT_GROUP, ActorRolloutRefWorker, Crit
 from verl.workers.reward_model import RewardModelWorker
 
 AHEAD_FILE = "rollout_ahead.pt"  # in a checkpoint: the next step's batch, rolled out ahead (trainer.staleness=1)
+
+
 MODEL_INPUTS = (
     "input_ids",
     "attention_mask",
@@ -80,6 +82,13 @@ MODEL_INPUTS = (
 )  # what every model pass reads
 SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
 SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole or what it held before, never a part: written beside it, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 class RunStopped(RuntimeError):
@@ -628,9 +637,7 @@ class RayPPOTrainer:
         )
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        marker = self.ckpt_dir / f".{LATEST_MARKER}.tmp"
-        marker.write_text(str(self.global_step))
-        os.replace(marker, self.ckpt_dir / LATEST_MARKER)
+        write_text_atomically(self.ckpt_dir / LATEST_MARKER, str(self.global_step))
         kept = sorted(self.ckpt_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
         best = self._best_step()
         for old in kept[: max(len(kept) - self.config.trainer.max_ckpt_to_keep, 0)]:
@@ -665,10 +672,8 @@ class RayPPOTrainer:
             else Path(self.config.actor_rollout_ref.model.path)
         )
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.ckpt_dir / f".{BEST_FILE}.tmp"
         best = {"step": self.global_step, "dev_success": self._dev_success(metrics), "model": str(model.resolve())}
-        tmp.write_text(json.dumps(best) + "\n")
-        os.replace(tmp, self.ckpt_dir / BEST_FILE)
+        write_text_atomically(self.ckpt_dir / BEST_FILE, json.dumps(best) + "\n")
         metrics["val/best_step"] = float(self.global_step)
 
     def _find_resume_path(self) -> Path | None:
