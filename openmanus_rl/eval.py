@@ -8,7 +8,7 @@ Evaluate (greedy by default: one rollout per task at temperature 0)::
         [--max_trajectory_length N] [--action_format FORMAT] [--engine vllm|hf] [--dtype DTYPE] [--threads N]
         [--device cpu|cuda] [--batch_size 64] [--schedule window|batches] [--kv_cache_gb 4] [--block_size N]
         [--request_timeout_s S] [--rollout_mode async|sync]
-        [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]]
+        [--program PACKAGE.MODULE:FUNCTION [--episode_timeout_s 600]] [--restart]
 
 The flags shared with training (env, agent limits, sampling temperature, engine, dtype, threads, device,
 request timeout) default to ``verl/trainer/config/ppo_trainer.yaml``'s values (``--help`` shows them).
@@ -45,6 +45,12 @@ spread over tasks by task id).  Its result is the program's: reward as returned,
 ``info["success"]`` (else reward >= 1), turns its model calls; the built-in agent's flags
 (``--action_format``, ``--max_turns``, ``--max_obs_length``, ``--rollout_mode``, ``--request_timeout_s``)
 do not apply to it.
+
+A killed evaluation loses nothing it finished: the built-in agent journals each rollout as it finishes
+(``<out stem>.journal.jsonl``, `openmanus_rl.agent.journal`), and the same command run again takes those
+back, replays the model turns of the unfinished ones into fresh envs, samples only the rest, and writes the
+files an uninterrupted run writes (a journal of another model, task file or result-shaping flag is set aside;
+``--restart`` ignores it). The journal is deleted once the files are written. Agent programs keep no journal.
 
 ``--n k`` with k > 1 samples k rollouts per task at ``--temperature`` and reports
 mean@k (``success_rate``: the mean over tasks of each task's mean success) and
@@ -216,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
         "agent.request_timeout_s",
         "env server request timeout (s); an env's /reset may wait longer (EnvSpec.reset_timeout_s: ALFWorld)",
         type=float,
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore what a killed run of this evaluation left in <out stem>.journal.jsonl (by default the "
+        "rollouts it finished are taken back and only the rest are played)",
     )
     parser.add_argument(
         "--program",

@@ -50,6 +50,7 @@ from verl.utils.tracking import progress_bar
 
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
+from .journal import JournalReplay, RolloutJournal
 from .output import build_batch, build_step_batch, objects, rollout_metrics, score, trajectory_record
 from .templates import ParsedAction, get_action_template
 from .trajectory import Trajectory
@@ -170,24 +171,44 @@ class OpenManusAgent:
         self._executor = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="env")
         self._start_errors_reported = 0
         self._rollouts = 0  # numbers each streamed rollout's request ids
+        self._replay = JournalReplay(None, self.specs, self.config.history_window)  # the running rollout's journal
 
     # ------------------------------------------------------------------ public
     def run_llm_loop(
-        self, gen_batch: DataProto, output_dir: str | None = None, global_step: int = 0, do_sample: bool = True
+        self,
+        gen_batch: DataProto,
+        output_dir: str | None = None,
+        global_step: int = 0,
+        do_sample: bool = True,
+        journal: RolloutJournal | None = None,
     ) -> DataProto:
         """Roll out every row ``n`` times; returns ``len(gen_batch) * n`` rows (see `output`) with
-        ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page)."""
+        ``meta_info["metrics"]``.  With ``output_dir``, also writes the step's JSONL records (and viewer page).
+
+        With ``journal`` (`openmanus_rl.agent.journal`) every model turn and finished trajectory is written to
+        it as it happens, and what it already holds is not played again: a finished trajectory is taken whole,
+        an unfinished one's journaled turns are replayed into a fresh env (envs whose spec ``replays``) instead
+        of being sampled. ``journal/*`` metrics count both."""
         start = time.perf_counter()
         trajectories = self._trajectories(gen_batch, global_step)
+        replay = JournalReplay(journal, self.specs, self.config.history_window)
+        trajectories = [replay.restored(t) for t in trajectories]
+        live = [t for t in trajectories if t.running]
         progress = RolloutProgress(trajectories, f"rollout step {global_step}")
+        self._replay = replay
         try:
             if self.streams:
-                timer = self._run_async(trajectories, do_sample, progress)
+                timer = self._run_async(live, do_sample, progress)
             else:
-                timer = self._run(trajectories, do_sample, progress=progress)
+                timer = self._run(live, do_sample, progress=progress)
+            replay.record_finished(live)
         finally:
             progress.close()
-        return self._finish(trajectories, timer, start, output_dir, global_step, gen_batch.non_tensor_batch)
+            self._replay = JournalReplay(None, self.specs, self.config.history_window)
+        out = self._finish(trajectories, timer, start, output_dir, global_step, gen_batch.non_tensor_batch)
+        if journal is not None:
+            out.meta_info["metrics"].update(replay.metrics())
+        return out
 
     def _run_single_rollout(
         self, task_id: int, seed: int = 0, do_sample: bool = True, uid: str = "single", data_source: str | None = None
@@ -197,6 +218,10 @@ class OpenManusAgent:
         trajectory = Trajectory(0, 0, uid, task_id, data_source or self.config.env_names[0], seed)
         trajectory.env = self._env_for(trajectory.data_source, 0)
         return self._finish([trajectory], self._run([trajectory], do_sample, parallel=False), start, None, 0)
+
+    def open_journal(self, path: str, key: dict[str, Any]) -> RolloutJournal:
+        """The journal at ``path`` for a rollout identified by ``key`` (`RolloutJournal`), for `run_llm_loop`."""
+        return RolloutJournal(path, key)
 
     @property
     def streams(self) -> bool:
@@ -300,6 +325,7 @@ class OpenManusAgent:
                 steps = [(t, action) for t, action in actions if action is not None]
                 with timer("env"):
                     each(self._step, steps)
+                self._replay.record_finished(active)
                 if progress is not None:
                     progress.update()
             for t in trajectories:
@@ -333,8 +359,9 @@ class OpenManusAgent:
                 while waiting and len(env) + len(ready) + len(in_flight) < window:
                     i = waiting.pop()
                     env[self._executor.submit(self._start, trajectories[i])] = i
-                ended = self._submit(trajectories, sorted(ready), in_flight, do_sample)
-                ready.clear()
+                ready_again: list[int] = []
+                ended = self._submit(trajectories, sorted(ready), in_flight, do_sample, env, ready_again)
+                ready[:] = ready_again
                 if in_flight:
                     with timer("generation"):
                         replies = self._poll(0.0 if env else POLL_WAIT_S)
@@ -356,6 +383,7 @@ class OpenManusAgent:
                     else:
                         ended.append(i)
                 self._release_clients([trajectories[i] for i in ended])
+                self._replay.record_finished([trajectories[i] for i in ended])
                 progress.update()
         finally:
             if in_flight:
@@ -365,13 +393,33 @@ class OpenManusAgent:
         return timer
 
     def _submit(
-        self, trajectories: list[Trajectory], ready: list[int], in_flight: dict[str, int], do_sample: bool
+        self,
+        trajectories: list[Trajectory],
+        ready: list[int],
+        in_flight: dict[str, int],
+        do_sample: bool,
+        env: dict[Future, int],
+        ready_again: list[int],
     ) -> list[int]:
-        """Start the next turn of each ready trajectory that still takes one (see `_next_turn`); returns
-        the others, which end here."""
+        """Start the next turn of each ready trajectory that still takes one (see `_next_turn`): a journaled
+        turn is replayed at once (its action stepped on ``env``, or, invalid, the trajectory put in
+        ``ready_again``), the others are submitted to the engine; returns the trajectories that end here."""
         batch, ended = [], []
         for i in ready:
             (batch if self._next_turn(trajectories[i]) else ended).append(i)
+        live = []
+        for i in batch:  # a turn the journal holds is taken from it: its action goes to the env now
+            t = trajectories[i]
+            output = self._journaled_reply(t)
+            if output is None:
+                live.append(i)
+                continue
+            action = self._take_reply(t, output)
+            if action is None:
+                ready_again.append(i)
+            else:
+                env[self._executor.submit(self._step, (t, action))] = i
+        batch = live
         if not batch:
             return ended
         active = [trajectories[i] for i in batch]
@@ -400,7 +448,9 @@ class OpenManusAgent:
         return [(str(rid), self._reply_row(ids, lps, reason)) for rid, ids, lps, reason in rows]
 
     def _take_reply(self, t: Trajectory, output: tuple[list[int], list[float], str]) -> str | None:
-        """Record a model turn; returns the action to step, or None after an invalid one (its feedback is queued)."""
+        """Record a model turn (in the journal too); returns the action to step, or None after an invalid one
+        (its feedback is queued)."""
+        self._replay.record_turn(t, output)
         parsed = self._take_model_turn(t, *output)
         if parsed.valid:
             return parsed.action
@@ -448,6 +498,14 @@ class OpenManusAgent:
             },
         )
 
+    def _journaled_reply(self, t: Trajectory) -> tuple[list[int], list[float], str] | None:
+        """``t``'s next turn from the rollout's journal (None: sample it); a replayed turn's context window is
+        recorded as `_request` records a sampled one's."""
+        output = self._replay.reply(t)
+        if output is not None:
+            t.windows.append(t.window_start(self.config.history_window))
+        return output
+
     def _reply_row(self, ids: Any, log_probs: Any, reason: Any) -> tuple[list[int], list[float], str]:
         """One generated row, cut after its first end-of-turn token (nothing after it, no padding)."""
         row_ids, row_lps = [int(x) for x in ids], [float(x) for x in log_probs]
@@ -461,11 +519,17 @@ class OpenManusAgent:
         return row_ids, row_lps, str(reason)
 
     def _generate(self, active: list[Trajectory], do_sample: bool) -> list[tuple[list[int], list[float], str]]:
-        reply = self.generator.generate_sequences(self._request(active, do_sample)).non_tensor_batch
+        """Each trajectory's next reply: from the journal where it holds the turn, else from one batched call."""
+        outputs = [self._journaled_reply(t) for t in active]
+        sampled = [t for t, output in zip(active, outputs) if output is None]
+        if not sampled:
+            return outputs
+        reply = self.generator.generate_sequences(self._request(sampled, do_sample)).non_tensor_batch
         ids, log_probs, reasons = reply["response_ids"], reply["response_log_probs"], reply["finish_reason"]
-        if not len(ids) == len(log_probs) == len(reasons) == len(active):
-            raise RuntimeError(f"generator answered {len(ids)} rows for {len(active)} prompts")
-        return [self._reply_row(ids[i], log_probs[i], reasons[i]) for i in range(len(active))]
+        if not len(ids) == len(log_probs) == len(reasons) == len(sampled):
+            raise RuntimeError(f"generator answered {len(ids)} rows for {len(sampled)} prompts")
+        rows = iter(self._reply_row(ids[i], log_probs[i], reasons[i]) for i in range(len(sampled)))
+        return [output if output is not None else next(rows) for output in outputs]
 
     def _take_model_turn(self, t: Trajectory, ids: list[int], log_probs: list[float], reason: str) -> ParsedAction:
         appended = t.add_model_turn(ids, log_probs, self.chat.eot_id)

@@ -137,6 +137,11 @@ def tasks_path_for(out: str | os.PathLike[str]) -> Path:
     return out.with_name(f"{stem}.tasks.jsonl")
 
 
+def journal_path_for(out: str | os.PathLike[str]) -> Path:
+    """``results/NAME.json`` -> ``results/NAME.journal.jsonl``: the rollouts of an evaluation under way."""
+    return tasks_path_for(out).with_name(tasks_path_for(out).name.replace(".tasks.jsonl", ".journal.jsonl"))
+
+
 def read_summary(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The summary object of a result: ``path``'s JSON object; None for a ``.jsonl``, a missing or unreadable file."""
     path = Path(path)

@@ -18,6 +18,7 @@ from openmanus_rl.evaluation.provenance import provenance
 from openmanus_rl.evaluation.report import format_summary
 from openmanus_rl.evaluation.results import (
     TaskResult,
+    journal_path_for,
     task_results_from_batch,
     task_results_from_episodes,
     tasks_path_for,
@@ -25,6 +26,7 @@ from openmanus_rl.evaluation.results import (
 from openmanus_rl.evaluation.servers import env_server, server_url_list
 from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
+from verl.utils.jsonl import write_jsonl, write_text_atomically
 
 
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
@@ -145,6 +147,58 @@ def prefix_cache_use(before: dict[str, int] | None, after: dict[str, int] | None
     return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries else 0.0}
 
 
+RESULT_FLAGS = (
+    "env_name",
+    "split",
+    "n",
+    "temperature",
+    "seed",
+    "max_turns",
+    "max_prompt_length",
+    "max_response_length",
+    "max_obs_length",
+    "max_trajectory_length",
+    "action_format",
+    "engine",
+    "dtype",
+    "device",
+    "threads",
+    "block_size",
+)  # the flags that can change a trajectory (not: batch size, schedule, servers, rollout mode, timeouts)
+
+
+def journal_key(args: argparse.Namespace, recorded: dict[str, Any]) -> dict[str, Any]:
+    """What an evaluation's journal belongs to: the model's and the task file's hashes, the package versions
+    and `RESULT_FLAGS` (a journal of any other evaluation is set aside, never mixed in)."""
+    return {
+        "model_sha256": recorded["model_sha256"],
+        "task_file_sha256": recorded["task_file_sha256"],
+        "versions": recorded["versions"],
+        "flags": {name: getattr(args, name) for name in RESULT_FLAGS},
+    }
+
+
+def open_journal(args: argparse.Namespace, out_path: Path, recorded: dict[str, Any]) -> Any:
+    """The built-in agent's journal beside ``out_path`` (`journal_path_for`): what a killed run of the same
+    evaluation finished is taken back, unless ``args.restart``; None for an agent program (it keeps none)."""
+    from openmanus_rl.agent.journal import RolloutJournal
+
+    path = journal_path_for(out_path)
+    if args.program:
+        return None
+    if args.restart:
+        path.unlink(missing_ok=True)
+    journal = RolloutJournal(path, journal_key(args, recorded))
+    if journal.finished or journal.turns:
+        turns = sum(len(t) for t in journal.turns.values())
+        print(
+            f"[eval] resuming from {path}: {len(journal.finished)} rollouts finished, {turns} model turns "
+            "journaled (--restart: start over)",
+            flush=True,
+        )
+    return journal
+
+
 def default_out(hf: Path, env: str, split: str) -> Path:
     """``results/<model label>_<env>_<split>.json`` (see `model_label`)."""
     return Path("results") / f"{model_label(hf)}_{env}_{split}.json"
@@ -155,7 +209,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     Writes ``args.out`` (or `default_out`): the summary JSON, with ``config`` (every flag, the resolved model
     and server) and ``provenance`` (`openmanus_rl.evaluation.provenance.provenance`, taken before the model
-    loads); and ``<out stem>.tasks.jsonl`` beside it, one `TaskResult` a line.
+    loads); and ``<out stem>.tasks.jsonl`` beside it, one `TaskResult` a line, in task order. While it runs,
+    the built-in agent journals every rollout as it finishes (`open_journal`), so a killed evaluation run
+    again plays only what it had not finished and writes the same files; the journal goes once they are
+    written.
     """
     from openmanus_rl.envs import get_env_spec
     from verl.utils.dataset import TaskDataLoader, read_tasks
@@ -174,6 +231,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     batch_size = len(frame) if args.batch_size <= 0 else min(args.batch_size, len(frame))
     greedy = args.n == 1
     out_path = Path(args.out) if args.out else default_out(hf, args.env_name, args.split)
+    journal = open_journal(args, out_path, recorded)
 
     from transformers import AutoTokenizer
 
@@ -218,6 +276,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
         cache_before = worker.prefix_cache_stats()
+        restored = replayed = 0
         for index, batch in enumerate(batches):
             # seeds come from (seed, task, copy), never from a place in a batch: the same samples whatever the
             # batch size or order
@@ -225,8 +284,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 out = agent.run_llm_loop(with_env_urls(batch, server_urls), do_sample=not greedy, global_step=0)
                 results += task_results_from_episodes(out)
             else:
-                out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0)
+                out = agent.run_llm_loop(batch, do_sample=not greedy, global_step=0, journal=journal)
                 results += task_results_from_batch(out, args.n)
+                restored += int(out.meta_info["metrics"]["journal/restored"])
+                replayed += int(out.meta_info["metrics"]["journal/replayed_turns"])
             done = [r for r in results if not r.failed]
             print(
                 f"[eval] batch {index + 1}/{len(batches)}: {len({r.task_id for r in results})} tasks, "
@@ -235,6 +296,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
         cache = prefix_cache_use(cache_before, worker.prefix_cache_stats())
+        if restored or replayed:
+            print(f"[eval] from the journal: {restored} finished rollouts, {replayed} model turns replayed", flush=True)
 
     summary = {"model": str(hf), "env": args.env_name, "split": args.split, "n": args.n, "greedy": greedy}
     summary.update(summarize(results, args.n, args.seed))
@@ -257,10 +320,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary["provenance"] = recorded
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(summary, indent=2) + "\n")
-    with open(tasks_path_for(out_path), "w") as f:
-        for r in results:
-            f.write(json.dumps(r.to_json()) + "\n")
+    write_jsonl([r.to_json() for r in results], tasks_path_for(out_path))
+    write_text_atomically(out_path, json.dumps(summary, indent=2) + "\n")
+    if journal is not None:
+        journal.remove()
     print(format_summary(summary))
     print(f"[eval] wrote {out_path} and {tasks_path_for(out_path)}")
     return summary

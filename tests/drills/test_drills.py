@@ -10,6 +10,8 @@ What survives what (docs/reliability.md's table is built from these):
 * a reward module that raises or hangs: its rows fail with the error recorded; too many: retried once, then a stop;
 * the driver SIGKILLed in a step, while it writes that step's checkpoint (LoRA, a KL loss, one-step-off rollout):
   re-running resumes from the checkpoint before and gives the same step;
+* the driver SIGKILLed in a step's rollout: re-running replays the step's journal (finished episodes taken whole,
+  the turns of the one under way replayed) and gives the same step;
 * a Ray worker killed: the run stops within seconds naming the worker and step; re-running resumes;
 * a bad input: one message before Ray, servers or anything under the output dir.
 """
@@ -517,6 +519,73 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
         for o in (out, straight_out)
     ]
     assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def journal_lines(path: Path) -> tuple[set[str], dict[str, int]]:
+    """A step journal's finished trajectory ids and its model turns per trajectory (complete lines only)."""
+    finished, turns = set(), {}
+    text = path.read_text() if path.is_file() else ""
+    for line in text.splitlines()[1:] if text.endswith("\n") else text.splitlines()[1:-1]:
+        record = json.loads(line)
+        if "finished" in record:
+            finished.add(record["finished"])
+        elif "turn" in record:
+            turns[record["turn"]] = turns.get(record["turn"], 0) + 1
+    return finished, turns
+
+
+@slow
+@pytest.mark.timeout(1800)  # three runs
+def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, webshop_tasks, tmp_path):
+    """The driver is SIGKILLed in step 2's rollout once 5 of its 8 episodes have finished (one episode at a time,
+    ``agent.max_in_flight=1``). The re-run resumes from step 1's checkpoint and rolls step 2 out again: the 5
+    journaled episodes are taken whole, the turns journaled of the one under way are replayed into a fresh env,
+    and only the rest reach the engine. Step 2 ends as in a run never interrupted: same metrics and weights."""
+    common = (
+        "trainer.total_training_steps=2",
+        "trainer.save_freq=1",
+        "data.shuffle=false",
+        "agent.n=4",
+        "agent.max_in_flight=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    )
+    straight_out = tmp_path / "straight"
+    straight = Run(
+        webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log"
+    )
+    assert straight.finish() == 0, straight.text()[-4000:]
+    plain = metrics(straight_out)[-1]
+    assert plain["journal/restored"] == 0 and plain["journal/replayed_turns"] == 0
+    assert not list((straight_out / "checkpoints" / "journal").glob("step_*"))  # each went with its checkpoint
+
+    out = tmp_path / "killed"
+    args = webshop_args(tiny_model_path, webshop_tasks, out, free_port(), *common)
+    journal = out / "checkpoints" / "journal" / "step_2.jsonl"
+    killed = Run(args, tmp_path / "killed.log")
+    killed.wait_for(lambda _: len(journal_lines(journal)[0]) >= 5, "5 finished episodes in step 2", poll_s=0.002)
+    killed.sigkill()
+    finished, turns = journal_lines(journal)
+    assert 5 <= len(finished) < 8, "the kill landed after step 2's rollout"
+    assert latest(out) == "1" and steps_logged(out) == [1]
+    in_flight_turns = sum(n for tid, n in turns.items() if tid not in finished)
+
+    resumed = Run(args, tmp_path / "resumed.log")
+    assert resumed.finish() == 0, resumed.text()[-4000:]
+    again = metrics(out)[-1]
+    assert again["step"] == 2
+    assert again["journal/restored"] == len(finished)
+    assert again["journal/replayed_turns"] == in_flight_turns
+    assert again["journal/diverged"] == 0
+    for key in ("env/reward/mean", "env/turns/mean", "response_length/mean", "prompt_length/mean"):
+        assert again[key] == plain[key], key
+    assert again["actor/pg_loss"] == pytest.approx(plain["actor/pg_loss"], rel=1e-3, abs=1e-5)
+    assert not journal.exists()
+    weights = [
+        load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
+        for o in (out, straight_out)
+    ]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
 

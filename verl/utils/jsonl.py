@@ -1,10 +1,18 @@
-"""JSON lines on disk: one object per line, written atomically."""
+"""Text and JSON lines on disk, written atomically: a reader finds a file whole or as it was, never a part."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any, Iterable
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """``path`` holds ``text`` whole or what it held before, never a part: written beside it, then renamed."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:

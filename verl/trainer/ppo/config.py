@@ -111,6 +111,7 @@ class TrainerConfig:
     output_dir: str
     default_local_dir: str
     save_trajectories: bool
+    journal: bool  # journal each step's rollout beside the checkpoints; a resumed step replays it
     max_failed_fraction: float  # above it a step is retried once, then the run stops (checkpointed)
     stop_after_step: int | None
     max_minutes: (

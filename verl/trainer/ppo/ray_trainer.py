@@ -62,8 +62,10 @@ from verl.trainer.ppo.metrics import compute_data_metrics, compute_throughput_me
 from verl.trainer.ppo.model_reward import apply_model_reward
 from verl.trainer.ppo.reward import RewardManager, mark_failed
 from verl.trainer.ppo.rollout import RolloutServices, load_rollout_plugin
+from verl.trainer.ppo.step_journal import StepJournals, sampling_fingerprint
 from verl.utils.batch import concat_padded
 from verl.utils.dataset import TaskDataLoader, read_tasks
+from verl.utils.jsonl import write_text_atomically
 from verl.utils.memory import current_rss_gb
 from verl.utils.timing import PhaseTimer
 from verl.utils.tracking import Tracking, progress_bar
@@ -82,13 +84,6 @@ MODEL_INPUTS = (
 )  # what every model pass reads
 SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
 SERVICES_WAIT_S = 600.0  # how long a step waits for the rollout's services (e.g. a restarting env server)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """``path`` holds ``text`` whole or what it held before, never a part: written beside it, then renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class RunStopped(RuntimeError):
@@ -146,6 +141,9 @@ class RayPPOTrainer:
         self.output_dir = Path(config.trainer.output_dir)
         self.ckpt_dir = Path(config.trainer.default_local_dir)
         self.overlap = config.trainer.staleness > 0
+        self.journals = StepJournals(
+            self.ckpt_dir, sampling_fingerprint(config.agent, config.actor_rollout_ref.rollout)
+        )
         self._policy_version = 0  # actor updates so far
         self._engine_version = 0  # the policy version whose weights the rollout engine holds
         self._ahead: Ahead | None = None
@@ -294,19 +292,31 @@ class RayPPOTrainer:
         """Step ``step``'s batch: roll out ``tasks`` (and refills, with dynamic sampling), scored."""
         metrics: dict[str, float] = {}
         version = self._engine_version
+        journal = self._open_journal(step, version)
         with PhaseTimer(metrics)("rollout"):
-            batch = self._rollout(tasks, metrics, step)
+            batch = self._rollout(tasks, metrics, step, journal=journal)
             if self.config.algorithm.filter_groups.enable:
-                batch = self._keep_informative_groups(batch, metrics, step)
+                batch = self._keep_informative_groups(batch, metrics, step, journal)
         return Collected(batch, metrics, version)
 
-    def _rollout(self, tasks: DataProto, metrics: dict[str, float], step: int, round_: int = 0) -> DataProto:
+    def _open_journal(self, step: int, version: int) -> object | None:
+        """Step ``step``'s rollout journal (`verl.trainer.ppo.step_journal`), sampled by the weights of ``version``:
+        None with ``trainer.journal`` off or a rollout that keeps none (no ``open_journal``)."""
+        open_journal = getattr(self.rollout, "open_journal", None)
+        if not self.config.trainer.journal or open_journal is None:
+            return None
+        return open_journal(self.journals.path(step), self.journals.key(step, version))
+
+    def _rollout(
+        self, tasks: DataProto, metrics: dict[str, float], step: int, round_: int = 0, journal: object | None = None
+    ) -> DataProto:
         """Roll out ``tasks`` and score them through the reward path;
         refill rounds (``round_ > 0``) get distinct uids."""
         traj_dir = (
             str(self.output_dir / "trajectories") if self.config.trainer.save_trajectories and round_ == 0 else None
         )
-        batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=step)
+        kwargs = {} if journal is None else {"journal": journal}
+        batch = self.rollout.run_llm_loop(tasks, output_dir=traj_dir, global_step=step, **kwargs)
         rollout_metrics = batch.meta_info.pop("metrics", {})
         if round_ == 0:
             metrics.update(rollout_metrics)
@@ -358,7 +368,9 @@ class RayPPOTrainer:
         scores = b["outcome_scores"][b["response_mask"].sum(dim=-1) > 0]
         return scores.numel() > 1 and bool((scores != scores[0]).any())
 
-    def _keep_informative_groups(self, batch: DataProto, metrics: dict[str, float], step: int) -> DataProto:
+    def _keep_informative_groups(
+        self, batch: DataProto, metrics: dict[str, float], step: int, journal: object | None = None
+    ) -> DataProto:
         """Dynamic sampling (DAPO): drop the groups in which every advantage would be 0 (`_informative`)
         and refill from the next prompts, up to ``filter_groups.max_rounds`` extra rollouts.
 
@@ -378,7 +390,7 @@ class RayPPOTrainer:
             if len(kept) >= target or round_ >= max_rounds:
                 break
             round_ += 1
-            batch = self._rollout(self.train_loader.next_batch(), metrics, step, round_)
+            batch = self._rollout(self.train_loader.next_batch(), metrics, step, round_, journal)
         shortfall = max(target - len(kept), 0)
         chosen = kept[:target] + dropped[:shortfall]
         metrics.update(
@@ -638,6 +650,7 @@ class RayPPOTrainer:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         write_text_atomically(self.ckpt_dir / LATEST_MARKER, str(self.global_step))
+        self.journals.saved(self._policy_version, final, self.global_step)
         kept = sorted(self.ckpt_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
         best = self._best_step()
         for old in kept[: max(len(kept) - self.config.trainer.max_ckpt_to_keep, 0)]:
@@ -706,6 +719,7 @@ class RayPPOTrainer:
             "policy_version", self.global_step
         )  # loading synced the engine
         self.train_loader.load_state_dict(state["dataloader"])
+        self.journals.loaded(self._policy_version, path)
         if (path / AHEAD_FILE).is_file():
             ahead = torch.load(path / AHEAD_FILE, weights_only=False)
             if self.overlap:  # the pipeline as it was: the next step trains the batch rolled out ahead

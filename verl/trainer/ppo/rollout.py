@@ -6,6 +6,9 @@ The engine knows no agent and no environment. A *rollout* is any object with::
     run_llm_loop(tasks: DataProto, do_sample: bool = True, global_step: int = 0,
                  output_dir: str | None = None) -> DataProto
     close() -> None                                # optional: release servers, threads
+    open_journal(path, key) -> journal             # optional: a journal run_llm_loop(..., journal=) writes as
+                                                   # trajectories finish and replays when given again
+                                                   # (`verl.trainer.ppo.step_journal`)
 
 ``run_llm_loop`` turns a batch of dataset rows into trajectories: tensors
 ``prompts``, ``responses``, ``input_ids``, ``attention_mask``, ``position_ids``,
