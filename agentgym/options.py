@@ -14,11 +14,12 @@ from typing import Callable
 
 from fastapi import FastAPI
 
-from .server import DEFAULT_IDLE_TIMEOUT_S
+from .server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S
 
 
 def add_server_options(parser: argparse.ArgumentParser, default_max_envs: int, envs: str = "envs") -> None:
-    """``--max-envs`` (the most ``envs`` open at once, ``default_max_envs`` by default) and ``--idle-timeout-s``."""
+    """``--max-envs`` (the most ``envs`` open at once, ``default_max_envs`` by default), ``--idle-timeout-s`` and
+    ``--evict-idle-s``."""
     parser.add_argument(
         "--max-envs",
         type=int,
@@ -30,6 +31,13 @@ def add_server_options(parser: argparse.ArgumentParser, default_max_envs: int, e
         type=float,
         default=DEFAULT_IDLE_TIMEOUT_S,
         help="close an env that has had no request for this many seconds, freeing its resources; "
+        "later requests naming it answer 410 (default %(default)g; 0: never)",
+    )
+    parser.add_argument(
+        "--evict-idle-s",
+        type=float,
+        default=DEFAULT_EVICT_IDLE_S,
+        help="at the env cap, /create closes the env idle longest once it has been idle this many seconds; "
         "later requests naming it answer 410 (default %(default)g; 0: never)",
     )
 

@@ -19,6 +19,11 @@ Contract
   600 s idle and was closed; create a new env with POST /create"}`` (the most
   recent 65,536 reaped ids are remembered; older ones answer the 404 of an
   unknown id).
+* A full server makes room: at the cap, a ``/create`` evicts the env idle longest once it
+  has been idle ``evict_idle_s`` (the servers' ``--evict-idle-s``, default 120 s; 0 =
+  never), logged, and a later request naming it answers 410 saying so. A 503 that remains
+  carries a ``Retry-After`` header and the cap's state in its body (`EnvRegistry._cap_state`).
+  Evicted envs count in ``reaped``.
 * ``create_app`` builds the FastAPI app with the routes every env shares:
   ``GET /`` (liveness, answers ``"ok"``, as upstream), ``GET /health`` (the JSON
   of `EnvRegistry.health`: ``open``, ``max_envs``, ``reaped``,
@@ -50,6 +55,7 @@ import enum
 import itertools
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -67,15 +73,23 @@ log = logging.getLogger("agentgym.server")
 E = TypeVar("E")
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
+DEFAULT_EVICT_IDLE_S = 120.0  # longer than a live episode's env waits while its model writes a turn on a CPU
+UNKNOWN_RETRY_AFTER_S = 5  # a full server whose envs are all in use cannot say when one frees
 MAX_SWEEP_PERIOD_S = 30.0
 EXPIRED_IDS_KEPT = 65536  # reaped ids that still answer 410 (older ones: the 404 of an unknown id)
 FAULT_INJECTION_ENV = "AGENTGYM_FAULT_INJECTION"  # "1": serve the test-only POST /debug/hang
 
 
 class EnvError(Exception):
-    """An error answered to the client with ``status_code`` and its message."""
+    """An error answered to the client with ``status_code``: the body ``{"error": message, **details}``, with
+    ``headers``."""
 
     status_code = 400
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.details = details or {}
+        self.headers = headers or {}
 
 
 class UnknownEnvError(EnvError):
@@ -89,7 +103,7 @@ class EpisodeStateError(EnvError):
 
 
 class EnvExpiredError(EnvError):
-    """The env had no request for the server's idle timeout and was closed."""
+    """The env had no request for the server's idle timeout, or was evicted to make room at the cap, and was closed."""
 
     status_code = 410
 
@@ -139,18 +153,26 @@ class EnvRegistry(Generic[E]):
     """
 
     def __init__(
-        self, factory: Callable[[], E], max_envs: int, id_name: str = "env", idle_timeout_s: float = 0.0
+        self,
+        factory: Callable[[], E],
+        max_envs: int,
+        id_name: str = "env",
+        idle_timeout_s: float = 0.0,
+        evict_idle_s: float = 0.0,
     ) -> None:
         if max_envs < 1:
             raise ValueError("max_envs must be at least 1")
         if idle_timeout_s < 0:
             raise ValueError(f"idle_timeout_s must be >= 0 (0: never), got {idle_timeout_s}")
+        if evict_idle_s < 0:
+            raise ValueError(f"evict_idle_s must be >= 0 (0: never), got {evict_idle_s}")
         self._factory = factory
         self.max_envs = max_envs
         self.idle_timeout_s = idle_timeout_s
+        self.evict_idle_s = evict_idle_s
         self._id_name = id_name
         self._slots: dict[int, _Slot[E]] = {}
-        self._expired: OrderedDict[int, None] = OrderedDict()
+        self._expired: OrderedDict[int, str] = OrderedDict()  # reaped id -> the 410's message
         self.reaped = 0
         self._lock = threading.Lock()
         self._ids = itertools.count()
@@ -160,15 +182,23 @@ class EnvRegistry(Generic[E]):
 
     # ------------------------------------------------------------------ env calls
     def create(self) -> int:
-        """A new env's id; at the cap, expired envs are reaped first, then `EnvCapacityError`."""
+        """A new env's id. At the cap, expired envs are reaped first, then the env idle longest is evicted if it
+        has been idle ``evict_idle_s`` (> 0) or more; else `EnvCapacityError`, with the cap's state
+        (`_cap_state`) in its body and a ``Retry-After`` header."""
         with self._in_flight():
             with self._lock:
                 expired = self._pop_expired() if len(self._slots) >= self.max_envs else []
                 if len(self._slots) >= self.max_envs:
-                    raise EnvCapacityError(
-                        f"env cap reached: {len(self._slots)} of {self.max_envs} envs are open; "
-                        "close some with POST /close or start the server with a larger --max-envs"
-                    )
+                    evicted = self._pop_idlest()
+                    if evicted is None:
+                        state, retry_after = self._cap_state()
+                        raise EnvCapacityError(
+                            f"env cap reached: {len(self._slots)} of {self.max_envs} envs are open; "
+                            "close some with POST /close or start the server with a larger --max-envs",
+                            state,
+                            {"Retry-After": str(retry_after)},
+                        )
+                    expired.append(evicted)
                 env_id = next(self._ids)
                 # Reserve the id before building so the cap holds under concurrency.
                 self._slots[env_id] = slot = _Slot(None)  # type: ignore[arg-type]
@@ -231,20 +261,21 @@ class EnvRegistry(Generic[E]):
     def _gone(self, env_id: int) -> EnvError:
         """The error for a call naming an env that is not open (call with the lock held)."""
         if env_id in self._expired:
-            return EnvExpiredError(
-                f"{self._id_name} {env_id} expired after {self.idle_timeout_s:g} s idle and was "
-                "closed; create a new env with POST /create"
-            )
+            return EnvExpiredError(self._expired[env_id])
         return UnknownEnvError(f"unknown {self._id_name} {env_id}: create one with POST /create")
 
     # ------------------------------------------------------------------ idle reaping
     def _is_expired(self, slot: _Slot[E], now: float) -> bool:
         return self.idle_timeout_s > 0 and slot.users == 0 and now - slot.last_used >= self.idle_timeout_s
 
-    def _forget_expired(self, env_id: int) -> None:
-        """Drop expired env ``env_id`` from the open envs and remember it as reaped (lock held)."""
+    def _forget_expired(self, env_id: int, why: str = "") -> None:
+        """Drop expired env ``env_id`` from the open envs and remember it as reaped, with the message a later
+        request naming it gets (lock held; the idle timeout's by default)."""
         del self._slots[env_id]
-        self._expired[env_id] = None
+        self._expired[env_id] = why or (
+            f"{self._id_name} {env_id} expired after {self.idle_timeout_s:g} s idle and was "
+            "closed; create a new env with POST /create"
+        )
         if len(self._expired) > EXPIRED_IDS_KEPT:
             self._expired.popitem(last=False)
         self.reaped += 1
@@ -256,6 +287,45 @@ class EnvRegistry(Generic[E]):
         for env_id, _ in expired:
             self._forget_expired(env_id)
         return [slot for _, slot in expired]
+
+    def _idle(self, now: float) -> list[tuple[float, int]]:
+        """``(seconds idle, id)`` of every built env no call holds, idlest first (lock held)."""
+        idle = [(now - s.last_used, i) for i, s in self._slots.items() if s.users == 0 and s.env is not None]
+        return sorted(idle, reverse=True)
+
+    def _pop_idlest(self) -> _Slot[E] | None:
+        """At the cap: take out the env idle longest if it has been idle ``evict_idle_s`` (> 0) or more, logged and
+        remembered like an expired one (a later request naming it answers 410); None if none may go (lock held)."""
+        idle = self._idle(time.monotonic())
+        if self.evict_idle_s <= 0 or not idle or idle[0][0] < self.evict_idle_s:
+            return None
+        seconds, env_id = idle[0]
+        slot = self._slots[env_id]
+        self._forget_expired(
+            env_id,
+            f"{self._id_name} {env_id} was closed after {seconds:.0f} s idle to make room for a new env at the cap "
+            f"of {self.max_envs} (--evict-idle-s {self.evict_idle_s:g}); create a new env with POST /create",
+        )
+        log.info("idle env evicted at the cap", extra={"env_id": env_id, "idle_s": round(seconds, 1)})
+        return slot
+
+    def _cap_state(self) -> tuple[dict[str, Any], int]:
+        """What a 503 at the cap says (lock held): ``open``, ``max_envs``, ``idle_envs`` (no call holds them),
+        ``longest_idle_s``, ``evict_idle_s``, ``retry_after_s``; and that wait, in whole seconds (>= 1): until the
+        idlest env may be evicted (or, without eviction, expires), else `UNKNOWN_RETRY_AFTER_S`."""
+        idle = self._idle(time.monotonic())
+        longest = idle[0][0] if idle else 0.0
+        limit = self.evict_idle_s or self.idle_timeout_s
+        retry = max(1, math.ceil(limit - longest)) if idle and limit > 0 else UNKNOWN_RETRY_AFTER_S
+        state = {
+            "open": len(self._slots),
+            "max_envs": self.max_envs,
+            "idle_envs": len(idle),
+            "longest_idle_s": round(longest, 1),
+            "evict_idle_s": self.evict_idle_s,
+            "retry_after_s": retry,
+        }
+        return state, retry
 
     def _close_reaped(self, slots: list[_Slot[E]]) -> None:
         for slot in slots:
@@ -390,7 +460,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EnvError)
     async def _env_error(request: Request, exc: EnvError) -> JSONResponse:
         log.info("request refused", extra={"path": request.url.path, "status": exc.status_code, "error": str(exc)})
-        return _error(exc.status_code, str(exc))
+        return JSONResponse(
+            status_code=exc.status_code, content={"error": str(exc), **exc.details}, headers=exc.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -32,6 +32,9 @@
   resets for a hung server.  None: the request timeout alone.
 * The success rule: the episode's reward (the last step's ``reward_key``
   value) is at least ``success_reward``; ``reward_scale`` maps it to 0..1.
+* ``replays``: the same task and the same actions give the same observations (every env
+  here seeds its tasks), so an episode a crash interrupted resumes by replaying its journaled
+  actions into a fresh env (`openmanus_rl.agent.journal`); False: such an episode starts over.
 * ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
   that scores this env's rows; by default ``episode``, the episode's composed reward.
 * Where the rest lives, as dotted paths loaded only when needed (so a spec
@@ -76,6 +79,7 @@ class EnvSpec:
     demos_keep: Literal["successful", "progress"] = "successful"
     reset_timeout_s: float | None = None
     reward_score: str = "episode"
+    replays: bool = True
     app: str | None = None
     tasks: str | None = None
     splits: str = ""

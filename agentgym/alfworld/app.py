@@ -37,7 +37,7 @@ from pydantic import BaseModel, StrictInt
 
 from ..episodes import StepRequest
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 from .env import DEFAULT_MAX_STEPS
 
 DEFAULT_PORT = 36105
@@ -55,6 +55,7 @@ def build_app(
     data_dir: str | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
 ) -> FastAPI:
     """The ALFWorld app: generated games, or the real ALFWorld games under ``data_dir``; ``max_steps`` per episode;
     an env idle for ``idle_timeout_s`` is closed and its engine released (0: never)."""
@@ -65,7 +66,7 @@ def build_app(
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     games = GameFolder(data_dir).__getitem__ if data_dir else generated_game
     registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(
-        lambda: AlfWorldEnv(games, max_steps), max_envs, "id", idle_timeout_s
+        lambda: AlfWorldEnv(games, max_steps), max_envs, "id", idle_timeout_s, evict_idle_s
     )
     app = create_app("ALFWorld", registry, Family.B)
 

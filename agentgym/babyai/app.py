@@ -36,18 +36,22 @@ from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 
 DEFAULT_PORT = 36102
 DEFAULT_MAX_ENVS = 4096
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
+) -> FastAPI:
     """The BabyAI app (minigrid is imported here, so that importing this module stays cheap); envs idle for
     ``idle_timeout_s`` are closed (0: never)."""
     from .env import BabyAIEnv
 
-    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id", idle_timeout_s)
+    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
     app = create_app("BabyAI", registry, Family.B)
 
     @app.post("/reset")

@@ -30,19 +30,23 @@ from fastapi import FastAPI
 
 from ..episodes import add_episode_routes
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .data import NUM_TASKS
 
 DEFAULT_PORT = 36101
 DEFAULT_MAX_ENVS = 4096
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
+) -> FastAPI:
     """The FrozenLake app (gymnasium is imported here, so that importing this module stays cheap); envs idle for
     ``idle_timeout_s`` are closed (0: never)."""
     from .env import FrozenLakeEnv
 
-    registry: EnvRegistry[FrozenLakeEnv] = EnvRegistry(FrozenLakeEnv, max_envs, "id", idle_timeout_s)
+    registry: EnvRegistry[FrozenLakeEnv] = EnvRegistry(FrozenLakeEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
     app = create_app("FrozenLake", registry, Family.B)
     add_episode_routes(app, registry, NUM_TASKS)
     return app

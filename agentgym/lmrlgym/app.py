@@ -47,6 +47,7 @@ from pydantic import StrictInt
 from ..episodes import EpisodeReset, add_episode_routes
 from ..options import add_server_options, app_factory
 from ..server import (
+    DEFAULT_EVICT_IDLE_S,
     DEFAULT_IDLE_TIMEOUT_S,
     EnvRegistry,
     Family,
@@ -87,7 +88,11 @@ def _game_app(title: str, registry: EnvRegistry, reset_model: type[EpisodeReset]
     return app
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
+) -> FastAPI:
     """The LMRL-Gym app; ``max_envs`` caps each game's open envs, an env idle for ``idle_timeout_s`` is closed
     (0: never).  The games are imported here."""
     from ..maze.env import MazeEnv
@@ -96,8 +101,8 @@ def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_
     from ..wordle.plan import consistent
 
     answers(), guesses()  # read the word lists now, not on the first reset
-    mazes = EnvRegistry(MazeEnv, max_envs, "id", idle_timeout_s)
-    words = EnvRegistry(WordleEnv, max_envs, "id", idle_timeout_s)
+    mazes = EnvRegistry(MazeEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
+    words = EnvRegistry(WordleEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
     # a mounted app's lifespan never runs: the top app sweeps and closes both games' envs
     app = FastAPI(
         title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None, lifespan=registries_lifespan(mazes, words)

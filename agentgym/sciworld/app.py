@@ -33,7 +33,7 @@ from fastapi import FastAPI
 
 from ..episodes import ResetRequest, StepRequest
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
 
 DEFAULT_PORT = 36104
@@ -45,6 +45,7 @@ def build_app(
     simplifications: str = "",
     max_steps: int = DEFAULT_MAX_STEPS,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
 ) -> FastAPI:
     """The SciWorld app; ``simplifications`` are ScienceWorld's (e.g. ``easy``), ``max_steps`` the episode cap;
     an env idle for ``idle_timeout_s`` is closed and its JVM ended (0: never)."""
@@ -54,7 +55,7 @@ def build_app(
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     registry: EnvRegistry[SciWorldEnv] = EnvRegistry(
-        lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id", idle_timeout_s
+        lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id", idle_timeout_s, evict_idle_s
     )
     app = create_app("SciWorld", registry, Family.B)
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..episodes import add_episode_routes, drop_route, episode
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, create_app
 from .data import cookbook
 from .env import TextCraftEnv, goal_item
 
@@ -54,10 +54,16 @@ class CreateRequest(BaseModel):
     goal: str | None = Field(None, max_length=200)
 
 
-def build_app(max_envs: int = DEFAULT_MAX_ENVS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+def build_app(
+    max_envs: int = DEFAULT_MAX_ENVS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
+) -> FastAPI:
     """Build the crafting tree and return the TextCraft app; envs idle for ``idle_timeout_s`` are closed (0: never)."""
     book = cookbook()
-    registry: EnvRegistry[TextCraftEnv] = EnvRegistry(lambda: TextCraftEnv(book), max_envs, "id", idle_timeout_s)
+    registry: EnvRegistry[TextCraftEnv] = EnvRegistry(
+        lambda: TextCraftEnv(book), max_envs, "id", idle_timeout_s, evict_idle_s
+    )
     app = create_app("TextCraft", registry, Family.B)
     add_episode_routes(app, registry)
     log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from ..cache import cache_root
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .data import GoalSource, load_shop
 from .env import WebShopEnv
 from .search import SearchEngine
@@ -63,13 +63,14 @@ def build_app(
     max_envs: int = DEFAULT_MAX_ENVS,
     show_attrs: bool = False,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
 ) -> FastAPI:
     """Load the shop and its search index, and return the WebShop app; envs idle for ``idle_timeout_s`` are
     closed (0: never)."""
     shop = load_shop(data_dir, goal_source)
     engine = SearchEngine(shop.products, shop.products_hash, cache_root())
     registry: EnvRegistry[WebShopEnv] = EnvRegistry(
-        lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx", idle_timeout_s
+        lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx", idle_timeout_s, evict_idle_s
     )
     app = create_app("WebShop", registry, Family.A)
     log.info(

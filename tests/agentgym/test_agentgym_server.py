@@ -45,6 +45,41 @@ def test_registry_counts_up_caps_and_never_reuses_ids() -> None:
             pass
 
 
+def test_a_full_registry_evicts_the_env_idle_longest_once_idle_long_enough() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=2, id_name="id", idle_timeout_s=600, evict_idle_s=0.2)
+    assert [reg.create(), reg.create()] == [0, 1]
+    with pytest.raises(EnvCapacityError, match="env cap reached: 2 of 2 envs are open") as full:
+        reg.create()
+    assert full.value.details.pop("longest_idle_s") < 0.2
+    assert full.value.details == {"open": 2, "max_envs": 2, "idle_envs": 2, "evict_idle_s": 0.2, "retry_after_s": 1}
+    assert full.value.headers == {"Retry-After": "1"}
+    time.sleep(0.25)
+    with reg.use(0) as kept:  # env 0 was just used: env 1 is now the one idle longest
+        pass
+    assert reg.create() == 2 and reg.ids() == [0, 2] and reg.reaped == 1 and not kept.closed
+    with pytest.raises(
+        EnvExpiredError,
+        match=r"^id 1 was closed after 0 s idle to make room for a new env at the cap of 2 \(--evict-idle-s 0.2\); "
+        r"create a new env with POST /create$",
+    ):
+        with reg.use(1):
+            pass
+    with pytest.raises(EnvCapacityError) as full:  # env 2 is fresh and env 0 was just used: nobody may go
+        reg.create()
+    assert full.value.details["idle_envs"] == 2 and full.value.headers == {"Retry-After": "1"}
+
+
+def test_a_full_registry_without_eviction_or_idle_timeout_cannot_say_when() -> None:
+    reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=1, id_name="id")
+    reg.create()
+    time.sleep(0.05)
+    with pytest.raises(EnvCapacityError) as full:
+        reg.create()
+    assert full.value.details["retry_after_s"] == 5 and full.value.headers == {"Retry-After": "5"}
+    with pytest.raises(ValueError, match=r"evict_idle_s must be >= 0 \(0: never\), got -1"):
+        EnvRegistry(Dummy, max_envs=1, evict_idle_s=-1)
+
+
 def test_close_waits_for_a_call_in_flight() -> None:
     reg: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=4)
     env_id = reg.create()

@@ -9,6 +9,7 @@ server's memory (with its children: SciWorld's JVMs) is back near what it was be
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import AbstractContextManager
 from typing import Any, Callable
@@ -74,12 +75,13 @@ def check_abandoned_envs_expire(name: str, url: ServerUrl) -> None:
         client.observe()
     assert total_rss_mb(url.pid) - baseline >= HELD_MB.get(name, 0.0)
     r = requests.post(url + "/create", timeout=60)
-    assert (r.status_code, r.json()) == (
+    body = r.json()
+    assert (r.status_code, body["error"], body["open"], body["idle_envs"]) == (
         503,
-        {
-            "error": f"env cap reached: {CAP} of {CAP} envs are open; close some "
-            "with POST /close or start the server with a larger --max-envs"
-        },
+        f"env cap reached: {CAP} of {CAP} envs are open; close some "
+        "with POST /close or start the server with a larger --max-envs",
+        CAP,
+        CAP,
     )
     assert health(url)["open"] == CAP
 
@@ -112,7 +114,33 @@ def check_abandoned_envs_expire(name: str, url: ServerUrl) -> None:
 
 
 def server_args(name: str) -> tuple[str, ...]:
-    return "--max-envs", str(CAP), "--idle-timeout-s", str(IDLE_S.get(name, DEFAULT_IDLE_S))
+    return "--max-envs", str(CAP), "--idle-timeout-s", str(IDLE_S.get(name, DEFAULT_IDLE_S)), "--evict-idle-s", "0"
+
+
+EVICT_S = 2.0
+
+
+def test_a_full_server_makes_room_for_a_new_client(start_server: Callable[..., AbstractContextManager[ServerUrl]]):
+    """A crashed client's envs fill the cap; the idle timeout is long (600 s), but a fresh client's /create waits
+    at most ``--evict-idle-s`` (the 503's Retry-After says how long) and then plays a whole episode."""
+    spec = get_env_spec("webshop")
+    with start_server("--max-envs", str(CAP), "--evict-idle-s", str(EVICT_S)) as url:
+        abandoned = [episode("webshop", url, close=False) for _ in range(CAP)]
+        r = requests.post(url + "/create", timeout=10)
+        assert r.status_code == 503 and r.json()["evict_idle_s"] == EVICT_S
+        assert 1 <= int(r.headers["Retry-After"]) <= EVICT_S
+        started = time.monotonic()
+        episode("webshop", url)  # the client's 503 retries wait for room: create, reset, step, close
+        assert time.monotonic() - started < EVICT_S + 5
+        first = abandoned[0].env_id  # the one idle longest went
+        r = requests.post(url + "/step", json={spec.id_field: first, "action": ACTIONS["webshop"]}, timeout=10)
+        assert r.status_code == 410
+        assert re.fullmatch(
+            rf"{spec.id_field} {first} was closed after [2-7] s idle to make room for a new env at the cap of {CAP} "
+            rf"\(--evict-idle-s {EVICT_S:g}\); create a new env with POST /create",
+            r.json()["error"],
+        )
+        assert health(url)["reaped"] == 1 and health(url)["open"] == CAP - 1
 
 
 def test_webshop_abandoned_envs_expire(start_server: Callable[..., AbstractContextManager[ServerUrl]]) -> None:

@@ -128,15 +128,25 @@ def capped(start_server: Callable[..., Any]) -> Iterator[str]:
 def test_env_cap_is_503(capped: str) -> None:
     ids = [call(capped, "POST", "/create")[1] for _ in range(4)]
     assert ids == [0, 1, 2, 3]
-    assert call(capped, "POST", "/create") == (
+    full = requests.post(capped + "/create", timeout=10)
+    body = full.json()
+    assert body.pop("longest_idle_s") < 60
+    assert (full.status_code, full.headers["Retry-After"], body) == (
         503,
+        str(body["retry_after_s"]),
         {
             "error": (
                 "env cap reached: 4 of 4 envs are open; close some with POST /close or start the server with "
                 "a larger --max-envs"
-            )
+            ),
+            "open": 4,
+            "max_envs": 4,
+            "idle_envs": 4,
+            "evict_idle_s": 120.0,  # the servers' default
+            "retry_after_s": body["retry_after_s"],
         },
     )
+    assert 60 < body["retry_after_s"] <= 120
     assert call(capped, "POST", "/close", json={"env_idx": 2}) == (200, True)
     assert call(capped, "POST", "/create") == (200, 4)
     for env in (0, 1, 3, 4):
