@@ -87,6 +87,7 @@ class AgentConfig:
     history_window: int  # 0: one row per trajectory; k > 0: step-wise, one row per turn, last k turns as context
     rollout_mode: str  # "async": no turn barrier between trajectories; "sync": one batched call per turn
     max_in_flight: int  # async: trajectories running at once, the next starting as one finishes; 0: all at once
+    progress_every_s: float  # print "[rollout] k/n trajectories finished ..." this often; 0: never
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)
@@ -232,6 +233,10 @@ class AgentConfig:
         if not isinstance(self.max_in_flight, int) or isinstance(self.max_in_flight, bool) or self.max_in_flight < 0:
             raise ValueError(
                 f"max_in_flight must be an int >= 0 (0: every trajectory at once), got {self.max_in_flight!r}"
+            )
+        if not isinstance(self.progress_every_s, (int, float)) or self.progress_every_s < 0:
+            raise ValueError(
+                f"progress_every_s must be a number >= 0 (0: no progress lines), got {self.progress_every_s!r}"
             )
         if self.max_in_flight and self.rollout_mode != "async":
             raise ValueError(

@@ -88,14 +88,29 @@ def task_id_of(extra_info: Any, row: int) -> int:
 
 class RolloutProgress:
     """The rollout's progress bar (trajectories finished / total; turns, generated tokens/s), shown
-    only where the training step bar is (stderr is a terminal); `update` reads the trajectories."""
+    only where the training step bar is (stderr is a terminal); `update` reads the trajectories.
+    With ``every_s`` > 0 it also prints ``[rollout] k/n trajectories finished, S s (~T s left)`` that
+    often (T: the time so far per finished trajectory, times those left), for a log to show where a
+    long rollout is (an evaluation's window of 500 tasks)."""
 
-    def __init__(self, trajectories: list[Trajectory], desc: str) -> None:
+    def __init__(self, trajectories: list[Trajectory], desc: str, every_s: float = 0.0) -> None:
         self.trajectories = trajectories
         self.bar = progress_bar(len(trajectories), desc=desc, unit="traj", leave=False)
         self.start = time.perf_counter()
+        self.every_s = every_s
+        self.printed = self.start
+
+    def line(self, finished: int, now: float) -> str:
+        """The progress line for ``finished`` trajectories at ``now`` (`time.perf_counter`)."""
+        total, elapsed = len(self.trajectories), now - self.start
+        left = f" (~{elapsed / finished * (total - finished):.0f} s left)" if finished else ""
+        return f"[rollout] {finished}/{total} trajectories finished, {elapsed:.0f} s{left}"
 
     def update(self) -> None:
+        now = time.perf_counter()
+        if self.every_s > 0 and now - self.printed >= self.every_s:
+            self.printed = now
+            print(self.line(sum(not t.running for t in self.trajectories), now), flush=True)
         if self.bar is None:
             return
         finished = sum(not t.running for t in self.trajectories)
@@ -194,7 +209,7 @@ class OpenManusAgent:
         replay = JournalReplay(journal, self.specs, self.config.history_window)
         trajectories = [replay.restored(t) for t in trajectories]
         live = [t for t in trajectories if t.running]
-        progress = RolloutProgress(trajectories, f"rollout step {global_step}")
+        progress = RolloutProgress(trajectories, f"rollout step {global_step}", self.config.progress_every_s)
         self._replay = replay
         try:
             if self.streams:

@@ -81,6 +81,7 @@ def builtin_agent(
             "request_timeout_s": args.request_timeout_s,
             "rollout_mode": args.rollout_mode,
             "max_in_flight": max_in_flight,
+            "progress_every_s": PROGRESS_EVERY_S,
         },
     )
 
@@ -146,6 +147,8 @@ def prefix_cache_use(before: dict[str, int] | None, after: dict[str, int] | None
     queries, hits = delta["queries"], delta["hits"]
     return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries else 0.0}
 
+
+PROGRESS_EVERY_S = 60.0  # how often a rollout of the evaluation prints where it is
 
 RESULT_FLAGS = (
     "env_name",

@@ -539,16 +539,18 @@ def journal_lines(path: Path) -> tuple[set[str], dict[str, int]]:
 @slow
 @pytest.mark.timeout(1800)  # three runs
 def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, webshop_tasks, tmp_path):
-    """The driver is SIGKILLed in step 2's rollout once 5 of its 8 episodes have finished (one episode at a time,
-    ``agent.max_in_flight=1``). The re-run resumes from step 1's checkpoint and rolls step 2 out again: the 5
-    journaled episodes are taken whole, the turns journaled of the one under way are replayed into a fresh env,
-    and only the rest reach the engine. Step 2 ends as in a run never interrupted: same metrics and weights."""
+    """The driver is SIGKILLed in step 2's rollout once 5 of its 8 episodes have finished and the 6th has played a
+    turn (one episode at a time, ``agent.max_in_flight=1``, 4 turns each). The re-run resumes from step 1's
+    checkpoint and rolls step 2 out again: the 5 journaled episodes are taken whole, the journaled turns of the one
+    under way are replayed into a fresh env, and only the rest reach the engine. Step 2 ends as in a run never
+    interrupted: same metrics and weights."""
     common = (
         "trainer.total_training_steps=2",
         "trainer.save_freq=1",
         "data.shuffle=false",
         "agent.n=4",
         "agent.max_in_flight=1",
+        "agent.max_turns=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=8",
     )
     straight_out = tmp_path / "straight"
@@ -564,12 +566,18 @@ def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, 
     args = webshop_args(tiny_model_path, webshop_tasks, out, free_port(), *common)
     journal = out / "checkpoints" / "journal" / "step_2.jsonl"
     killed = Run(args, tmp_path / "killed.log")
-    killed.wait_for(lambda _: len(journal_lines(journal)[0]) >= 5, "5 finished episodes in step 2", poll_s=0.002)
+
+    def under_way(_: str) -> bool:
+        finished, turns = journal_lines(journal)
+        return len(finished) >= 5 and any(tid not in finished for tid in turns)
+
+    killed.wait_for(under_way, "5 finished episodes and one under way in step 2", poll_s=0.002)
     killed.sigkill()
     finished, turns = journal_lines(journal)
     assert 5 <= len(finished) < 8, "the kill landed after step 2's rollout"
     assert latest(out) == "1" and steps_logged(out) == [1]
     in_flight_turns = sum(n for tid, n in turns.items() if tid not in finished)
+    assert 1 <= in_flight_turns < 4
 
     resumed = Run(args, tmp_path / "resumed.log")
     assert resumed.finish() == 0, resumed.text()[-4000:]
