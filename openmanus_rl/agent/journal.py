@@ -213,6 +213,7 @@ class JournalReplay:
         self.restored_count = 0
         self.replayed: set[tuple[str, int]] = set()
         self.diverged: set[str] = set()
+        self.restarted: set[str] = set()
         self.written: set[str] = set()
 
     def restored(self, t: Trajectory) -> Trajectory:
@@ -225,7 +226,11 @@ class JournalReplay:
 
     def reply(self, t: Trajectory) -> tuple[list[int], list[float], str] | None:
         """``t``'s next turn from the journal (ids, log-probs, finish reason), or None: sample it."""
-        if self.journal is None or not getattr(self.specs[t.env_name], "replays", True):
+        if self.journal is None:
+            return None
+        if not getattr(self.specs[t.env_name], "replays", True):  # its env cannot be brought back: start over
+            if t.num_turns == 0 and self.journal.journaled_turns(t):
+                self.restarted.add(trajectory_id(t))
             return None
         output = self.journal.replayed_turn(t, t.context(self.history_window))
         if output is None:
@@ -252,13 +257,15 @@ class JournalReplay:
 
     def metrics(self) -> dict[str, float]:
         """``journal/restored`` (finished trajectories taken whole), ``journal/replayed_turns`` (model turns not
-        sampled again), ``journal/diverged`` (replays cut short: the context differed), ``journal/write_s`` and
+        sampled again), ``journal/diverged`` (replays cut short: the context differed), ``journal/restarted``
+        (unfinished episodes of an env that does not replay, played from the start), ``journal/write_s`` and
         ``journal/kib`` (what journaling cost so far)."""
         journal = self.journal
         return {
             "journal/restored": float(self.restored_count),
             "journal/replayed_turns": float(len(self.replayed)),
             "journal/diverged": float(len(self.diverged)),
+            "journal/restarted": float(len(self.restarted)),
             "journal/write_s": journal.write_s if journal is not None else 0.0,
             "journal/kib": journal.bytes_written / 1024 if journal is not None else 0.0,
         }

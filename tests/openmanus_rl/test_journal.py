@@ -6,6 +6,7 @@ part-way and are resumed from their journal: the resumed batch equals an uninter
 row for row, and no journaled turn reaches the generator again.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -211,3 +212,27 @@ def test_a_journal_of_other_weights_replays_nothing(tokenizer, webshop_server, t
     out = run(tokenizer, generator, config, RolloutJournal(path, {**KEY, "policy": "/ckpt/global_step_1"}))
     assert out.meta_info["metrics"]["journal/restored"] == 0
     assert sum(len(call["seeds"]) for call in generator.calls) == int(sum(out.non_tensor_batch["num_turns"]))
+
+
+@pytest.mark.slow
+def test_episodes_of_an_env_that_cannot_replay_start_over(tokenizer, webshop_server, tmp_path):
+    config = {**CONFIG, "env_ports": [webshop_server.port], "rollout_mode": "sync"}
+    whole = run(tokenizer, ScriptedGenerator(varied(tokenizer)), config)
+
+    def kill(call):
+        if call == 2:
+            raise Killed
+
+    path = tmp_path / "step_3.jsonl"
+    with pytest.raises(Killed):
+        run(tokenizer, ScriptedGenerator(varied(tokenizer), before_call=kill), config, RolloutJournal(path, KEY))
+    generator = ScriptedGenerator(varied(tokenizer))
+    with OpenManusAgent(tokenizer, generator, config) as agent:
+        agent.specs["webshop"] = dataclasses.replace(agent.specs["webshop"], replays=False)
+        out = agent.run_llm_loop(task_batch([0, 1, 2]), global_step=3, journal=RolloutJournal(path, KEY))
+    assert_same_trajectories(out, whole)
+    metrics = out.meta_info["metrics"]
+    live = sum(1 for turns in whole.non_tensor_batch["num_turns"] if turns == 3)  # under way at the kill
+    assert (metrics["journal/restarted"], metrics["journal/replayed_turns"]) == (live, 0)
+    assert metrics["journal/restored"] == 6 - live
+    assert sum(len(call["seeds"]) for call in generator.calls) == 3 * live  # every turn of theirs sampled again
