@@ -431,6 +431,25 @@ def test_too_many_failed_rows_retry_the_step_once_then_stop_the_run(tiny_model_p
 
 
 # ---------------------------------------------------------------------------------------------------- the driver
+def run_straight(model: str, webshop_tasks: Path, tmp_path: Path, *extra: str) -> Path:
+    """A run of ``webshop_args(..., *extra)`` never interrupted, to compare a resumed one with; its output dir."""
+    out = tmp_path / "straight"
+    run = Run(webshop_args(model, webshop_tasks, out, free_port(), *extra), tmp_path / "straight.log")
+    assert run.finish() == 0, run.text()[-4000:]
+    return out
+
+
+def assert_same_weights_at_step_2(out: Path, straight_out: Path) -> None:
+    """The policies both runs exported at step 2 agree within the resume tolerance (1e-4 relative, 1e-6 absolute)."""
+    weights = [
+        load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
+        for o in (out, straight_out)
+    ]
+    assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
 def tasks_per_step(out: Path) -> dict[int, list[int]]:
     """The task ids each step's rollout played, from its trajectory records."""
     found = {}
@@ -459,11 +478,7 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
         "trainer.staleness=1",
         "actor_rollout_ref.actor.tis_cap=2",
     )
-    straight_out = tmp_path / "straight"
-    straight = Run(
-        webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log"
-    )
-    assert straight.finish() == 0, straight.text()[-4000:]
+    straight_out = run_straight(tiny_model_path, webshop_tasks, tmp_path, *common)
     rows = metrics(straight_out)
     assert [r["step"] for r in rows] == [1, 2]
     # step 1 trains what the first weights drew; step 2 what the weights before the last update drew
@@ -514,13 +529,7 @@ def test_a_driver_killed_while_writing_a_checkpoint_resumes_to_the_same_step(tin
         assert again[key] == plain[key], key
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/tis_weight_mean"):
         assert again[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-5), key
-    weights = [
-        load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
-        for o in (out, straight_out)
-    ]
-    assert weights[0].keys() == weights[1].keys()
-    for name in weights[0]:
-        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
+    assert_same_weights_at_step_2(out, straight_out)
 
 
 def journal_lines(path: Path) -> tuple[set[str], dict[str, int]]:
@@ -553,11 +562,7 @@ def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, 
         "agent.max_turns=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=8",
     )
-    straight_out = tmp_path / "straight"
-    straight = Run(
-        webshop_args(tiny_model_path, webshop_tasks, straight_out, free_port(), *common), tmp_path / "straight.log"
-    )
-    assert straight.finish() == 0, straight.text()[-4000:]
+    straight_out = run_straight(tiny_model_path, webshop_tasks, tmp_path, *common)
     plain = metrics(straight_out)[-1]
     assert plain["journal/restored"] == 0 and plain["journal/replayed_turns"] == 0
     assert not list((straight_out / "checkpoints" / "journal").glob("step_*"))  # each went with its checkpoint
@@ -590,12 +595,7 @@ def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, 
         assert again[key] == plain[key], key
     assert again["actor/pg_loss"] == pytest.approx(plain["actor/pg_loss"], rel=1e-3, abs=1e-5)
     assert not journal.exists()
-    weights = [
-        load_file(o / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
-        for o in (out, straight_out)
-    ]
-    for name in weights[0]:
-        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-4, atol=1e-6, msg=name)
+    assert_same_weights_at_step_2(out, straight_out)
 
 
 # ---------------------------------------------------------------------------------------------------- workers

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from agent_helpers import ScriptedGenerator, StreamingScriptedGenerator, task_batch
-from test_agent_async import assert_same_trajectories
+from test_agent_async import CONFIG, assert_same_trajectories
 
 from openmanus_rl.agent import OpenManusAgent
 from openmanus_rl.agent.journal import (
@@ -116,14 +116,6 @@ def test_failed_trajectories_are_not_journaled_as_finished(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- resumed rollouts
-CONFIG = {
-    "n": 2,
-    "max_turns": 3,
-    "max_response_length": 24,
-    "max_obs_length": 64,
-    "max_prompt_length": 512,
-    "max_trajectory_length": 768,
-}
 ACTIONS = ("Thought: look\nAction: search[cotton shirt]", "Thought: next\nAction: click[next >]", "no action here")
 
 

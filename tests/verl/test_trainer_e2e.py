@@ -98,7 +98,8 @@ def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, serve
     assert "val/webshop/success_rate" in rows[2]
     ckpt = out / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "2"
-    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["global_step_1", "global_step_2"]
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["global_step_1", "global_step_2", "journal"]
+    assert list((ckpt / "journal").iterdir()) == []  # each step's rollout journal went with its checkpoint
     for part in ("actor/actor.pt", "actor/huggingface/model.safetensors", "critic/critic.pt", "trainer_state.pt"):
         assert (ckpt / "global_step_2" / part).is_file(), part
     # the dev-chosen policy: the starting model unless step 2's validation beat step 0's
