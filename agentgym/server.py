@@ -191,12 +191,12 @@ class EnvRegistry(Generic[E]):
                 if len(self._slots) >= self.max_envs:
                     evicted = self._pop_idlest()
                     if evicted is None:
-                        state, retry_after = self._cap_state()
+                        state = self._cap_state()
                         raise EnvCapacityError(
                             f"env cap reached: {len(self._slots)} of {self.max_envs} envs are open; "
                             "close some with POST /close or start the server with a larger --max-envs",
                             state,
-                            {"Retry-After": str(retry_after)},
+                            {"Retry-After": str(state["retry_after_s"])},
                         )
                     expired.append(evicted)
                 env_id = next(self._ids)
@@ -309,10 +309,10 @@ class EnvRegistry(Generic[E]):
         log.info("idle env evicted at the cap", extra={"env_id": env_id, "idle_s": round(seconds, 1)})
         return slot
 
-    def _cap_state(self) -> tuple[dict[str, Any], int]:
+    def _cap_state(self) -> dict[str, Any]:
         """What a 503 at the cap says (lock held): ``open``, ``max_envs``, ``idle_envs`` (no call holds them),
-        ``longest_idle_s``, ``evict_idle_s``, ``retry_after_s``; and that wait, in whole seconds (>= 1): until the
-        idlest env may be evicted (or, without eviction, expires), else `UNKNOWN_RETRY_AFTER_S`."""
+        ``longest_idle_s``, ``evict_idle_s`` and ``retry_after_s``, in whole seconds (>= 1): until the idlest env
+        may be evicted (or, without eviction, expires), else `UNKNOWN_RETRY_AFTER_S`."""
         idle = self._idle(time.monotonic())
         longest = idle[0][0] if idle else 0.0
         limit = self.evict_idle_s or self.idle_timeout_s
@@ -325,7 +325,7 @@ class EnvRegistry(Generic[E]):
             "evict_idle_s": self.evict_idle_s,
             "retry_after_s": retry,
         }
-        return state, retry
+        return state
 
     def _close_reaped(self, slots: list[_Slot[E]]) -> None:
         for slot in slots:

@@ -228,7 +228,7 @@ class JournalReplay:
         """``t``'s next turn from the journal (ids, log-probs, finish reason), or None: sample it."""
         if self.journal is None:
             return None
-        if not getattr(self.specs[t.env_name], "replays", True):  # its env cannot be brought back: start over
+        if not self.specs[t.env_name].replays:  # its env cannot be brought back: start over
             if t.num_turns == 0 and self.journal.journaled_turns(t):
                 self.restarted.add(trajectory_id(t))
             return None

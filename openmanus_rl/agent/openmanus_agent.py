@@ -108,14 +108,17 @@ class RolloutProgress:
 
     def update(self) -> None:
         now = time.perf_counter()
-        if self.every_s > 0 and now - self.printed >= self.every_s:
-            self.printed = now
-            print(self.line(sum(not t.running for t in self.trajectories), now), flush=True)
-        if self.bar is None:
+        due = self.every_s > 0 and now - self.printed >= self.every_s
+        if self.bar is None and not due:
             return
         finished = sum(not t.running for t in self.trajectories)
+        if due:
+            self.printed = now
+            print(self.line(finished, now), flush=True)
+        if self.bar is None:
+            return
         tokens = sum(t.model_tokens for t in self.trajectories)
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        elapsed = max(now - self.start, 1e-9)
         self.bar.set_postfix(
             turns=sum(t.num_turns for t in self.trajectories), tok_s=f"{tokens / elapsed:.1f}", refresh=False
         )

@@ -130,16 +130,21 @@ def per_task(results: Sequence[TaskResult]) -> dict[int, list[TaskResult]]:
     return {task: rows for task, rows in grouped.items() if rows}
 
 
-def tasks_path_for(out: str | os.PathLike[str]) -> Path:
-    """``results/NAME.json`` -> ``results/NAME.tasks.jsonl`` (the per-rollout file beside a summary)."""
+def _beside(out: str | os.PathLike[str], suffix: str) -> Path:
+    """``results/NAME.json`` -> ``results/NAME<suffix>``."""
     out = Path(out)
     stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
-    return out.with_name(f"{stem}.tasks.jsonl")
+    return out.with_name(f"{stem}{suffix}")
+
+
+def tasks_path_for(out: str | os.PathLike[str]) -> Path:
+    """``results/NAME.json`` -> ``results/NAME.tasks.jsonl`` (the per-rollout file beside a summary)."""
+    return _beside(out, ".tasks.jsonl")
 
 
 def journal_path_for(out: str | os.PathLike[str]) -> Path:
     """``results/NAME.json`` -> ``results/NAME.journal.jsonl``: the rollouts of an evaluation under way."""
-    return tasks_path_for(out).with_name(tasks_path_for(out).name.replace(".tasks.jsonl", ".journal.jsonl"))
+    return _beside(out, ".journal.jsonl")
 
 
 def read_summary(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -186,9 +186,9 @@ def open_journal(args: argparse.Namespace, out_path: Path, recorded: dict[str, A
     evaluation finished is taken back, unless ``args.restart``; None for an agent program (it keeps none)."""
     from openmanus_rl.agent.journal import RolloutJournal
 
-    path = journal_path_for(out_path)
     if args.program:
         return None
+    path = journal_path_for(out_path)
     if args.restart:
         path.unlink(missing_ok=True)
     journal = RolloutJournal(path, journal_key(args, recorded))
