@@ -13,6 +13,8 @@ KL estimators k1/k2/k3 (Schulman 2020).
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -67,21 +69,27 @@ AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered advantage estimator and what it needs from the run; the config check and the trainer
-    read these, so adding an estimator touches only the file that registers it.
+    """A registered advantage estimator and all it needs from the run; the config check and the trainer ask
+    this, never the estimator's name, so adding an estimator touches only the file that registers it.
 
     ``needs_critic``: it reads critic values. ``group_baseline``: its baseline comes from the other
     samples of the same task, so it needs ``agent.n >= 2`` and dynamic sampling may drop a group in
-    which every advantage would be 0. ``loss_agg_mode``: what ``actor.loss_agg_mode: auto`` becomes.
-    ``check(cfg)``: a message when the config cannot run it, else None. ``informative(group, options)``:
-    whether a task's rows (a `DataProto`) can get a non-zero advantage (dynamic sampling); None: their
-    outcome scores differ.
+    which every advantage would be 0. ``greedy_baseline``: it reads ``reward_baselines``, the outcome
+    score of one greedy rollout of each task, which the trainer plays before the advantage (ReMax).
+    ``loss_agg_mode``: what ``actor.loss_agg_mode: auto`` becomes. ``options``: a dataclass of its own
+    settings, the config section ``algorithm.<name>`` (built with no arguments it holds the defaults; its
+    ``validate(where)``, if any, runs when the config is checked); its fields reach the estimator as
+    keyword arguments. ``check(cfg)``: a message when the config cannot run it, else None.
+    ``informative(group, options)``: whether a task's rows (a `DataProto`) can get a non-zero advantage
+    (dynamic sampling); None: their outcome scores differ.
     """
 
     fn: AdvantageFn
     needs_critic: bool = False
     group_baseline: bool = False
+    greedy_baseline: bool = False
     loss_agg_mode: str = "token-mean"
+    options: type | None = None
     check: Callable[[Any], str | None] | None = None
     informative: Callable[[Any, Any], bool] | None = None
 
@@ -93,7 +101,9 @@ def register_adv_est(
     name: str,
     needs_critic: bool = False,
     group_baseline: bool = False,
+    greedy_baseline: bool = False,
     loss_agg_mode: str = "token-mean",
+    options: type | None = None,
     check: Callable[[Any], str | None] | None = None,
     informative: Callable[[Any, Any], bool] | None = None,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
@@ -105,20 +115,23 @@ def register_adv_est(
     any in-reward KL penalty summed over its tokens, whatever the allocation),
     ``values``, ``reward_baselines``, ``gamma``, ``lam``,
     ``norm_adv_by_std_in_grpo``, ``non_tensor_batch`` (the batch's non-tensor
-    columns, e.g. step ids or observation keys), the estimator's own
-    ``algorithm.<name>`` options when the config has that section (only
-    ``algorithm.gigpo``: ``step_gamma``, ``step_weight``, ``norm_by_std``), and
-    ``metrics`` (a dict the estimator may add ``adv/*`` entries to). An
-    estimator takes what it needs and accepts the rest through ``**kwargs``.
-    It returns ``(advantages, returns)``, both ``(B, T)``.
+    columns, e.g. step ids or observation keys), the fields of its own
+    ``options`` (the section ``algorithm.<name>``), and ``metrics`` (a dict the
+    estimator may add ``adv/*`` entries to). An estimator takes what it needs
+    and accepts the rest through ``**kwargs``. It returns ``(advantages,
+    returns)``, both ``(B, T)``.
     """
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"estimator '{name}': loss_agg_mode must be one of {LOSS_AGG_MODES}, got {loss_agg_mode!r}")
+    if options is not None and not dataclasses.is_dataclass(options):
+        raise ValueError(f"estimator '{name}': options must be a dataclass, got {options!r}")
 
     def decorator(fn: AdvantageFn) -> AdvantageFn:
         if name in ESTIMATORS and ESTIMATORS[name].fn is not fn:
             raise ValueError(f"advantage estimator '{name}' is already registered")
-        ESTIMATORS[name] = Estimator(fn, needs_critic, group_baseline, loss_agg_mode, check, informative)
+        ESTIMATORS[name] = Estimator(
+            fn, needs_critic, group_baseline, greedy_baseline, loss_agg_mode, options, check, informative
+        )
         return fn
 
     return decorator
@@ -129,6 +142,21 @@ def get_estimator(name: str) -> Estimator:
     if name not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator '{name}'; known: {sorted(ESTIMATORS)}")
     return ESTIMATORS[name]
+
+
+def load_estimator(spec: str) -> str:
+    """The registered name ``spec`` selects: a registered name itself, or ``package.module:name``, whose module
+    is imported first (its ``@register_adv_est(name)`` registers it), so an estimator may live in any file."""
+    module, sep, name = spec.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"advantage estimator '{spec}': cannot import {module}: {exc}") from None
+        if name not in ESTIMATORS:
+            raise ValueError(f"advantage estimator '{spec}': {module} registers no estimator named '{name}'")
+    get_estimator(name)
+    return name
 
 
 def group_estimators() -> list[str]:
@@ -309,16 +337,7 @@ def compute_reinforce_plus_plus_outcome_advantage(
     return advantages, returns
 
 
-def _remax_check(cfg: Any) -> str | None:
-    if cfg.trainer.staleness:
-        return (
-            "trainer.staleness=1 cannot run with algorithm.adv_estimator=remax: its greedy baseline rollout "
-            "would share the engine with the overlapped rollout"
-        )
-    return None
-
-
-@register_adv_est("remax", check=_remax_check)
+@register_adv_est("remax", greedy_baseline=True)
 @torch.no_grad()
 def compute_remax_outcome_advantage(
     token_level_rewards: torch.Tensor,

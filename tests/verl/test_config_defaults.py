@@ -18,6 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from openmanus_rl.agent import AgentConfig
+from verl import core_algos
 from verl.trainer.ppo.config import PPOConfig, load_config
 from verl.trainer.rm_trainer import RMConfig
 from verl.trainer.sft_trainer import SFTConfig
@@ -36,6 +37,10 @@ def drift(defaults: Any, yaml: dict, config: str, path: str = "") -> list[str]:
     names = {f.name for f in dataclasses.fields(defaults)}
     for key in sorted(names | set(yaml)):
         where = f"{path}{key}"
+        section = getattr(type(defaults), "section_type", lambda key: None)(key) if key not in names else None
+        if section is not None:  # a registry-typed section (an estimator's options): its defaults are its class's
+            found += drift(section(), yaml[key], config, where + ".") if key in yaml else []
+            continue
         if key not in yaml or key not in names:
             found.append(f"{where}: only in the {'dataclass' if key in names else 'YAML'}")
             continue
@@ -51,7 +56,8 @@ def drift(defaults: Any, yaml: dict, config: str, path: str = "") -> list[str]:
 def config_classes(cls: type, seen: dict[str, type]) -> dict[str, type]:
     """``cls`` and every config dataclass its fields hold, by name."""
     seen[cls.__name__] = cls
-    for tp in typing.get_type_hints(cls).values():
+    sections = [est.options for name, est in core_algos.ESTIMATORS.items() if getattr(cls, "section_type", None)]
+    for tp in [*typing.get_type_hints(cls).values(), *filter(None, sections)]:
         if dataclasses.is_dataclass(tp) and tp.__name__ not in seen:
             config_classes(tp, seen)
     return seen
@@ -111,7 +117,7 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
         "CriticConfig",
         "DataConfig",
         "FilterGroupsConfig",
-        "GiGPOConfig",
+        "GiGPOOptions",
         "JudgeConfig",
         "JudgeServeConfig",
         "KLCtrlConfig",
@@ -238,7 +244,7 @@ def test_gigpo_has_its_own_std_switch_on_by_default():
         compose("ppo_trainer", ["algorithm.gigpo.norm_by_std=false", "actor_rollout_ref.model.path=m"]), resolve=True
     )
     alg = from_dict(PPOConfig, yaml, "config").algorithm
-    assert (alg.gigpo.norm_by_std, alg.norm_adv_by_std_in_grpo) == (False, True)
+    assert (alg.options("gigpo").norm_by_std, alg.norm_adv_by_std_in_grpo) == (False, True)
 
 
 # ----------------------------------------------------------------------------- the command-line tools

@@ -205,11 +205,22 @@ def test_registry():
     assert {name: est.loss_agg_mode for name, est in ca.ESTIMATORS.items() if est.loss_agg_mode != "token-mean"} == {
         "dr_grpo": "seq-mean-token-sum-norm"
     }
-    assert {name for name, est in ca.ESTIMATORS.items() if est.check} == {"remax", "gigpo"}
+    assert {name for name, est in ca.ESTIMATORS.items() if est.check} == {"gigpo"}
+    assert {name for name, est in ca.ESTIMATORS.items() if est.greedy_baseline} == {"remax"}
+    assert {name: est.options.__name__ for name, est in ca.ESTIMATORS.items() if est.options} == {
+        "gigpo": "GiGPOOptions"
+    }
     with pytest.raises(ValueError, match=r"unknown advantage estimator 'nope'; known: \['dr_grpo', 'gae'"):
         ca.get_estimator("nope")
     with pytest.raises(ValueError, match=r"estimator 'bad': loss_agg_mode must be one of"):
         ca.register_adv_est("bad", loss_agg_mode="sum")
+    with pytest.raises(ValueError, match=r"estimator 'bad': options must be a dataclass, got <class 'dict'>"):
+        ca.register_adv_est("bad", options=dict)
+    assert ca.load_estimator("grpo") == "grpo"
+    with pytest.raises(ValueError, match=r"'no_such_module:x': cannot import no_such_module: No module named"):
+        ca.load_estimator("no_such_module:x")
+    with pytest.raises(ValueError, match=r"'verl.core_algos:nope': verl.core_algos registers no estimator named"):
+        ca.load_estimator("verl.core_algos:nope")
 
     @ca.register_adv_est("test_constant_one")
     def constant(token_level_rewards, response_mask, **kwargs):

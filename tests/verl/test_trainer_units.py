@@ -558,7 +558,7 @@ def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_b
     trainer.reward_manager(batch)
     trainer.val_rollout = GreedyRollout({0: 0.25, 1: None})  # task 1's greedy rollout failed
 
-    assert trainer._remax_baselines(tasks, batch) == {"remax/failed_baseline_rows": 2.0}
+    assert trainer._greedy_baselines(tasks, batch) == {"remax/failed_baseline_rows": 2.0}
     nt = batch.non_tensor_batch
     assert list(nt["failed"]) == [False, False, True, True] and list(nt["status"]) == [
         "done",
@@ -628,6 +628,59 @@ def test_an_estimator_gets_its_own_options_and_no_other_estimators(
         "metrics",
     }
     assert set(seen) == common | set(own) and {k: seen[k] for k in own} == own
+
+
+RECIPE_ESTIMATOR = """
+from dataclasses import dataclass
+
+import torch
+
+from verl.core_algos import register_adv_est
+
+
+@dataclass
+class ScaledCentringOptions:
+    scale: float = 1.0
+
+
+@register_adv_est("scaled_centring", group_baseline=True, options=ScaledCentringOptions)
+def scaled_centring(scores, index, response_mask, scale, **kwargs):
+    groups = {key: [i for i, k in enumerate(index) if k == key] for key in set(index)}
+    baseline = torch.stack([scores[groups[key]].mean() for key in index])
+    advantages = scale * (scores - baseline)[:, None] * response_mask
+    return advantages, advantages
+"""
+
+
+def test_an_estimator_from_one_file_with_its_options_trains(tiny_model_path, task_files, monkeypatch, tmp_path):
+    """README's "add an estimator" recipe: one file anywhere, named in algorithm.adv_estimator, its options
+    set as algorithm.<name>.* with no other file touched."""
+    from verl import core_algos
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    (tmp_path / "recipe_estimator.py").write_text(RECIPE_ESTIMATOR)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(core_algos, "ESTIMATORS", dict(core_algos.ESTIMATORS))
+    monkeypatch.delitem(__import__("sys").modules, "recipe_estimator", raising=False)
+    base = overrides(
+        tiny_model_path, task_files, "algorithm.adv_estimator=recipe_estimator:scaled_centring", "agent.n=2"
+    )
+    cfg = load(*base, "+algorithm.scaled_centring.scale=2.0")
+    assert cfg.algorithm.adv_estimator == "scaled_centring" and not cfg.use_critic
+    assert cfg.algorithm.options().scale == 2.0
+    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    batch = rollout_like_batch()
+    batch.non_tensor_batch["uid"] = np.array(["a", "a"], dtype=object)
+    batch.batch["outcome_scores"] = torch.tensor([0.7, 0.0])
+    batch.batch["token_level_scores"] = batch.batch["token_level_rewards"] = torch.zeros(2, 4)
+    trainer.compute_advantage(batch)
+    # baseline 0.35; A = 2 * (s - 0.35) on each model token: +0.7 and -0.7
+    assert torch.allclose(batch.batch["advantages"], torch.tensor([[0.7, 0.7, 0.0, 0.7], [-0.7, -0.7, 0.0, 0.0]]))
+    assert load(*base).algorithm.options().scale == 1.0  # the file's own default
+    with pytest.raises(ConfigError, match=r"config.algorithm.scaled_centring: unknown key\(s\) \['nope'\]"):
+        load(*base, "+algorithm.scaled_centring.nope=1")
+    with pytest.raises(ConfigError, match=r"algorithm.adv_estimator: advantage estimator 'recipe_estimator:x': "):
+        load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=recipe_estimator:x"))
 
 
 def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):

@@ -4,6 +4,10 @@ dataclass of the project uses, at the bottom of `verl` so that any layer may use
 `from_dict(Cls, data, where)` fills a dataclass recursively and raises
 `ConfigError` for an unknown key (listing the known ones) or a value of the
 wrong type, naming the full dotted path (e.g. ``actor_rollout_ref.actor.lr``).
+A class may also take sections it does not list as fields, typed by what a
+registry says (``algorithm.<estimator>``): its ``section_type(key)`` names the
+dataclass of section ``key`` (None: an unknown key), and the built sections are
+the instance's ``sections`` (a dict by key).
 `defaults_from(config, section)` gives a config dataclass its default values
 from the trainer YAML, the only place they are written; `load_yaml_config`
 loads a whole YAML file with overrides into its dataclass.
@@ -79,7 +83,8 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    sections = {key: _section_type(cls, key) for key in set(data) - set(fields)}
+    unknown = sorted(key for key, tp in sections.items() if tp is None)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
     kwargs = {}
@@ -89,10 +94,18 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{where}.{name} is required")
     obj = cls(**kwargs)
+    if sections:
+        obj.sections = {key: from_dict(tp, data[key], f"{where}.{key}", validate) for key, tp in sections.items()}
     check = getattr(obj, "validate", None)
     if validate and callable(check):
         check(where)
     return obj
+
+
+def _section_type(cls: type, key: str) -> type | None:
+    """The dataclass of ``cls``'s extra section ``key`` (its ``section_type``), or None."""
+    section_type = getattr(cls, "section_type", None)
+    return section_type(key) if section_type is not None else None
 
 
 def defaults_from(config: str, section: str = "") -> Callable[[type[T]], type[T]]:
@@ -128,10 +141,11 @@ def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], sour
     written = sorted(name for name in cls.__dict__.get("__annotations__", {}) if name in cls.__dict__)
     if written:
         raise ConfigError(f"{cls.__name__} writes its own default for {written}: defaults live in {source}")
-    if set(values) != set(hints):
+    keys = {key for key in values if key in hints or _section_type(cls, key) is None}
+    if keys != set(hints):
         raise ConfigError(
             f"{cls.__name__} and {source} disagree: fields only in the class "
-            f"{sorted(set(hints) - set(values))}, keys only in the YAML {sorted(set(values) - set(hints))}"
+            f"{sorted(set(hints) - keys)}, keys only in the YAML {sorted(keys - set(hints))}"
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from verl import core_algos
@@ -44,20 +45,6 @@ class KLCtrlConfig:
 
 
 @dataclass
-@defaults_from("ppo_trainer", "algorithm.gigpo")
-class GiGPOConfig:
-    """GiGPO's options (`verl.trainer.ppo.gigpo`): per-step returns discounted over turns by ``step_gamma``
-    (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``; ``norm_by_std`` divides both
-    levels by their group's std (on by default, as in the GiGPO paper: the step returns met at one state
-    differ by a few discount factors, so centred alone ``A_step`` would be dwarfed by ``A_episode``);
-    GiGPO ignores ``norm_adv_by_std_in_grpo``."""
-
-    step_gamma: float
-    step_weight: float
-    norm_by_std: bool
-
-
-@dataclass
 @defaults_from("ppo_trainer", "algorithm.filter_groups")
 class FilterGroupsConfig:
     """Dynamic sampling: drop groups whose scores are all equal and refill from the next prompts."""
@@ -79,9 +66,26 @@ class AlgorithmConfig:
     reward_score_fn: str | None
     reward_allocation: str
     reward_timeout_s: float
-    gigpo: GiGPOConfig
     filter_groups: FilterGroupsConfig
     critic_warmup: int
+    # the sections of estimators' own options, algorithm.<name> (e.g. algorithm.gigpo), typed by their
+    # registration (`core_algos.Estimator.options`): `typed_config.from_dict` fills them through section_type
+    sections = MappingProxyType({})
+
+    @staticmethod
+    def section_type(key: str) -> type | None:
+        """The options class of the estimator registered as ``key``, if it has one."""
+        estimator = core_algos.ESTIMATORS.get(key)
+        return estimator.options if estimator is not None else None
+
+    def options(self, name: str | None = None) -> Any:
+        """Estimator ``name``'s options (default: the chosen one's): its section as the config gave it, else
+        its options class's defaults; None for an estimator without options."""
+        name = name or self.adv_estimator
+        options = core_algos.get_estimator(name).options
+        if options is None:
+            return None
+        return self.sections.get(name) or options()
 
 
 @dataclass
@@ -163,11 +167,25 @@ class PPOConfig:
 
 def load_config(overrides: list[str] | None = None, check_files: bool = True) -> PPOConfig:
     """Compose ``ppo_trainer.yaml`` with the overrides, type-check, validate, then fill in the values derived
-    from others (`derive`); raises `ConfigError` on the first problem."""
-    cfg = load_yaml_config(PPOConfig, "ppo_trainer", overrides or [], "config")
+    from others (`derive`); raises `ConfigError` on the first problem. An estimator named as
+    ``algorithm.adv_estimator=package.module:name`` is imported first (so its options section can be typed)
+    and the run knows it as ``name``."""
+    overrides = [_estimator_override(item) for item in overrides or []]
+    cfg = load_yaml_config(PPOConfig, "ppo_trainer", overrides, "config")
     validate(cfg, check_files=check_files)
     derive(cfg)
     return cfg
+
+
+def _estimator_override(item: str) -> str:
+    """``algorithm.adv_estimator=package.module:name`` -> ``algorithm.adv_estimator=name``, its module imported."""
+    key, sep, value = item.partition("=")
+    if key.lstrip("+") != "algorithm.adv_estimator" or ":" not in value:
+        return item
+    try:
+        return f"{key}={core_algos.load_estimator(value)}"
+    except ValueError as exc:
+        raise ConfigError(f"algorithm.adv_estimator: {exc}") from None
 
 
 def derive(cfg: PPOConfig) -> None:
@@ -243,11 +261,8 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(
             f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}"
         )
-    if not 0 <= alg.gamma <= 1 or not 0 <= alg.gigpo.step_gamma <= 1:
-        raise ConfigError(
-            "algorithm.gamma and algorithm.gigpo.step_gamma must be in [0, 1], "
-            f"got {alg.gamma} and {alg.gigpo.step_gamma}"
-        )
+    if not 0 <= alg.gamma <= 1:
+        raise ConfigError(f"algorithm.gamma must be in [0, 1], got {alg.gamma}")
     if alg.filter_groups.enable and not estimator.group_baseline:
         raise ConfigError(
             f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
@@ -289,6 +304,11 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     if estimator.group_baseline and n < 2:
         raise ConfigError(
             f"algorithm.adv_estimator={alg.adv_estimator} compares samples of one task: set agent.n >= 2 (got {n})"
+        )
+    if estimator.greedy_baseline and t.staleness:
+        raise ConfigError(
+            f"trainer.staleness=1 cannot run with algorithm.adv_estimator={alg.adv_estimator}: its greedy baseline "
+            "rollout would share the engine with the overlapped rollout"
         )
     if estimator.check is not None and (problem := estimator.check(cfg)):
         raise ConfigError(problem)

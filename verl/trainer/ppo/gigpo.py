@@ -36,6 +36,7 @@ import torch
 
 from verl.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 from verl.protocol import DataProto
+from verl.utils.typed_config import ConfigError, defaults_from
 
 REQUIRED_COLUMNS = ("traj_uid", "step", "anchor_obs")
 STEP_REWARD = "step_reward"
@@ -199,6 +200,24 @@ def has_signal(
     )
 
 
+@dataclass
+@defaults_from("ppo_trainer", "algorithm.gigpo")
+class GiGPOOptions:
+    """GiGPO's options, the section ``algorithm.gigpo``: per-step returns discounted over turns by ``step_gamma``
+    (not GAE's token ``gamma``); ``A = A_episode + step_weight * A_step``; ``norm_by_std`` divides both
+    levels by their group's std (on by default, as in the GiGPO paper: the step returns met at one state
+    differ by a few discount factors, so centred alone ``A_step`` would be dwarfed by ``A_episode``);
+    GiGPO ignores ``norm_adv_by_std_in_grpo``."""
+
+    step_gamma: float
+    step_weight: float
+    norm_by_std: bool
+
+    def validate(self, where: str) -> None:
+        if not 0 <= self.step_gamma <= 1:
+            raise ConfigError(f"{where}.step_gamma must be in [0, 1], got {self.step_gamma}")
+
+
 def _check(cfg: Any) -> str | None:
     if cfg.data.rollout != "agent":
         return (
@@ -220,7 +239,7 @@ def _informative(group: DataProto, options: Any) -> bool:
     )
 
 
-@register_adv_est("gigpo", group_baseline=True, check=_check, informative=_informative)
+@register_adv_est("gigpo", group_baseline=True, options=GiGPOOptions, check=_check, informative=_informative)
 @torch.no_grad()
 def compute_gigpo_advantage(
     token_level_rewards: torch.Tensor,

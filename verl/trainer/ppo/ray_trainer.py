@@ -224,11 +224,11 @@ class RayPPOTrainer:
         Each row's outcome score is its reward R plus the in-reward KL penalty
         summed over its tokens. Failed trajectories (masked out of the loss)
         get a group of their own, so they do not shift their task's baseline.
-        The estimator gets its own options, ``algorithm.<name>``, when that
-        section exists (``algorithm.gigpo`` for GiGPO), and no other's.
+        The estimator gets the fields of its own options (``algorithm.<name>``,
+        e.g. ``algorithm.gigpo``) when it registered any, and no other's.
         """
         alg = self.config.algorithm
-        own = getattr(alg, alg.adv_estimator, None)
+        own = alg.options()
         index = np.array(batch.non_tensor_batch["uid"], dtype=object)
         failed = np.array(batch.non_tensor_batch.get("failed", [False] * len(batch)), dtype=bool)
         index = np.array([f"failed-{i}" if failed[i] else index[i] for i in range(len(index))], dtype=object)
@@ -253,11 +253,12 @@ class RayPPOTrainer:
         b["advantages"], b["returns"] = advantages, returns
         return metrics
 
-    def _remax_baselines(self, tasks: DataProto, batch: DataProto) -> dict[str, float]:
-        """ReMax: put ``reward_baselines`` (B,) in ``batch``, the outcome score of each task's greedy rollout
-        (through the same reward path). A task whose greedy rollout failed has no baseline: its sampled rows
-        are marked failed (`mark_failed`), out of every group, loss and metric, and counted in
-        ``remax/failed_baseline_rows``."""
+    def _greedy_baselines(self, tasks: DataProto, batch: DataProto) -> dict[str, float]:
+        """For an estimator with ``greedy_baseline`` (ReMax): put ``reward_baselines`` (B,) in ``batch``, the
+        outcome score of each task's greedy rollout (through the same reward path). A task whose greedy rollout
+        failed has no baseline: its sampled rows are marked failed (`mark_failed`), out of every group, loss and
+        metric, and counted in ``<estimator>/failed_baseline_rows``."""
+        name = self.config.algorithm.adv_estimator
         greedy = self.val_rollout.run_llm_loop(tasks, do_sample=False, global_step=self.global_step)
         self._score(greedy)
         g = greedy.non_tensor_batch
@@ -268,11 +269,11 @@ class RayPPOTrainer:
         }
         nt = batch.non_tensor_batch
         orphans = [i for i, task in enumerate(nt["task_id"]) if task not in by_task and not nt["failed"][i]]
-        mark_failed(batch, orphans, "remax: the greedy baseline rollout of this task failed")
+        mark_failed(batch, orphans, f"{name}: the greedy baseline rollout of this task failed")
         batch.batch["reward_baselines"] = torch.tensor(
             [by_task.get(t, 0.0) for t in nt["task_id"]], dtype=torch.float32
         )
-        return {"remax/failed_baseline_rows": float(len(orphans))}
+        return {f"{name}/failed_baseline_rows": float(len(orphans))}
 
     def _balance(self, batch: DataProto) -> None:
         """Reorder rows so every rank gets a similar number of tokens (snake order over sorted lengths)."""
@@ -363,7 +364,7 @@ class RayPPOTrainer:
         alg = self.config.algorithm
         estimator = core_algos.get_estimator(alg.adv_estimator)
         if estimator.informative is not None:
-            return estimator.informative(group, getattr(alg, alg.adv_estimator, None))
+            return estimator.informative(group, alg.options())
         b = group.batch
         scores = b["outcome_scores"][b["response_mask"].sum(dim=-1) > 0]
         return scores.numel() > 1 and bool((scores != scores[0]).any())
@@ -479,8 +480,8 @@ class RayPPOTrainer:
             ready = self._collect(tasks, self.global_step)
         metrics.update(ready.metrics)
         batch = ready.batch
-        if cfg.algorithm.adv_estimator == "remax":  # before the failure check: a task without a baseline fails its rows
-            metrics.update(self._remax_baselines(tasks, batch))
+        if core_algos.get_estimator(cfg.algorithm.adv_estimator).greedy_baseline:  # before the failure check:
+            metrics.update(self._greedy_baselines(tasks, batch))  # a task without a baseline fails its rows
         self._check_failures(batch)
         metrics["rollout/staleness"] = float(self._policy_version - ready.policy_version)
         if self.overlap:
