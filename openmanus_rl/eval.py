@@ -199,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--kv_cache_gb",
         type=float,
         default=4.0,
-        help="the vLLM engine's KV cache (GiB): room for the trajectories in flight",
+        help="the vLLM engine's KV cache (GiB): room for the trajectories in flight; larger than training's "
+        "actor_rollout_ref.rollout.kv_cache_gb (0.5), whose engine shares the box with the trainer's workers",
     )
     add_yaml_argument(
         parser,
@@ -237,11 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(data.rollout=gateway's +agent.program); it finds its env server at "
         "task['extra_info']['env_url']",
     )
-    parser.add_argument(
+    add_yaml_argument(
+        parser,
         "--episode_timeout_s",
+        "agent.episode_timeout_s",
+        "with --program: an episode still running after this long is a failed rollout",
         type=float,
-        default=600.0,
-        help="with --program: an episode still running after this long is a failed rollout",
     )
     return parser
 

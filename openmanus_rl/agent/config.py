@@ -73,6 +73,7 @@ class AgentConfig:
     top_k: int
     concurrency: int  # threads for env calls
     request_timeout_s: float
+    episode_timeout_s: float  # an agent program's episode (the gateway) running longer is a failed trajectory
     env_retries: int  # retries of a connection error / 5xx
     env_retry_backoff_s: float
     env_cooldown_s: float  # how long an unavailable server is skipped

@@ -3,7 +3,7 @@
 The ``agent`` section is every rollout plugin's free-form config; in a run it also holds the
 built-in agent's keys (``env_name``, ``env_ports`` ...), which the gateway ignores.  The keys it
 shares with the built-in agent (``n``, the token limits, ``concurrency``, sampling, ``seed``)
-default to ``ppo_trainer.yaml``'s values; ``program`` and ``episode_timeout_s`` are the
+and ``episode_timeout_s`` default to ``ppo_trainer.yaml``'s values; ``program`` is the
 gateway's own (``+agent.program=package.module:function`` on the command line).
 
 Token budget (the built-in agent's rule): a sample's first prompt holds at most
@@ -33,7 +33,7 @@ class GatewayConfig:
     """The gateway's keys; `validate` raises ValueError naming the first bad one."""
 
     program: str  # package.module:function, the agent program that plays one episode
-    episode_timeout_s: float = 600.0  # an episode still running after this long is a failed trajectory
+    episode_timeout_s: float = _agent_default("episode_timeout_s")  # an episode running longer is a failed trajectory
     n: int = _agent_default("n")  # episodes per task (the group)
     concurrency: int = _agent_default("concurrency")  # episodes running at once
     max_prompt_length: int = _agent_default("max_prompt_length")

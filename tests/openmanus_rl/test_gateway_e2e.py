@@ -21,7 +21,7 @@ def test_main_ppo_trains_a_step_through_the_gateway(tiny_model_path, countdown_d
         f"actor_rollout_ref.model.path={tiny_model_path}",
         "data.rollout=gateway",
         "+agent.program=gateway_helpers:countdown_episode",
-        "+agent.episode_timeout_s=300",
+        "agent.episode_timeout_s=300",
         f"data.train_files={data}/train.parquet",
         f"data.val_files={data}/dev.parquet",
         "algorithm.adv_estimator=grpo",

@@ -262,6 +262,7 @@ EVAL_FLAGS = {  # flag: (ppo_trainer.yaml key, its value today)
     "threads": ("actor_rollout_ref.num_threads", 2),
     "device": ("actor_rollout_ref.device", "cpu"),
     "request_timeout_s": ("agent.request_timeout_s", 30.0),
+    "episode_timeout_s": ("agent.episode_timeout_s", 600.0),
 }
 
 

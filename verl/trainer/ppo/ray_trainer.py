@@ -117,6 +117,7 @@ class Ahead:
 class RayPPOTrainer:
     def __init__(self, config: PPOConfig, tokenizer, services: RolloutServices | None = None):
         self.config = config
+        self.response_budget = config.response_budget  # the rollout plugin's, asked once
         self.tokenizer = tokenizer
         self.services = services
         alg = config.algorithm
@@ -531,7 +532,7 @@ class RayPPOTrainer:
             if not self.overlap:
                 self._engine_version = self._policy_version
         metrics.update(
-            compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=cfg.response_budget)
+            compute_data_metrics(batch, use_critic=self.critic_wg is not None, response_budget=self.response_budget)
         )
         metrics["timing_s/step"] = time.perf_counter() - step_start
         metrics.update(compute_throughput_metrics(batch, metrics["timing_s/step"], cfg.world_size))

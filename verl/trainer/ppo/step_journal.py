@@ -31,8 +31,8 @@ JOURNAL_DIR = "journal"
 OPERATIONAL_KEYS = frozenset(
     {
         # where and how env calls go: not what an episode is
-        "env_server_base", "env_ports", "env_servers", "concurrency", "request_timeout_s", "env_retries",
-        "env_retry_backoff_s", "env_cooldown_s", "manage_servers", "server_nodes", "server_max_restarts",
+        "env_server_base", "env_ports", "env_servers", "concurrency", "request_timeout_s", "episode_timeout_s",
+        "env_retries", "env_retry_backoff_s", "env_cooldown_s", "manage_servers", "server_nodes", "server_max_restarts",
         "server_hang_s", "write_viewer", "progress_every_s",
         # how trajectories are scheduled on the engine: the same samples either way (seeds per trajectory and turn)
         "rollout_mode", "max_in_flight", "kv_cache_gb", "gpu_memory_utilization", "cpu_threads_bind", "in_process",
