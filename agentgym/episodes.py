@@ -7,18 +7,26 @@ StepResult`` and ``observation``.  ``/reset`` reads its body as ``reset_model``
 `EpisodeReset.task_id`.  With ``num_tasks``, ``/create`` (no body) is replaced by
 one that also starts the new env on task ``id % num_tasks``; without it the
 base ``/create`` stays (a caller that serves its own uses `drop_route` first).
+An env whose upstream answers in other shapes passes ``reset_answer(env, body)``
+and ``observation_answer(env)`` (BabyAI, SciWorld, ALFWorld).
+
+`episode_server` is the whole server module of an env that needs nothing more:
+``build_app, add_arguments, app_from_args = episode_server(...)``.
 """
 
 from __future__ import annotations
 
+import argparse
 from abc import abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, StrictInt
 
-from .server import EnvRegistry
+from .options import add_server_options, app_factory
+from .server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from .spec import load_object
 
 MAX_ACTION_CHARS = 4096
 
@@ -60,7 +68,12 @@ def drop_route(app: FastAPI, path: str) -> None:
 
 
 def add_episode_routes(
-    app: FastAPI, registry: EnvRegistry, num_tasks: int | None = None, reset_model: type[EpisodeReset] = ResetRequest
+    app: FastAPI,
+    registry: EnvRegistry,
+    num_tasks: int | None = None,
+    reset_model: type[EpisodeReset] = ResetRequest,
+    reset_answer: Callable[[Any, EpisodeReset], Any] | None = None,
+    observation_answer: Callable[[Any], Any] | None = None,
 ) -> None:
     """Add the episode routes to ``app`` (see the module docstring)."""
     if num_tasks is not None:
@@ -72,8 +85,10 @@ def add_episode_routes(
             with registry.use(env_id) as env:
                 return episode(env_id, env.reset(env_id % num_tasks))
 
-    def reset(body: EpisodeReset) -> dict[str, Any]:
+    def reset(body: EpisodeReset) -> Any:
         with registry.use(body.id) as env:
+            if reset_answer is not None:
+                return reset_answer(env, body)
             return episode(body.id, env.reset(body.task_id))
 
     reset.__annotations__["body"] = reset_model  # FastAPI reads the body's model from the annotation
@@ -86,6 +101,32 @@ def add_episode_routes(
         return result.answer()
 
     @app.get("/observation")
-    def observation(id: int) -> str:
+    def observation(id: int) -> Any:
         with registry.use(id) as env:
-            return env.observation
+            return env.observation if observation_answer is None else observation_answer(env)
+
+
+def episode_server(
+    title: str, env_class: str, num_tasks: int, default_max_envs: int
+) -> tuple[Callable[..., FastAPI], Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], FastAPI]]:
+    """``(build_app, add_arguments, app_from_args)`` of a family-B server whose envs are ``env_class()``
+    (``package.module:Class``, imported when the app is built, so that importing the server module stays cheap)
+    on tasks ``0 .. num_tasks - 1`` with the episode routes, and the common server options
+    (`agentgym.options`)."""
+
+    def build_app(
+        max_envs: int = default_max_envs,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
+    ) -> FastAPI:
+        registry = EnvRegistry(load_object(env_class), max_envs, "id", idle_timeout_s, evict_idle_s)
+        app = create_app(title, registry, Family.B)
+        add_episode_routes(app, registry, num_tasks)
+        return app
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_server_options(parser, default_max_envs)
+
+    build_app.__doc__ = f"The {title} app; envs idle for ``idle_timeout_s`` are closed (0: never)."
+    add_arguments.__doc__ = f"{title}'s server options."
+    return build_app, add_arguments, app_factory(build_app)

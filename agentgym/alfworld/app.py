@@ -30,12 +30,12 @@ body or ``game`` 422, env cap 503); an action over 4096 characters is a 422.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import FastAPI
-from pydantic import BaseModel, StrictInt
+from pydantic import StrictInt
 
-from ..episodes import StepRequest
+from ..episodes import EpisodeReset, add_episode_routes
 from ..options import add_server_options, app_factory
 from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 from .env import DEFAULT_MAX_STEPS
@@ -44,10 +44,15 @@ DEFAULT_PORT = 36105
 DEFAULT_MAX_ENVS = 64  # each holds a copy of Fast Downward's library and its game
 
 
-class ResetRequest(BaseModel):
-    id: StrictInt
+class ResetRequest(EpisodeReset):
+    """``{"id", "game", "world_type"}``: the game to start (0 when left out); only the text world is served."""
+
     game: StrictInt = 0
     world_type: Literal["Text"] = "Text"
+
+    @property
+    def task_id(self) -> int:
+        return self.game
 
 
 def build_app(
@@ -70,30 +75,23 @@ def build_app(
     )
     app = create_app("ALFWorld", registry, Family.B)
 
-    @app.post("/reset")
-    def reset(body: ResetRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            return {"id": body.id, **env.reset(body.game)}
+    def started(env: AlfWorldEnv) -> AlfWorldEnv:
+        if env.game is None:
+            raise EpisodeStateError("no episode yet: POST /reset first")
+        return env
 
-    @app.post("/step")
-    def step(body: StepRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            result = env.step(body.action)
-        return result.answer()
-
-    @app.get("/observation")
-    def observation(id: int) -> str:
-        with registry.use(id) as env:
-            if env.game is None:
-                raise EpisodeStateError("no episode yet: POST /reset first")
-            return env.observation
+    add_episode_routes(
+        app,
+        registry,
+        reset_model=ResetRequest,
+        reset_answer=lambda env, body: {"id": body.id, **env.reset(body.game)},
+        observation_answer=lambda env: started(env).observation,
+    )
 
     @app.get("/available_actions")
     def available_actions(id: int) -> list[str]:
         with registry.use(id) as env:
-            if env.game is None:
-                raise EpisodeStateError("no episode yet: POST /reset first")
-            return list(env.available_actions)
+            return list(started(env).available_actions)
 
     return app
 

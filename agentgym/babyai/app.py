@@ -34,7 +34,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ..episodes import ResetRequest, StepRequest
+from ..episodes import ResetRequest, add_episode_routes
 from ..options import add_server_options, app_factory
 from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
 
@@ -54,38 +54,21 @@ def build_app(
     registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
     app = create_app("BabyAI", registry, Family.B)
 
-    @app.post("/reset")
-    def reset(body: ResetRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            observation = env.reset(body.data_idx)
-            return {
-                "observation": observation,
-                "reward": env.reward,
-                "score": env.score,
-                "deleted": False,
-                "done": env.done,
-            }
+    def reset_answer(env: BabyAIEnv, body: ResetRequest) -> dict[str, Any]:
+        return answer(env, env.reset(body.data_idx))
 
-    @app.post("/step")
-    def step(body: StepRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            result = env.step(body.action)
-        return result.answer()
+    def observation_answer(env: BabyAIEnv) -> dict[str, Any]:
+        if env.gym is None:
+            raise EpisodeStateError("no episode yet: POST /reset first")
+        return answer(env, env.observation)
 
-    @app.get("/observation")
-    def observation(id: int) -> dict[str, Any]:
-        with registry.use(id) as env:
-            if env.gym is None:
-                raise EpisodeStateError("no episode yet: POST /reset first")
-            return {
-                "observation": env.observation,
-                "reward": env.reward,
-                "score": env.score,
-                "done": env.done,
-                "deleted": False,
-            }
-
+    add_episode_routes(app, registry, reset_answer=reset_answer, observation_answer=observation_answer)
     return app
+
+
+def answer(env: Any, observation: str) -> dict[str, Any]:
+    """The answer to ``/reset`` and ``/observation`` in AgentGym's BabyAI shape."""
+    return {"observation": observation, "reward": env.reward, "score": env.score, "done": env.done, "deleted": False}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

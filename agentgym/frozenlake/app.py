@@ -24,37 +24,12 @@ be a task id.  Errors: see ``agentgym.server`` (unknown id 404, an id closed for
 
 from __future__ import annotations
 
-import argparse
-
-from fastapi import FastAPI
-
-from ..episodes import add_episode_routes
-from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..episodes import episode_server
 from .data import NUM_TASKS
 
 DEFAULT_PORT = 36101
 DEFAULT_MAX_ENVS = 4096
 
-
-def build_app(
-    max_envs: int = DEFAULT_MAX_ENVS,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
-) -> FastAPI:
-    """The FrozenLake app (gymnasium is imported here, so that importing this module stays cheap); envs idle for
-    ``idle_timeout_s`` are closed (0: never)."""
-    from .env import FrozenLakeEnv
-
-    registry: EnvRegistry[FrozenLakeEnv] = EnvRegistry(FrozenLakeEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
-    app = create_app("FrozenLake", registry, Family.B)
-    add_episode_routes(app, registry, NUM_TASKS)
-    return app
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """FrozenLake's server options."""
-    add_server_options(parser, DEFAULT_MAX_ENVS)
-
-
-app_from_args = app_factory(build_app)
+build_app, add_arguments, app_from_args = episode_server(
+    "FrozenLake", "agentgym.frozenlake.env:FrozenLakeEnv", NUM_TASKS, DEFAULT_MAX_ENVS
+)

@@ -31,7 +31,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ..episodes import ResetRequest, StepRequest
+from ..episodes import add_episode_routes
 from ..options import add_server_options, app_factory
 from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
 from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
@@ -59,27 +59,12 @@ def build_app(
     )
     app = create_app("SciWorld", registry, Family.B)
 
-    @app.post("/reset")
-    def reset(body: ResetRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            return env.reset(body.data_idx)
+    def observation_answer(env: SciWorldEnv) -> dict[str, Any]:
+        return {"observation": env.observation, "reward": 0.0, "score": env.score, "done": env.done, "deleted": False}
 
-    @app.post("/step")
-    def step(body: StepRequest) -> dict[str, Any]:
-        with registry.use(body.id) as env:
-            result = env.step(body.action)
-        return result.answer()
-
-    @app.get("/observation")
-    def observation(id: int) -> dict[str, Any]:
-        with registry.use(id) as env:
-            return {
-                "observation": env.observation,
-                "reward": 0.0,
-                "score": env.score,
-                "done": env.done,
-                "deleted": False,
-            }
+    add_episode_routes(
+        app, registry, reset_answer=lambda env, body: env.reset(body.data_idx), observation_answer=observation_answer
+    )
 
     @app.get("/action_hint")
     def action_hint(id: int) -> list[str]:

@@ -25,35 +25,12 @@ env cap 503); an action over 4096 characters is a 422.
 
 from __future__ import annotations
 
-import argparse
-
-from fastapi import FastAPI
-
-from ..episodes import add_episode_routes
-from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..episodes import episode_server
 from .data import NUM_TASKS
-from .env import SokobanEnv
 
 DEFAULT_PORT = 36106
 DEFAULT_MAX_ENVS = 4096
 
-
-def build_app(
-    max_envs: int = DEFAULT_MAX_ENVS,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-    evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
-) -> FastAPI:
-    """The Sokoban app; envs idle for ``idle_timeout_s`` are closed (0: never)."""
-    registry: EnvRegistry[SokobanEnv] = EnvRegistry(SokobanEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
-    app = create_app("Sokoban", registry, Family.B)
-    add_episode_routes(app, registry, NUM_TASKS)
-    return app
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Sokoban's server options."""
-    add_server_options(parser, DEFAULT_MAX_ENVS)
-
-
-app_from_args = app_factory(build_app)
+build_app, add_arguments, app_from_args = episode_server(
+    "Sokoban", "agentgym.sokoban.env:SokobanEnv", NUM_TASKS, DEFAULT_MAX_ENVS
+)
