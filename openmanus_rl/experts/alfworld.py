@@ -88,7 +88,7 @@ def read_task(sentence: str) -> tuple[str, str, str] | None:
 
 
 @dataclass
-class Memory:
+class HouseholdMemory:
     """What the expert knows of the current episode."""
 
     kind: str = ""
@@ -111,11 +111,11 @@ class AlfWorldExpert(Expert):
 
     def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
         super().__init__(noise, seed)
-        self.memory = Memory()
+        self.memory = HouseholdMemory()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.memory = Memory()
+        self.memory = HouseholdMemory()
 
     def act(self, observation: str) -> str:
         actions = available_actions(observation)
@@ -140,7 +140,7 @@ class AlfWorldExpert(Expert):
         m = self.memory
         room, task = _ROOM.search(observation), _TASK.search(observation)
         if room and task and (parsed := read_task(task.group(1))):
-            self.memory = m = Memory(*parsed, receptacles=split_list(room.group(1)))
+            self.memory = m = HouseholdMemory(*parsed, receptacles=split_list(room.group(1)))
         for what, pattern in _DONE.items():
             for match in pattern.finditer(observation):
                 name = match.group(1)

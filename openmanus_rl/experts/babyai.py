@@ -237,7 +237,7 @@ class Frame:
 
 
 @dataclass
-class Memory:
+class GridMemory:
     """What the expert keeps within an episode."""
 
     mission: str = ""
@@ -270,11 +270,11 @@ class BabyAIExpert(Expert):
 
     def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
         super().__init__(noise, seed)
-        self.memory = Memory()
+        self.memory = GridMemory()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.memory = Memory()
+        self.memory = GridMemory()
 
     # ------------------------------------------------------------------ one turn
     def act(self, observation: str) -> str:
@@ -282,7 +282,7 @@ class BabyAIExpert(Expert):
         if view is None:
             return self._do("check available actions", "I cannot read the observation, so I ask for the actions.")
         if view.event is None or view.mission != self.memory.mission:  # a new episode
-            self.memory = Memory(mission=view.mission, steps=parse_mission(view.mission))
+            self.memory = GridMemory(mission=view.mission, steps=parse_mission(view.mission))
         else:
             self._follow(view)
         m = self.memory
