@@ -14,7 +14,6 @@ KL estimators k1/k2/k3 (Schulman 2020).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from verl.protocol import DataProto
+from verl.utils.imports import import_named_module
 
 # --------------------------------------------------------------------------- masked statistics
 
@@ -149,10 +149,7 @@ def load_estimator(spec: str) -> str:
     is imported first (its ``@register_adv_est(name)`` registers it), so an estimator may live in any file."""
     module, sep, name = spec.rpartition(":")
     if sep:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ValueError(f"advantage estimator '{spec}': cannot import {module}: {exc}") from None
+        import_named_module(spec, "advantage estimator")
         if name not in ESTIMATORS:
             raise ValueError(f"advantage estimator '{spec}': {module} registers no estimator named '{name}'")
     get_estimator(name)

@@ -15,12 +15,10 @@ calls, appended end-of-turn tokens) at most ``max_trajectory_length - max_prompt
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from verl.utils.imports import load_target
 from verl.utils.yaml_defaults import yaml_value
 
 
@@ -86,18 +84,13 @@ class GatewayConfig:
 
 
 def load_program(target: str) -> Callable[..., Any]:
-    """The function ``package.module:function`` names, imported as under ``python -m`` (the working directory
-    is on the import path, so a script finds the repository's ``examples`` as the trainer does); ValueError
-    when it cannot be loaded or called."""
+    """The function ``package.module:function`` names (`verl.utils.imports.load_target`: imported as under
+    ``python -m``, so a script finds the repository's ``examples`` as the trainer does); ValueError when it
+    cannot be loaded or called."""
     module, _, name = target.partition(":")
     if not module or not name:
         raise ValueError(f"program must be package.module:function, got {target!r}")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"program {target!r} cannot be loaded: {exc}") from None
+    fn = load_target(target, "program")
     if not callable(fn):
         raise ValueError(f"program {target!r} is a {type(fn).__name__}, not a function")
     return fn

@@ -217,7 +217,7 @@ def test_registry():
     with pytest.raises(ValueError, match=r"estimator 'bad': options must be a dataclass, got <class 'dict'>"):
         ca.register_adv_est("bad", options=dict)
     assert ca.load_estimator("grpo") == "grpo"
-    with pytest.raises(ValueError, match=r"'no_such_module:x': cannot import no_such_module: No module named"):
+    with pytest.raises(ValueError, match=r"advantage estimator 'no_such_module:x' cannot be loaded: No module named"):
         ca.load_estimator("no_such_module:x")
     with pytest.raises(ValueError, match=r"'verl.core_algos:nope': verl.core_algos registers no estimator named"):
         ca.load_estimator("verl.core_algos:nope")

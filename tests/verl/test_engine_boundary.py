@@ -82,5 +82,5 @@ def test_rollout_plugins_by_builtin_name_entry_point_and_dotted_path():
         load_rollout_plugin("chat")
     with pytest.raises(ConfigError, match=r"data.rollout='verl.protocol:DataProto' is a type, not a RolloutPlugin"):
         load_rollout_plugin("verl.protocol:DataProto")
-    with pytest.raises(ConfigError, match=r"cannot load no_such_module:PLUGIN"):
+    with pytest.raises(ConfigError, match=r"data.rollout 'no_such_module:PLUGIN' cannot be loaded: No module named"):
         load_rollout_plugin("no_such_module:PLUGIN")

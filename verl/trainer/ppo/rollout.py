@@ -29,13 +29,13 @@ multi-turn agent registers ``agent``), or ``package.module:ATTRIBUTE``.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from verl.protocol import DataProto
+from verl.utils.imports import load_target
 from verl.utils.typed_config import ConfigError
 
 ENTRY_POINT_GROUP = "verl.rollouts"
@@ -90,20 +90,19 @@ class RolloutPlugin:
     start: Callable[[Any, Path], RolloutServices | None] = _no_services
 
 
-def _load_target(name: str, target: str) -> Any:
-    module, _, attribute = target.partition(":")
+def _load_target(target: str) -> Any:
     try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"data.rollout={name!r}: cannot load {target}: {exc}") from None
+        return load_target(target, "data.rollout")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_rollout_plugin(name: str) -> RolloutPlugin:
     """The plugin ``data.rollout`` names (see the module docstring for where names come from)."""
     if name in BUILTIN_ROLLOUTS:
-        plugin = _load_target(name, BUILTIN_ROLLOUTS[name])
+        plugin = _load_target(BUILTIN_ROLLOUTS[name])
     elif ":" in name:
-        plugin = _load_target(name, name)
+        plugin = _load_target(name)
     else:
         registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
         if name not in registered:
