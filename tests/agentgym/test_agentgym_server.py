@@ -8,6 +8,7 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
+from waiting import wait_until
 
 from agentgym.server import (
     FAULT_INJECTION_ENV,
@@ -228,9 +229,7 @@ def test_health_route_sweep_and_410_over_http() -> None:
         }
         assert client.post("/create").json() == {"id": 0}
         assert registry.sweep_period_s == 0.1
-        deadline = time.monotonic() + 5
-        while client.get("/health").json()["reaped"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: client.get("/health").json()["reaped"] > 0, "the idle env's reaping", 5)
         assert client.get("/health").json() == {
             "open": 0,
             "max_envs": 2,
@@ -273,9 +272,7 @@ def test_lmrlgym_health_sums_its_two_games_and_sweeps_both() -> None:
             "oldest_request_s": 0.0,
             "games": {"maze": game, "wordle": game},
         }
-        deadline = time.monotonic() + 5
-        while client.get("/health").json()["reaped"] < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: client.get("/health").json()["reaped"] >= 2, "both idle envs reaped", 5)
         assert client.get("/health").json()["reaped"] == 2
         r = client.post("/wordle/step", json={"id": 0, "action": "s h i r e"})
         assert (r.status_code, r.json()) == (

@@ -12,6 +12,7 @@ from typing import Callable
 
 import json_call
 import pytest
+from waiting import wait_until
 
 from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
 from agentgym.alfworld.env import AlfWorldEnv, StepsFirstLock, normalize
@@ -204,7 +205,6 @@ def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
     """Three resets and two steps queue behind a reset that holds the engines: on release both steps run, then the
     resets, whatever order they arrived in."""
     import threading
-    import time
 
     lock, order = StepsFirstLock(), []
 
@@ -213,10 +213,8 @@ def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
             order.append(name)
 
     def waiting(steps: int, resets: int) -> None:
-        deadline = time.monotonic() + 10.0
-        while lock._waiting != {"step": steps, "reset": resets}:
-            assert time.monotonic() < deadline, lock._waiting
-            time.sleep(0.001)
+        want = {"step": steps, "reset": resets}
+        wait_until(lambda: lock._waiting == want, f"{want} waiting (now {lock._waiting})", 10.0, poll_s=0.001)
 
     threads = []
     with lock.hold(step=False):

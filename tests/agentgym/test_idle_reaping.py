@@ -17,6 +17,7 @@ from typing import Any, Callable
 import psutil
 import pytest
 import requests
+from waiting import wait_until
 
 from agentgym.registry import get_env_spec
 from agentgym.spawn import ServerUrl, serve_subprocess
@@ -85,9 +86,7 @@ def check_abandoned_envs_expire(name: str, url: ServerUrl) -> None:
     )
     assert health(url)["open"] == CAP
 
-    deadline = time.monotonic() + idle_s + 30
-    while health(url)["reaped"] < CAP and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: health(url)["reaped"] >= CAP, f"{CAP} idle envs reaped", idle_s + 30, poll_s=0.1)
     assert health(url) == {
         "open": 0,
         "max_envs": CAP,

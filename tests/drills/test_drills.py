@@ -35,6 +35,7 @@ import pytest
 import requests
 import torch
 from safetensors.torch import load_file
+from waiting import wait_until
 
 from agentgym.server import FAULT_INJECTION_ENV
 from agentgym.spawn import free_port
@@ -103,16 +104,20 @@ class Run:
 
     def wait_for(self, check: Callable[[str], object], what: str, timeout_s: float = 600, poll_s: float = 0.02):
         """Poll until ``check(log text)`` is truthy; fail (with the log's tail) if the run exits or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def seen() -> object:
             found = check(self.text())
-            if found:
-                return found
-            if self.proc.poll() is not None:
+            if not found and self.proc.poll() is not None:
                 pytest.fail(f"the run exited ({self.proc.returncode}) before {what}:\n{self.text()[-4000:]}")
-            time.sleep(poll_s)
-        self.proc.kill()
-        pytest.fail(f"timed out waiting for {what}:\n{self.text()[-4000:]}")
+            return found
+
+        try:
+            return wait_until(seen, what, timeout_s, poll_s)
+        except pytest.fail.Exception:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                pytest.fail(f"timed out waiting for {what}:\n{self.text()[-4000:]}")
+            raise
 
     def finish(self, timeout_s: float = 900) -> int:
         try:

@@ -12,10 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from openmanus_rl.eval import main
 from openmanus_rl.evaluation.results import journal_path_for, tasks_path_for
@@ -64,9 +64,7 @@ def test_a_killed_evaluation_resumes_and_writes_the_uninterrupted_files(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 300
-    while finished_in(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: finished_in(journal) >= 3 or proc.poll() is not None, "3 journaled rollouts", 300)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = finished_in(journal)

@@ -4,12 +4,12 @@ client; the packed rows hold exactly the ids and log-probs the generator returne
 from __future__ import annotations
 
 import json
-import time
 
 import gateway_helpers as gh
 import pytest
 from agent_helpers import task_batch
 from gateway_helpers import EOT, ReplayGenerator, StreamingReplayGenerator, log_probs_for, row
+from waiting import wait_until
 
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.agent.trajectory import Trajectory
@@ -249,9 +249,8 @@ def test_failed_episodes_are_failed_rows_with_their_error(tokenizer):
     for program in ("raising_episode", "bad_return_episode", "silent_episode", "sleeping_episode"):
         with rollout(tokenizer, generator, program, episode_timeout_s=0.5) as r:
             results[program] = r.run_llm_loop(task_batch([0]))
-            deadline = time.monotonic() + 3.0
-            while program == "sleeping_episode" and not gh.LATE_CALLS and time.monotonic() < deadline:
-                time.sleep(0.05)  # its late call, after the rollout closed its session
+            if program == "sleeping_episode":  # its late call, after the rollout closed its session
+                wait_until(lambda: gh.LATE_CALLS, "the sleeping episode's late call", 3.0)
     expected = {
         "raising_episode": "ValueError: boom",
         "bad_return_episode": "TypeError: the returned reward must be a finite number, got 'yes'",
@@ -290,9 +289,7 @@ def test_an_async_program_past_its_deadline_is_cancelled_and_failed(tokenizer):
     generator = ReplayGenerator([said(tokenizer, "ok")])
     with rollout(tokenizer, generator, "async_sleeping_episode", episode_timeout_s=1.0) as r:
         out = r.run_llm_loop(task_batch([0]))
-        deadline = time.monotonic() + 3.0
-        while len(gh.ASYNC_EVENTS) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(gh.ASYNC_EVENTS) >= 2, "the program's call and its cancellation", 3.0)
     nt = out.non_tensor_batch
     assert (nt["failed"][0], nt["error"][0]) == (True, "the episode timed out after 1 s")
     assert out.meta_info["metrics"]["gateway/timed_out_episodes"] == 1.0

@@ -10,13 +10,12 @@ import os
 import re
 import signal
 import socket
-import time
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import pytest
 import requests
+from waiting import wait_until
 
 from agentgym.server import FAULT_INJECTION_ENV
 from agentgym.spawn import free_port
@@ -24,14 +23,6 @@ from openmanus_rl.envs import EnvPool, RetryPolicy, ServerAddresses, get_env_spe
 from openmanus_rl.envs.supervisor import ServerSupervisor, port_free
 
 FAST = RetryPolicy(timeout_s=5.0, retries=0, backoff_s=0.1)
-
-
-def wait_until(check: Callable[[], object], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_a_server_whose_env_route_hangs_while_it_answers_is_restarted(
