@@ -17,7 +17,7 @@ original files the same way:
   list of option values).
 
 The catalogue has ``PRODUCTS_PER_KIND`` products for each of the 50 product
-kinds in ``vocab.py`` (1,000 products over WebShop's categories beauty,
+kinds in ``vocab.json`` (1,000 products over WebShop's categories beauty,
 electronics, fashion, garden and grocery) and yields about 2,400 synthetic
 goals.  Its shapes follow statistics of WebShop's original files (the constants
 below; ``scripts/webshop_catalogue_stats.py`` compares): long titles padded
