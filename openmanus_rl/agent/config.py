@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from verl.utils.node_labels import is_label_selector
-from verl.utils.typed_config import defaults_from
+from verl.utils.typed_config import ConfigError, defaults_from
 
 ROLLOUT_MODES = ("async", "sync")
 
@@ -301,3 +301,15 @@ def _is_server_url(url: Any) -> bool:
     return (
         port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.query or parts.fragment)
     )
+
+
+def check_sampling_agrees(section: Any, rollout: Any) -> None:
+    """`ConfigError` unless the ``agent`` section's temperature, top_p and top_k equal the rollout engine's
+    (``actor_rollout_ref.rollout``): one setting drives sampling and log-prob recomputation."""
+    for key in ("temperature", "top_p", "top_k"):
+        if getattr(section, key) != getattr(rollout, key):
+            raise ConfigError(
+                f"agent.{key}={getattr(section, key)} differs from "
+                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
+                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
+            )

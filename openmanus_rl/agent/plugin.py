@@ -30,7 +30,7 @@ from ..envs.pool import check_servers
 from ..envs.remote import ServerWatch, silent_servers
 from ..envs.server_host import remote_supervisors
 from ..envs.supervisor import ServerSupervisor, SupervisorGroup
-from .config import AgentConfig
+from .config import AgentConfig, check_sampling_agrees
 from .openmanus_agent import OpenManusAgent
 
 
@@ -56,13 +56,7 @@ def _validate(cfg: Any) -> None:
             f"context actor_rollout_ref.rollout.max_model_len={rollout.max_model_len}: raise "
             f"max_model_len or set agent.max_trajectory_length"
         )
-    for key in ("temperature", "top_p", "top_k"):
-        if getattr(agent, key) != getattr(rollout, key):
-            raise ConfigError(
-                f"agent.{key}={getattr(agent, key)} differs from "
-                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
-                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
-            )
+    check_sampling_agrees(agent, rollout)
 
 
 def _preflight(cfg: Any) -> None:

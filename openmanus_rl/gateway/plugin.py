@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo.rollout import RolloutPlugin
-from verl.utils.typed_config import ConfigError
 
+from ..agent.config import check_sampling_agrees
 from .config import GatewayConfig
 from .episodes import plain
 from .rollout import GatewayRollout
@@ -33,14 +33,7 @@ def _validate(cfg: Any) -> None:
     """The section's keys (`GatewayConfig.validate`, the program loads), then sampling agrees with the engine's."""
     config = _config(cfg)
     config.validate()
-    rollout = cfg.actor_rollout_ref.rollout
-    for key in ("temperature", "top_p", "top_k"):
-        if getattr(config, key) != getattr(rollout, key):
-            raise ConfigError(
-                f"agent.{key}={getattr(config, key)} differs from "
-                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
-                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
-            )
+    check_sampling_agrees(config, cfg.actor_rollout_ref.rollout)
 
 
 PLUGIN = RolloutPlugin(build=_build, validate=_validate, response_budget=lambda cfg: _config(cfg).response_budget)
