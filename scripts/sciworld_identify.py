@@ -22,9 +22,9 @@ from pathlib import Path
 
 from agentgym.sciworld.data import task, task_ids
 from agentgym.sciworld.env import SciWorldEnv
+from agentgym.sciworld.expert import SciWorldExpert
 from agentgym.sciworld.spec import SPEC
 from openmanus_rl.envs.client import first_observation
-from openmanus_rl.experts.sciworld import SciWorldExpert
 
 MAX_ACTIONS = 100  # the expert table's action limit (docs/environments.md)
 

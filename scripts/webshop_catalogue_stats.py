@@ -31,8 +31,8 @@ from typing import Any
 from agentgym.cache import cache_root
 from agentgym.webshop.catalogue import ATTRIBUTES_FILE, HUMAN_FILE, PRODUCTS_FILE
 from agentgym.webshop.data import load_shop, parse_products
+from agentgym.webshop.expert import parse_instruction, search_keywords
 from agentgym.webshop.search import SearchEngine
-from openmanus_rl.experts.webshop import parse_instruction, search_keywords
 
 MIN_SEARCH_PRODUCTS = 500
 FIRST_PAGE = 10

@@ -30,7 +30,7 @@ SPEC = EnvSpec(
     tasks="agentgym.alfworld.data:task_list",
     splits="3,600 games generated from ALFWorld's 120 room layouts, the six task types in turn: test ids 0-299, "
     "dev 300-599, train 600-3599 (or the real ALFWorld games of --data-dir, by index)",
-    expert="openmanus_rl.experts.alfworld:AlfWorldExpert",
+    expert="agentgym.alfworld.expert:AlfWorldExpert",
     # its observations list the admissible actions: 3,072 tokens end a third of its expert's episodes first
     max_turns=20,
     # cuts 5% of its expert's episodes (3072 cut 35%; scripts/budget_cuts.py, 40 train tasks)

@@ -52,7 +52,7 @@ SPEC = EnvSpec(
     tasks="agentgym.babyai.data:task_list",
     splits="4,000 tasks: AgentGym's 40 BabyAI levels x seeds 0-99 (task i: level i % 40, seed i // 40); "
     "test ids 0-199 (seeds 0-4), dev 200-399 (seeds 5-9), train 400-3999",
-    expert="openmanus_rl.experts.babyai:BabyAIExpert",
+    expert="agentgym.babyai.expert:BabyAIExpert",
     max_turns=15,  # its expert wins 70 of 100 train tasks within 15 actions; longer episodes outgrow the token budget
     # cuts at most 5% of its expert's episodes (3072 cut 25%; scripts/budget_cuts.py, 40 train tasks)
     max_trajectory_length=3584,

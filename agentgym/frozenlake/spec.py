@@ -21,6 +21,6 @@ SPEC = EnvSpec(
     app="agentgym.frozenlake.app",
     tasks="agentgym.frozenlake.data:task_list",
     splits="1,300 seeded random maps (4x4, 5x5, 6x6 by task id): test ids 0-199, dev 200-299, train 300-1299",
-    expert="openmanus_rl.experts.frozenlake:FrozenLakeExpert",
+    expert="agentgym.frozenlake.expert:FrozenLakeExpert",
     max_turns=12,  # its expert's winning episodes on 100 train tasks take at most 10 actions
 )

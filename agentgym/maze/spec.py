@@ -30,6 +30,6 @@ SPEC = EnvSpec(
     tasks="agentgym.maze.data:task_list",
     splits="26 start positions in one fixed double-T maze, task id = start (id % 26): test ids 0-25 (every start "
     "once), dev 26-51, train 52-259 (repeats)",
-    expert="openmanus_rl.experts.maze:MazeExpert",
+    expert="agentgym.maze.expert:MazeExpert",
     max_turns=15,  # its expert's winning episodes on 100 train tasks take at most 13 actions
 )

@@ -31,7 +31,7 @@ SPEC = EnvSpec(
     tasks="agentgym.sciworld.data:task_list",
     splits="4,639 (task, variation) pairs of 23 ScienceWorld tasks, split by ScienceWorld's own variation splits: "
     "train 2,312, dev 1,156, test 1,171",
-    expert="openmanus_rl.experts.sciworld:SciWorldExpert",
+    expert="agentgym.sciworld.expert:SciWorldExpert",
     max_turns=20,  # gold paths average 64 actions; the token budget ends episodes long before that
     demos_keep="progress",  # inside 20 turns the expert finishes 1 train task in 32 (score 100) but scores on most
     extra="sciworld",

@@ -29,7 +29,7 @@ SPEC = EnvSpec(
     app="agentgym.sokoban.app",
     tasks="agentgym.sokoban.data:task_list",
     splits="1,300 generated rooms (6x6 or 7x7, 1 or 2 boxes, by task id): test ids 0-199, dev 200-299, train 300-1299",
-    expert="openmanus_rl.experts.sokoban:SokobanExpert",
+    expert="agentgym.sokoban.expert:SokobanExpert",
     max_turns=20,  # its expert's winning episodes on 100 train tasks take at most 19 actions
     # cuts at most 5% of its expert's episodes (3072 cut 10%; scripts/budget_cuts.py, 40 train tasks)
     max_trajectory_length=3584,

@@ -41,6 +41,6 @@ SPEC = EnvSpec(
     app="agentgym.textcraft.app",
     tasks="agentgym.textcraft.data:task_list",
     splits="a fixed-seed permutation of the 544 goals: test 100 tasks, dev 50, train the other 394",
-    expert="openmanus_rl.experts.textcraft:TextCraftExpert",
+    expert="agentgym.textcraft.expert:TextCraftExpert",
     max_turns=12,  # its expert takes 4.3 actions on average on test tasks (deeper recipes than train)
 )

@@ -43,6 +43,6 @@ SPEC = EnvSpec(
     app="agentgym.webshop.app",
     tasks="agentgym.webshop.data:task_list",
     splits="test: goals 0-499, dev: 500-699, train: 700 onwards",
-    expert="openmanus_rl.experts.webshop:WebShopExpert",
+    expert="agentgym.webshop.expert:WebShopExpert",
     max_turns=8,  # its expert's episodes on train tasks take 3-7 actions
 )

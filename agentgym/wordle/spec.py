@@ -30,6 +30,6 @@ SPEC = EnvSpec(
     tasks="agentgym.wordle.data:task_list",
     splits="2,135 secret words (common English words from SCOWL), task id = seed: test ids 0-199, dev 200-299, "
     "train 300-2134",
-    expert="openmanus_rl.experts.wordle:WordleExpert",
+    expert="agentgym.wordle.expert:WordleExpert",
     max_turns=8,  # six guesses, and a word outside the list costs none
 )

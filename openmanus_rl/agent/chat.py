@@ -23,8 +23,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from agentgym.expert import TRUNCATION_MARKER
+
 _USER, _MODEL, _OBS = "\u2063USER\u2063", "\u2063MODEL\u2063", "\u2063OBS\u2063"
-TRUNCATION_MARKER = " [truncated]"  # ends an observation the agent cut to its token limit
 
 
 class ChatFormat:

@@ -7,9 +7,10 @@ template.  `ExpertGenerator` stands in for the model inside `OpenManusAgent`
 `evaluate_expert` plays an expert over HTTP and reports its success rate.
 """
 
-from .registry import EXPERTS, Expert, format_reply, get_expert, register_expert
+from agentgym.webshop.expert import WebShopExpert
+
+from .registry import EXPERTS, Expert, format_reply, get_expert, register_expert, reply
 from .rollout import ExpertGenerator, ExpertScore, ExpertTurn, evaluate_expert, last_observation, split_task_ids
-from .webshop import WebShopExpert
 
 __all__ = [
     "EXPERTS",
@@ -23,5 +24,6 @@ __all__ = [
     "get_expert",
     "last_observation",
     "register_expert",
+    "reply",
     "split_task_ids",
 ]

@@ -1,10 +1,9 @@
 """Expert policies, registered by env name, and how their actions become model replies.
 
-An `Expert` plays one episode at a time: `Expert.reset` starts a new one,
-`Expert.act` maps the observation text (exactly what the agent would see)
-to the env action (``search[red shoes]``, ``click[buy now]``...) and leaves a
-short reasoning line in ``last_thought``.  `format_reply` writes that
-thought and action as the model's reply in an action template's format
+An `Expert` (`agentgym.expert`; each env's lives in ``agentgym/<env>/expert.py``) plays one episode at a
+time: `Expert.reset` starts a new one, `Expert.act` maps the observation text (exactly what the agent would
+see) to the env action and leaves a short reasoning line in ``last_thought``.  `reply` and `format_reply`
+write that thought and action as the model's reply in an action template's format
 (`ActionTemplate.format_reply`), so the template's own ``parse`` reads the
 same action back:
 
@@ -21,58 +20,13 @@ outside; `get_expert` builds one.
 from __future__ import annotations
 
 import inspect
-import random
 import re
-from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
+from agentgym.expert import Expert
 from agentgym.spec import load_object
 from openmanus_rl.agent.templates import ActionTemplate, get_action_template
 from openmanus_rl.envs.specs import ENV_SPECS, EnvSpec
-
-
-class Expert(ABC):
-    """A scripted policy for one env: ``reset()``, then ``act(observation)`` once per turn.
-
-    ``noise`` in [0, 1] is how often the expert strays from its best action (each expert says how), drawn
-    from ``rng``, seeded by ``seed``; ``noise=0`` is deterministic.
-    """
-
-    env_name: ClassVar[str] = ""
-
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        if not 0.0 <= noise <= 1.0:
-            raise ValueError(f"noise must be in [0, 1], got {noise}")
-        self.noise, self.seed, self.rng = noise, seed, random.Random(seed)
-        self.last_thought = ""
-        self.steps = 0
-
-    def reset(self, seed: int | None = None) -> None:
-        """Start a new episode (``seed``: re-seed the expert's randomness)."""
-        self.last_thought = ""
-        self.steps = 0
-        if seed is not None:
-            self.seed, self.rng = seed, random.Random(seed)
-
-    def noisy(self) -> bool:
-        """Whether to stray this time: true with probability ``noise``."""
-        return self.noise > 0 and self.rng.random() < self.noise
-
-    def _do(self, action: str, thought: str) -> str:
-        """Count a step, keep its thought, and return ``action`` (what `act` ends with)."""
-        self.steps += 1
-        self.last_thought = thought
-        return action
-
-    @abstractmethod
-    def act(self, observation: str) -> str:
-        """The env action for ``observation``; sets ``last_thought``."""
-
-    def reply(self, observation: str, template: ActionTemplate | str, spec: EnvSpec | None = None) -> str:
-        """`act` on ``observation`` and write thought and action as a reply in ``template``'s format."""
-        action = self.act(observation)
-        return format_reply(template, action, self.last_thought, spec)
-
 
 ExpertFactory = Callable[..., Expert]
 EXPERTS: dict[str, ExpertFactory] = {}
@@ -114,6 +68,12 @@ def _clean_thought(thought: str) -> str:
     """One line that no template could mistake for an action marker."""
     text = _THOUGHT_BANNED.sub(" ", " ".join(thought.split()))
     return " ".join(text.split()) or "I decide the next step."
+
+
+def reply(expert: Expert, observation: str, template: ActionTemplate | str, spec: EnvSpec | None = None) -> str:
+    """``expert.act(observation)``, written with its thought as a reply in ``template``'s format (`format_reply`)."""
+    action = expert.act(observation)
+    return format_reply(template, action, expert.last_thought, spec)
 
 
 def format_reply(template: ActionTemplate | str, action: str, thought: str = "", spec: EnvSpec | None = None) -> str:

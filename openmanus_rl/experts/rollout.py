@@ -34,7 +34,7 @@ from openmanus_rl.agent.trajectory import Trajectory
 from openmanus_rl.envs import ENV_SPECS, EnvClient, EnvSpec, RetryPolicy, get_env_spec
 from verl.protocol import DataProto
 
-from .registry import Expert, get_expert
+from .registry import Expert, get_expert, reply
 
 FIRST_OBSERVATION_MARKER = "\n\nObservation:\n"  # `openmanus_agent.first_user_text` puts the observation after it
 
@@ -140,9 +140,9 @@ class ExpertGenerator:
             ids = [int(x) for x in prompt]
             first, expert, spec, new = self._expert_for(int(seed), ids)
             observation = last_observation(self.chat, ids, first_turn=new)
-            reply = expert.reply(observation, self.template, spec)
-            out_ids.append(self.reply_ids(reply, max_tokens))
-            self.episodes[first].append(ExpertTurn(observation, reply, self.template.parse(reply, spec).action or ""))
+            text = reply(expert, observation, self.template, spec)
+            out_ids.append(self.reply_ids(text, max_tokens))
+            self.episodes[first].append(ExpertTurn(observation, text, self.template.parse(text, spec).action or ""))
             self._waiting[turn_seed(int(seed), 1)] = (first, expert, spec)
         return DataProto.from_dict(
             non_tensors={

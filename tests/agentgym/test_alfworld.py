@@ -234,7 +234,7 @@ def test_a_waiting_step_takes_the_engines_before_waiting_resets() -> None:
 
 # ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_observations() -> None:
-    from openmanus_rl.experts.alfworld import available_actions, read_task, split_list
+    from agentgym.alfworld.expert import available_actions, read_task, split_list
 
     assert read_task("put a clean mug in coffeemachine") == ("clean", "mug", "coffeemachine")
     assert read_task("find two cd and put them in dresser") == ("two", "cd", "dresser")
@@ -248,8 +248,8 @@ def test_expert_reads_the_observations() -> None:
 
 @pytest.mark.slow
 def test_expert_wins_twenty_test_tasks_in_process() -> None:
+    from agentgym.alfworld.expert import AlfWorldExpert
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.alfworld import AlfWorldExpert
 
     expert = get_expert("alfworld")
     assert isinstance(expert, AlfWorldExpert)
@@ -271,15 +271,15 @@ def test_expert_wins_twenty_test_tasks_in_process() -> None:
 
 
 def test_expert_replies_in_each_template_and_noise_takes_detours() -> None:
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("alfworld")
-    reply = expert.reply(shown(ROOM1, START1), "react", SPEC)
-    assert reply == ("Thought: I look for a laptop. I have not checked the armchair 1 yet.\nAction: go to armchair 1")
+    react = reply(expert, shown(ROOM1, START1), "react", SPEC)
+    assert react == ("Thought: I look for a laptop. I have not checked the armchair 1 yet.\nAction: go to armchair 1")
     at = shown(
         "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.", AT_SIDETABLE2
     )
-    assert expert.reply(at, "xml", SPEC) == (
+    assert reply(expert, at, "xml", SPEC) == (
         "<think>I take the laptop 2 I see here.</think>\n<action>take laptop 2 from sidetable 2</action>"
     )
     fresh = get_expert("alfworld")

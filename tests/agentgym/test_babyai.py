@@ -272,7 +272,7 @@ def test_oracle_solves_the_test_tasks_it_can_with_minigrids_reward() -> None:
 
 # ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_mission_and_the_view() -> None:
-    from openmanus_rl.experts.babyai import Desc, Step, parse_mission, read_view
+    from agentgym.babyai.expert import Desc, Step, parse_mission, read_view
 
     assert parse_mission(
         "put the red box next to a grey door and open a purple door after you pick up a key and go to the yellow box"
@@ -296,8 +296,8 @@ def test_expert_reads_the_mission_and_the_view() -> None:
 
 
 def test_expert_plays_the_first_40_test_tasks_in_process() -> None:
+    from agentgym.babyai.expert import BabyAIExpert
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.babyai import BabyAIExpert
 
     expert, env, failed = get_expert("babyai"), BabyAIEnv(), []
     assert isinstance(expert, BabyAIExpert)
@@ -319,13 +319,13 @@ def test_expert_plays_the_first_40_test_tasks_in_process() -> None:
 
 def test_expert_replies_in_each_template_and_noise_only_changes_the_pace() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("babyai")
-    react = expert.reply(TASK0_OBS, "react", SPEC)
+    react = reply(expert, TASK0_OBS, "react", SPEC)
     assert react == "Thought: I see the red ball I must reach: red ball 1; I go to it.\nAction: go to red ball 1"
     expert.reset(seed=26)
-    xml = expert.reply(TASK26_VIEW, "xml", SPEC)
+    xml = reply(expert, TASK26_VIEW, "xml", SPEC)
     assert xml == "<think>I do not see the purple box, so I turn to look around.</think>\n<action>turn left</action>"
     assert get_action_template("xml").parse(xml, SPEC).action == "turn left"
     assert expert.act("garbage") == "check available actions"

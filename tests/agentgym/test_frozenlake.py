@@ -203,8 +203,8 @@ def test_shortest_path_avoids_holes_and_reports_none() -> None:
 
 # ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_map_and_plays_every_test_task_in_process() -> None:
+    from agentgym.frozenlake.expert import FrozenLakeExpert, read_map
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.frozenlake import FrozenLakeExpert, read_map
 
     assert read_map(TASK1_OBS) == [list("PHFHF"), list("FHFFF"), list("FFFFF"), list("FFFFF"), list("FFFHG")]
     assert read_map("You moved up.") is None
@@ -225,12 +225,13 @@ def test_expert_reads_the_map_and_plays_every_test_task_in_process() -> None:
 
 def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("frozenlake")
-    react = expert.reply(TASK1_OBS, "react", SPEC)
+    react = reply(expert, TASK1_OBS, "react", SPEC)
     assert react == "Thought: The goal is 8 moves away on a path around the holes, so I move down.\nAction: down"
-    xml = expert.reply(
+    xml = reply(
+        expert,
         view("You moved down.", ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"], "Moves left: 29."),
         "xml",
         SPEC,

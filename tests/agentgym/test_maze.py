@@ -183,8 +183,8 @@ def play(expert: Any, env: MazeEnv, task_id: int) -> tuple[float, int]:
 
 
 def test_expert_maps_the_maze_from_the_observations_and_solves_every_test_task() -> None:
+    from agentgym.maze.expert import MazeExpert, View, read_view
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.maze import MazeExpert, View, read_view
 
     assert read_view(TASK3_OBS) == View((8, 6), (1, 4), frozenset({"up", "down"}), 50)
     assert read_view(TASK0_WON) == View((8, 6), (8, 6), frozenset({"down", "left", "right"}), 38)
@@ -200,15 +200,16 @@ def test_expert_maps_the_maze_from_the_observations_and_solves_every_test_task()
 
 def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("maze")
-    react = expert.reply(TASK0_OBS, "react", SPEC)
+    react = reply(expert, TASK0_OBS, "react", SPEC)
     assert react == (
         "Thought: The goal at 8, 6 is at least 12 moves away through corridors I have not seen yet, so I "
         "move right.\nAction: move right"
     )
-    xml = expert.reply(
+    xml = reply(
+        expert,
         f"You moved down and reached the goal. {WHERE} 7, 6. There are walls to your left, to your "
         "right. Moves left: 9.",
         "xml",

@@ -24,7 +24,7 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
     assert (spec.app, spec.tasks, spec.expert) == (
         "agentgym.webshop.app",
         "agentgym.webshop.data:task_list",
-        "openmanus_rl.experts.webshop:WebShopExpert",
+        "agentgym.webshop.expert:WebShopExpert",
     )
     assert ENVS == {
         "alfworld": "agentgym.alfworld.app",

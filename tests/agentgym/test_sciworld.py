@@ -182,7 +182,7 @@ def test_the_shipped_description_index_is_the_simulators(env: SciWorldEnv) -> No
     import json
     from importlib.metadata import version
 
-    from openmanus_rl.experts.sciworld import SHIPPED_INDEX, description_index, description_key
+    from agentgym.sciworld.expert import SHIPPED_INDEX, description_index, description_key
 
     shipped = json.loads(SHIPPED_INDEX.read_text())
     assert shipped["scienceworld"] == version("scienceworld") == "1.2.3"
@@ -209,9 +209,9 @@ def test_the_expert_recognises_the_task_and_wins_over_http() -> None:
 def test_variations_that_start_alike_are_told_apart_by_a_later_observation(env: SciWorldEnv, data_idx: int) -> None:
     """3038 and 3188 (find a living thing) show the same task and the same first room; their gold paths part after
     the look around outside, which shows which one this is: the expert wins either, keeping only the right one."""
+    from agentgym.sciworld.expert import SciWorldExpert
     from agentgym.sciworld.spec import SPEC
     from openmanus_rl.envs.client import first_observation
-    from openmanus_rl.experts.sciworld import SciWorldExpert
 
     expert = SciWorldExpert()
     try:

@@ -252,8 +252,8 @@ def test_parse_board_and_solve_refuse_what_they_cannot_read_or_solve() -> None:
 
 # ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_room_and_plays_test_tasks_in_process() -> None:
+    from agentgym.sokoban.expert import SokobanExpert, read_board
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.sokoban import SokobanExpert, read_board
 
     assert read_board(TASK0_OBS) == level(0)
     assert read_board("You moved up.") is None and read_board(view("x", ["# @ $ #"], "")) is None
@@ -274,15 +274,15 @@ def test_expert_reads_the_room_and_plays_test_tasks_in_process() -> None:
 
 def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("sokoban")
     expert.reset(seed=0)
     env = SokobanEnv()
-    react = expert.reply(env.reset(1), "react", SPEC)
+    react = reply(expert, env.reset(1), "react", SPEC)
     assert react == "Thought: I walk down to get into position; my plan has 9 more moves after this one.\nAction: down"
     observation = env.step("right").observation  # not the planned move: the expert solves again
-    xml = expert.reply(observation, "xml", SPEC)
+    xml = reply(expert, observation, "xml", SPEC)
     assert xml == (
         "<think>I walk left to get into position; my plan has 10 more moves after this one.</think>\n"
         "<action>left</action>"

@@ -218,8 +218,8 @@ def test_planner_refuses_a_goal_it_cannot_reach() -> None:
 
 # ---------------------------------------------------------------------- the expert, in process
 def test_expert_reads_the_listing_and_plays_every_task_in_process() -> None:
+    from agentgym.textcraft.expert import TextCraftExpert, read_commands
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.textcraft import TextCraftExpert, read_commands
 
     recipes, goal = read_commands(CRAFTING_TABLE_OBS)
     assert goal == "crafting table" and len(recipes) == 19
@@ -241,13 +241,13 @@ def test_expert_reads_the_listing_and_plays_every_task_in_process() -> None:
 
 def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("textcraft")
     expert.reset(seed=0)
-    react = expert.reply(CRAFTING_TABLE_OBS, "react", SPEC)  # the first listed planks recipe: oak
+    react = reply(expert, CRAFTING_TABLE_OBS, "react", SPEC)  # the first listed planks recipe: oak
     assert react == "Thought: No crafting command makes oak logs, so I get it.\nAction: get 1 oak logs"
-    xml = expert.reply("Got 1 oak logs", "xml", SPEC)
+    xml = reply(expert, "Got 1 oak logs", "xml", SPEC)
     assert xml == (
         "<think>I need oak planks on the way to crafting table, and I hold its ingredients, so I craft "
         "it.</think>\n<action>craft 4 oak planks using 1 oak logs</action>"

@@ -204,8 +204,8 @@ def test_solver_filters_the_answers_by_every_colour_seen() -> None:
 
 
 def test_expert_wins_every_test_task_from_the_colours_alone() -> None:
+    from agentgym.wordle.expert import WordleExpert, read_history
     from openmanus_rl.experts import get_expert
-    from openmanus_rl.experts.wordle import WordleExpert, read_history
 
     assert read_history(RAISE_ON_0) == {1: ("raise", "b y b g b")}
     assert read_history(WON_0) == {1: ("raise", "b y b g b"), 2: ("angst", "g g g g g")}
@@ -229,13 +229,13 @@ def test_expert_wins_every_test_task_from_the_colours_alone() -> None:
 
 def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words() -> None:
     from openmanus_rl.agent.templates import get_action_template
-    from openmanus_rl.experts import get_expert
+    from openmanus_rl.experts import get_expert, reply
 
     expert = get_expert("wordle")
-    assert expert.reply(START_OBS, "react", SPEC) == (
+    assert reply(expert, START_OBS, "react", SPEC) == (
         "Thought: No guesses yet, so I open with raise, which splits the answers best.\nAction: r a i s e"
     )
-    xml = expert.reply(RAISE_ON_0, "xml", SPEC)
+    xml = reply(expert, RAISE_ON_0, "xml", SPEC)
     assert xml == (
         "<think>19 words fit the colours so far; slash splits them best, so I guess it.</think>\n"
         "<action>s l a s h</action>"

@@ -13,8 +13,8 @@ import requests
 from agent_helpers import Reply, ScriptedGenerator, task_batch, text_policy
 from gateway_helpers import EOT, row
 
+from agentgym.webshop.expert import WebShopExpert
 from examples.webshop_openai_agent import DEFAULT_ENV_URL, MAX_TURNS, NUDGE, action, env_url
-from openmanus_rl.experts.webshop import WebShopExpert
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
 PROGRAM = "examples.webshop_openai_agent:play"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agentgym.webshop.expert import parse_instruction, read_page, search_keywords
 from openmanus_rl.agent import OpenManusAgent, get_action_template
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.envs import get_env_spec
@@ -26,8 +27,8 @@ from openmanus_rl.experts import (
     format_reply,
     get_expert,
     register_expert,
+    reply,
 )
-from openmanus_rl.experts.webshop import parse_instruction, read_page, search_keywords
 from verl.protocol import DataProto
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +121,7 @@ def test_reply_texts_are_literal():
 
 def test_expert_reply_uses_the_template():
     expert = WebShopExpert()
-    assert expert.reply(START_PAGE, "xml", WEBSHOP) == (
+    assert reply(expert, START_PAGE, "xml", WEBSHOP) == (
         "<think>I search for the product the instruction describes.</think>\n"
         "<action>search[box protein bars non gmo high whey flavor cinnamon roll size 24 count]</action>"
     )

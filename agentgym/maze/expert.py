@@ -24,9 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agentgym.maze.plan import MOVES, SIDES, shortest_path
-
-from .registry import Expert
+from ..expert import Expert
+from .plan import MOVES, SIDES, shortest_path
 
 Cell = tuple[int, int]
 DEFAULT_MAX_STEPS = 50

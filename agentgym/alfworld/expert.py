@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .registry import Expert
+from ..expert import Expert
 
 ACTIONS_PREFIX = "AVAILABLE ACTIONS: "
 FALLBACK = "look"

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 
-from agentgym.frozenlake.plan import MOVES, shortest_path
-
-from .registry import Expert
+from ..expert import Expert
+from .plan import MOVES, shortest_path
 
 DEFAULT_MAX_STEPS = 30
 FALLBACK = "up"

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import re
 
-from agentgym.sokoban.data import MOVES, Board, advance, parse_board
-from agentgym.sokoban.plan import solve
-
-from .registry import Expert
+from ..expert import Expert
+from .data import MOVES, Board, advance, parse_board
+from .plan import solve
 
 DEFAULT_MAX_STEPS = 60
 FALLBACK = "up"

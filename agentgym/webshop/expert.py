@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .registry import Expert
+from ..expert import Expert
 
 SEP = "[SEP]"
 TRUNCATED = "[truncated]"

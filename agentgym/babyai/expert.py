@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .registry import Expert
+from ..expert import Expert
 
 _THING = re.compile(r"^There is an? (?:(open|closed|locked) )?(\w+) (key|ball|box|door) (\d+) (.*)\.$")
 _FRONT = re.compile(r"(\d+) steps in front of you")

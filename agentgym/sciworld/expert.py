@@ -8,7 +8,7 @@ It keeps an index of every variation's task description (`description_index`:
 each description's SHA-256 prefix -> its variations; the one for the ScienceWorld
 version pinned here ships beside this module, `sciworld_descriptions.json`; for
 any other version it is built once with its own JVM, about 3 minutes, and cached
-on disk: `python -m openmanus_rl.experts.sciworld` rewrites the shipped one), loads each
+on disk: `python -m agentgym.sciworld.expert` rewrites the shipped one), loads each
 variation with that description in its own simulator and keeps those whose
 ``look around`` has every word it was shown as often and the fewest words
 besides (the simulator lists a room's objects in no fixed order; a last word
@@ -41,13 +41,11 @@ from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
-from agentgym.cache import cache_root
-from agentgym.sciworld.data import NUM_TASKS, task
-from agentgym.sciworld.env import SciWorldEnv
-from agentgym.server import EpisodeStateError
-
-from ..agent.chat import TRUNCATION_MARKER
-from .registry import Expert
+from ..cache import cache_root
+from ..expert import TRUNCATION_MARKER, Expert
+from ..server import EpisodeStateError
+from .data import NUM_TASKS, task
+from .env import SciWorldEnv
 
 FALLBACK = "look around"
 SHIPPED_INDEX = Path(__file__).with_name("sciworld_descriptions.json")

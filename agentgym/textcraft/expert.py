@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import re
 
-from agentgym.textcraft.data import Recipe, parse_craft
-from agentgym.textcraft.plan import NoPlan, plan
-
-from .registry import Expert
+from ..expert import Expert
+from .data import Recipe, parse_craft
+from .plan import NoPlan, plan
 
 DEFAULT_MAX_STEPS = 50
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?$", re.MULTILINE)

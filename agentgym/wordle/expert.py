@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import re
 
-from agentgym.wordle.data import spell
-from agentgym.wordle.plan import consistent, solver_guess
-
-from .registry import Expert
+from ..expert import Expert
+from .data import spell
+from .plan import consistent, solver_guess
 
 _GUESS_LINE = re.compile(r"^Guess (\d+): ((?:[a-z] ){4}[a-z]) -> ((?:[gyb] ){4}[gyb])$", re.MULTILINE)
 
