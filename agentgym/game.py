@@ -42,3 +42,18 @@ def parse_move(action: str, prefixes: tuple[str, ...] = ("move", "go")) -> str |
     pattern = rf"^(?:(?:{prefix}) )?({'|'.join(DIRECTIONS)})$" if prefixes else rf"^({'|'.join(DIRECTIONS)})$"
     match = re.match(pattern, " ".join(action.lower().split()).removesuffix("."))
     return match.group(1) if match else None
+
+
+def last_grid(observation: str, row: re.Pattern[str]) -> list[str] | None:
+    """The last run of consecutive lines of ``observation`` that match ``row`` (stripped), e.g. the last map or
+    room an env printed; None when no line matches."""
+    blocks: list[list[str]] = []
+    previous = False
+    for line in observation.splitlines():
+        matched = bool(row.match(line.strip()))
+        if matched and not previous:
+            blocks.append([])
+        if matched:
+            blocks[-1].append(line.strip())
+        previous = matched
+    return blocks[-1] if blocks else None

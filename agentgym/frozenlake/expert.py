@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ..expert import Expert
+from ..game import last_grid
 from .plan import MOVES, shortest_path
 
 DEFAULT_MAX_STEPS = 30
@@ -30,16 +31,8 @@ _MOVES_LEFT = re.compile(r"Moves left: (\d+)")
 
 def read_map(observation: str) -> list[list[str]] | None:
     """The last map printed in ``observation``, as rows of cells, or None."""
-    blocks: list[list[list[str]]] = []
-    previous = False
-    for line in observation.splitlines():
-        row = _ROW.match(line.strip())
-        if row and not previous:
-            blocks.append([])
-        if row:
-            blocks[-1].append(line.split())
-        previous = bool(row)
-    return blocks[-1] if blocks else None
+    grid = last_grid(observation, _ROW)
+    return [line.split() for line in grid] if grid else None
 
 
 class FrozenLakeExpert(Expert):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ..expert import Expert
+from ..game import last_grid
 from .data import MOVES, Board, advance, parse_board
 from .plan import solve
 
@@ -31,17 +32,9 @@ _MOVES_LEFT = re.compile(r"Moves left: (\d+)")
 
 def read_board(observation: str) -> Board | None:
     """The last room printed in ``observation``, or None."""
-    blocks: list[list[str]] = []
-    previous = False
-    for line in observation.splitlines():
-        row = _ROW.match(line.strip())
-        if row and not previous:
-            blocks.append([])
-        if row:
-            blocks[-1].append(line.strip())
-        previous = bool(row)
+    grid = last_grid(observation, _ROW)
     try:
-        return parse_board(blocks[-1]) if blocks else None
+        return parse_board(grid) if grid else None
     except ValueError:
         return None
 
