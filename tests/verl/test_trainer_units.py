@@ -683,6 +683,38 @@ def test_an_estimator_from_one_file_with_its_options_trains(tiny_model_path, tas
         load(*overrides(tiny_model_path, task_files, "algorithm.adv_estimator=recipe_estimator:x"))
 
 
+RECIPE_REWARD = """
+from verl.utils.reward_score import register
+
+
+@register("turn_penalised_success")
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return float(extra_info["success"]) - 0.01 * extra_info["num_turns"]
+"""
+
+
+def test_a_reward_module_from_one_file_scores_the_rows(tiny_model_path, task_files, monkeypatch, tmp_path):
+    """README's "add a reward" recipe with the module outside verl/utils/reward_score/: one file, named in
+    algorithm.reward_score_fn as package.module:name."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils import reward_score
+
+    (tmp_path / "recipe_reward.py").write_text(RECIPE_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(reward_score, "SUPPORTED_REWARD_SCORE_FNS", dict(reward_score.SUPPORTED_REWARD_SCORE_FNS))
+    monkeypatch.delitem(__import__("sys").modules, "recipe_reward", raising=False)
+    cfg = load(
+        *overrides(tiny_model_path, task_files, "algorithm.reward_score_fn=recipe_reward:turn_penalised_success")
+    )
+    assert cfg.algorithm.reward_score_fn == "turn_penalised_success"
+    batch = rollout_like_batch()
+    RayPPOTrainer(cfg, TEXT_STUB).reward_manager(batch)
+    # row 0: success in 2 turns -> 1 - 0.02 on its last model token; row 1: failure in 1 turn -> -0.01
+    torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.98, -0.01]))
+    with pytest.raises(ConfigError, match=r"reward_score_fn: recipe_reward registers no reward named 'nope'; known"):
+        load(*overrides(tiny_model_path, task_files, "algorithm.reward_score_fn=recipe_reward:nope"))
+
+
 def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 

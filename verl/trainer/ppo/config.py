@@ -167,25 +167,30 @@ class PPOConfig:
 
 def load_config(overrides: list[str] | None = None, check_files: bool = True) -> PPOConfig:
     """Compose ``ppo_trainer.yaml`` with the overrides, type-check, validate, then fill in the values derived
-    from others (`derive`); raises `ConfigError` on the first problem. An estimator named as
-    ``algorithm.adv_estimator=package.module:name`` is imported first (so its options section can be typed)
-    and the run knows it as ``name``."""
-    overrides = [_estimator_override(item) for item in overrides or []]
+    from others (`derive`); raises `ConfigError` on the first problem. An estimator or a reward module named
+    as ``package.module:name`` (``algorithm.adv_estimator``, ``algorithm.reward_score_fn``) is imported first (so
+    an estimator's options section can be typed) and the run knows it as ``name``."""
+    overrides = [_import_override(item) for item in overrides or []]
     cfg = load_yaml_config(PPOConfig, "ppo_trainer", overrides, "config")
     validate(cfg, check_files=check_files)
     derive(cfg)
     return cfg
 
 
-def _estimator_override(item: str) -> str:
-    """``algorithm.adv_estimator=package.module:name`` -> ``algorithm.adv_estimator=name``, its module imported."""
-    key, sep, value = item.partition("=")
-    if key.lstrip("+") != "algorithm.adv_estimator" or ":" not in value:
+def _import_override(item: str) -> str:
+    """``algorithm.adv_estimator=package.module:name`` or ``algorithm.reward_score_fn=package.module:name`` ->
+    ``...=name``, its module imported (it registers ``name``)."""
+    from verl.utils.reward_score import load_reward_score
+
+    loaders = {"algorithm.adv_estimator": core_algos.load_estimator, "algorithm.reward_score_fn": load_reward_score}
+    key, _, value = item.partition("=")
+    loader = loaders.get(key.lstrip("+"))
+    if loader is None or ":" not in value:
         return item
     try:
-        return f"{key}={core_algos.load_estimator(value)}"
+        return f"{key}={loader(value)}"
     except ValueError as exc:
-        raise ConfigError(f"algorithm.adv_estimator: {exc}") from None
+        raise ConfigError(f"{key.lstrip('+')}: {exc}") from None
 
 
 def derive(cfg: PPOConfig) -> None:

@@ -6,7 +6,9 @@ A reward module is a file in this folder with a function decorated by `register`
     def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float | dict: ...
 
 Every module in this folder is imported with the package, so the decorator is the only
-registration. A dict must hold ``"score"``; other keys are logged as ``reward/<name>/<key>/mean``.
+registration; a module outside it is named as ``algorithm.reward_score_fn=package.module:name``
+and imported first (`load_reward_score`). A dict must hold ``"score"``; other keys are logged as
+``reward/<name>/<key>/mean``.
 ``algorithm.reward_score_fn=<name>`` selects a function for every row; with ``null`` each row's
 ``data_source`` picks the function registered for it (`DATA_SOURCE_TO_FN`): a single-turn
 dataset names its module with ``data_sources``, and each env's spec names its module
@@ -24,6 +26,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from typing import Any, Callable
+
+from verl.utils.imports import import_named_module
 
 ScoreFn = Callable[..., Any]
 
@@ -54,6 +58,18 @@ def register(name: str, data_sources: tuple[str, ...] = ()) -> Callable[[ScoreFn
         return fn
 
     return add
+
+
+def load_reward_score(spec: str) -> str:
+    """The registered name ``spec`` selects: a name itself, or ``package.module:name``, whose module is imported
+    first (its ``@register(name)`` registers it), so a reward module may live in any file."""
+    module, sep, name = spec.rpartition(":")
+    if sep:
+        import_named_module(spec, "reward module")
+    if name not in SUPPORTED_REWARD_SCORE_FNS:
+        where = f"{module} registers no reward named '{name}'" if sep else f"unknown reward score '{name}'"
+        raise ValueError(f"{where}; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
+    return name
 
 
 def get_reward_score_fn(name: str | None, data_source: str | None = None) -> tuple[str, ScoreFn]:
