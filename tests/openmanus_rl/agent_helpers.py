@@ -99,3 +99,13 @@ class StreamingScriptedGenerator(ScriptedGenerator):
     def cancel_generation(self) -> None:
         self.cancelled += 1
         self.queue = []
+
+
+SMALL_AGENT = {  # the agent limits the tiny-engine rollout tests share: 2 samples, 3 turns, short replies
+    "n": 2,
+    "max_turns": 3,
+    "max_response_length": 24,
+    "max_obs_length": 64,
+    "max_prompt_length": 512,
+    "max_trajectory_length": 768,
+}

@@ -9,20 +9,13 @@ import time
 
 import pytest
 import torch
-from agent_helpers import StreamingScriptedGenerator, task_batch, text_policy
+from agent_helpers import SMALL_AGENT, StreamingScriptedGenerator, task_batch, text_policy
 
 from openmanus_rl.agent import AgentConfig, OpenManusAgent, trajectory_seed, turn_seed
 
 pytestmark = pytest.mark.in_process_engine
 
-CONFIG = {
-    "n": 2,
-    "max_turns": 3,
-    "max_response_length": 24,
-    "max_obs_length": 64,
-    "max_prompt_length": 512,
-    "max_trajectory_length": 768,
-}
+CONFIG = SMALL_AGENT
 SLOW_S = 2.0
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from agent_helpers import task_batch
+from agent_helpers import SMALL_AGENT, task_batch
 from engine_helpers import Recording
 
 from openmanus_rl.agent import OpenManusAgent
@@ -16,12 +16,7 @@ HEAD, TAIL, EOT = [198, 1, 4093, 198], [2, 198, 1, 520, 9531, 198], 2
 
 
 CONFIG = {
-    "n": 2,
-    "max_turns": 3,
-    "max_response_length": 24,
-    "max_obs_length": 64,
-    "max_prompt_length": 512,
-    "max_trajectory_length": 768,
+    **SMALL_AGENT,
     "reward_components": {"goal": 1.0, "format": 0.1, "length": {"weight": 0.1, "max_length": 40}},
 }
 
