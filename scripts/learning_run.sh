@@ -10,8 +10,8 @@
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
 # update itself, no separate pass), lr 5e-6 with a KL loss to the warm start (coefficient 0.02, low_var_kl: one
-# reference pass a step), dynamic sampling on: the recipe of results/learning_v3 (+0.18 success on the 500 WebShop
-# test goals in 14 steps; lr 2e-5 without the KL term gave +0.034, results/learning_v2_500). Gradient checkpointing is
+# reference pass a step), dynamic sampling on: the recipe of docs/results/learning_v3 (+0.18 success on the 500 WebShop
+# test goals in 14 steps; lr 2e-5 without the KL term gave +0.034, docs/results/learning_v2_500). Gradient checkpointing is
 # off (the update ran 1.32x faster on box E for 0.6 GiB more peak RSS, docs/learning.md). The base model is evaluated
 # on --base_limit tasks only: it scores about 0 and its evaluation costs as much as the others'. Turn caps, token
 # budgets and observation cuts are the run's defaults (agent.* in ppo_trainer.yaml, the env's EnvSpec) everywhere: in
