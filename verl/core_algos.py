@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from verl.protocol import DataProto
-from verl.utils.imports import import_named_module
+from verl.utils.imports import import_registering_module
 
 # --------------------------------------------------------------------------- masked statistics
 
@@ -147,11 +147,9 @@ def get_estimator(name: str) -> Estimator:
 def load_estimator(spec: str) -> str:
     """The registered name ``spec`` selects: a registered name itself, or ``package.module:name``, whose module
     is imported first (its ``@register_adv_est(name)`` registers it), so an estimator may live in any file."""
-    module, sep, name = spec.rpartition(":")
-    if sep:
-        import_named_module(spec, "advantage estimator")
-        if name not in ESTIMATORS:
-            raise ValueError(f"advantage estimator '{spec}': {module} registers no estimator named '{name}'")
+    module, name = import_registering_module(spec, "advantage estimator")
+    if module and name not in ESTIMATORS:
+        raise ValueError(f"advantage estimator '{spec}': {module} registers no estimator named '{name}'")
     get_estimator(name)
     return name
 

@@ -1,5 +1,5 @@
 """Loading what a config names as ``package.module:attribute`` (a rollout plugin, an agent program, the module
-of an advantage estimator), with one rule for the import path and one error."""
+of an advantage estimator or a reward), with one rule for the import path and one error."""
 
 from __future__ import annotations
 
@@ -34,3 +34,14 @@ def load_target(target: str, what: str) -> Any:
     if not attribute or not hasattr(module, attribute):
         raise ValueError(f"{what} {target!r} cannot be loaded: {module.__name__} has no attribute {attribute!r}")
     return getattr(module, attribute)
+
+
+def import_registering_module(spec: str, what: str) -> tuple[str, str]:
+    """``(module, name)`` of a registry entry named as ``name`` or ``package.module:name``; in the second form
+    the module is imported first (`import_named_module`), so that it registers ``name``. ``module`` is ""
+    for a bare name."""
+    module, sep, name = spec.partition(":")
+    if not sep:
+        return "", spec
+    import_named_module(spec, what)
+    return module, name

@@ -27,7 +27,7 @@ import importlib
 import pkgutil
 from typing import Any, Callable
 
-from verl.utils.imports import import_named_module
+from verl.utils.imports import import_registering_module
 
 ScoreFn = Callable[..., Any]
 
@@ -63,11 +63,9 @@ def register(name: str, data_sources: tuple[str, ...] = ()) -> Callable[[ScoreFn
 def load_reward_score(spec: str) -> str:
     """The registered name ``spec`` selects: a name itself, or ``package.module:name``, whose module is imported
     first (its ``@register(name)`` registers it), so a reward module may live in any file."""
-    module, sep, name = spec.rpartition(":")
-    if sep:
-        import_named_module(spec, "reward module")
+    module, name = import_registering_module(spec, "reward module")
     if name not in SUPPORTED_REWARD_SCORE_FNS:
-        where = f"{module} registers no reward named '{name}'" if sep else f"unknown reward score '{name}'"
+        where = f"{module} registers no reward named '{name}'" if module else f"unknown reward score '{name}'"
         raise ValueError(f"{where}; known: {sorted(SUPPORTED_REWARD_SCORE_FNS)}")
     return name
 
