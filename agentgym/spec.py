@@ -35,6 +35,8 @@
 * ``replays``: the same task and the same actions give the same observations (every env
   here seeds its tasks), so an episode a crash interrupted resumes by replaying its journaled
   actions into a fresh env (`openmanus_rl.agent.journal`); False: such an episode starts over.
+* ``probe_actions``: a few actions for benchmarks and load tests (``scripts/bench_env.py``), a mix of moves the
+  env takes and words it must refuse.
 * ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
   that scores this env's rows; by default ``episode``, the episode's composed reward.
 * Where the rest lives, as dotted paths loaded only when needed (so a spec
@@ -78,6 +80,7 @@ class EnvSpec:
     max_trajectory_length: int = 3072
     demos_keep: Literal["successful", "progress"] = "successful"
     reset_timeout_s: float | None = None
+    probe_actions: tuple[str, ...] = ()
     reward_score: str = "episode"
     replays: bool = True
     app: str | None = None

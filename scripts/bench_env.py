@@ -6,15 +6,16 @@
     .venv/bin/python scripts/bench_env.py --env_name webshop --url http://127.0.0.1:36001
 
 Each client is a thread of this process with one env, talking through the agent's own client (`EnvClient`).
-It plays episodes on the env's test tasks, each step an action drawn (seeded) from the env's `ACTIONS` (a mix
-of valid moves and words the env must refuse), for up to 20 steps or until the episode ends; every ``/step``
-counts.  Envs whose every env is a JVM (SciWorld) get at most `JVM_CLIENTS` clients.  Clients compete with the
+It plays episodes on the env's test tasks, each step an action drawn (seeded) from its spec's ``probe_actions``
+(a mix of valid moves and words the env must refuse), for up to 20 steps or until the episode ends; every
+``/step`` counts.  Envs whose every env is a JVM (SciWorld) get at most `JVM_CLIENTS` clients.  Clients compete with the
 server for the CPU on a small machine, so the figures are a lower bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -33,29 +34,12 @@ from verl.utils.precision import describe_cpu
 EPISODE_STEPS = 20
 JVM_CLIENTS = 4
 JVM_ENVS = {"sciworld"}  # every env is a JVM of its own
-ACTIONS: dict[str, list[str]] = {
-    "webshop": [
-        "search[red shoes]",
-        "click[back to search]",
-        "click[next >]",
-        "click[description]",
-        "click[< prev]",
-        "search[women's shirt]",
-        "click[buy now]",
-    ],
-    "textcraft": ["inventory", "get 1 oak log", "craft 4 oak planks using 1 oak log", "get 2 stick", "dance"],
-    "babyai": ["turn left", "turn right", "move forward", "check available actions", "toggle", "fly"],
-    "sciworld": ["look around", "inventory", "open door to kitchen", "go to kitchen", "pick up thermometer", "wait1"],
-    "maze": ["move up", "move down", "move left", "move right", "jump"],
-    "wordle": ["r a i s e", "s h i r e", "c l o u d", "x x x x x"],
-    "frozenlake": ["up", "down", "left", "right", "swim"],
-    "sokoban": ["up", "down", "left", "right", "push"],
-}
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile: the smallest value with at least a share ``q`` of ``values`` at or below it."""
     ordered = sorted(values)
-    return ordered[int(q * (len(ordered) - 1))]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 class Player:
@@ -64,7 +48,7 @@ class Player:
     def __init__(self, env: str, url: str, seed: int, tasks: list[int]) -> None:
         self.client = EnvClient(get_env_spec(env), url, RetryPolicy(120.0, 0, 0.1))
         self.client.create()
-        self.actions, self.tasks = ACTIONS[env], tasks
+        self.actions, self.tasks = get_env_spec(env).probe_actions, tasks
         self.rng = random.Random(seed)
         self.step_s: list[float] = []
 
@@ -139,10 +123,11 @@ def main() -> None:
         "--resets", type=int, default=50, help="create+reset samples (default %(default)s; a tenth for JVM envs)"
     )
     args = parser.parse_args()
-    envs = sorted(ENVS) if args.env_name == "all" else [e.strip() for e in args.env_name.split(",")]
-    unknown = [e for e in envs if e not in ENVS or e not in ACTIONS]
+    benchable = [name for name in ENVS if get_env_spec(name).probe_actions]
+    envs = benchable if args.env_name == "all" else [e.strip() for e in args.env_name.split(",")]
+    unknown = [e for e in envs if e not in benchable]
     if unknown:
-        parser.error(f"no server or no benchmark actions for {unknown}; envs: {sorted(set(ENVS) & set(ACTIONS))}")
+        parser.error(f"no server or no benchmark actions for {unknown}; envs: {benchable}")
     if args.url and len(envs) != 1:
         parser.error("--url names one server: give one --env_name with it")
     counts = [int(c) for c in args.clients.split(",")]

@@ -26,6 +26,14 @@ SPEC = EnvSpec(
             {"action": text("the action as listed, e.g. go to countertop 1")},
         ),
     ),
+    probe_actions=(
+        "look",
+        "inventory",
+        "go to countertop 1",
+        "take apple 1 from countertop 1",
+        "open fridge 1",
+        "fly",
+    ),
     app="agentgym.alfworld.app",
     tasks="agentgym.alfworld.data:task_list",
     splits="3,600 games generated from ALFWorld's 120 room layouts, the six task types in turn: test ids 0-299, "

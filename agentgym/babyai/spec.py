@@ -48,6 +48,14 @@ SPEC = EnvSpec(
         EnvTool("check_available_actions", "List the actions you can take now.", "check available actions"),
     ),
     success_reward=0.01,
+    probe_actions=(
+        "turn left",
+        "turn right",
+        "move forward",
+        "check available actions",
+        "toggle",
+        "fly",
+    ),
     app="agentgym.babyai.app",
     tasks="agentgym.babyai.data:task_list",
     splits="4,000 tasks: AgentGym's 40 BabyAI levels x seeds 0-99 (task i: level i % 40, seed i // 40); "

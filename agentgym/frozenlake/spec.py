@@ -18,6 +18,13 @@ SPEC = EnvSpec(
         "You succeed when you reach G within 30 moves; every action, valid or not, uses a move."
     ),
     tools=(EnvTool("move", "Move one cell that way.", "{direction}", {"direction": choice("which way", *DIRECTIONS)}),),
+    probe_actions=(
+        "up",
+        "down",
+        "left",
+        "right",
+        "swim",
+    ),
     app="agentgym.frozenlake.app",
     tasks="agentgym.frozenlake.data:task_list",
     splits="1,300 seeded random maps (4x4, 5x5, 6x6 by task id): test ids 0-199, dev 200-299, train 300-1299",

@@ -26,6 +26,13 @@ SPEC = EnvSpec(
             {"direction": choice("which way", *DIRECTIONS)},
         ),
     ),
+    probe_actions=(
+        "move up",
+        "move down",
+        "move left",
+        "move right",
+        "jump",
+    ),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.maze.data:task_list",
     splits="26 start positions in one fixed double-T maze, task id = start (id % 26): test ids 0-25 (every start "

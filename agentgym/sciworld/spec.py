@@ -27,6 +27,14 @@ SPEC = EnvSpec(
             {"action": text("a short command, e.g. look around, go to kitchen, pick up thermometer")},
         ),
     ),
+    probe_actions=(
+        "look around",
+        "inventory",
+        "open door to kitchen",
+        "go to kitchen",
+        "pick up thermometer",
+        "wait1",
+    ),
     app="agentgym.sciworld.app",
     tasks="agentgym.sciworld.data:task_list",
     splits="4,639 (task, variation) pairs of 23 ScienceWorld tasks, split by ScienceWorld's own variation splits: "

@@ -26,6 +26,13 @@ SPEC = EnvSpec(
             {"direction": choice("which way", *DIRECTIONS)},
         ),
     ),
+    probe_actions=(
+        "up",
+        "down",
+        "left",
+        "right",
+        "push",
+    ),
     app="agentgym.sokoban.app",
     tasks="agentgym.sokoban.data:task_list",
     splits="1,300 generated rooms (6x6 or 7x7, 1 or 2 boxes, by task id): test ids 0-199, dev 200-299, train 300-1299",

@@ -38,6 +38,13 @@ SPEC = EnvSpec(
         ),
         EnvTool("inventory", "Show what you hold.", "inventory"),
     ),
+    probe_actions=(
+        "inventory",
+        "get 1 oak log",
+        "craft 4 oak planks using 1 oak log",
+        "get 2 stick",
+        "dance",
+    ),
     app="agentgym.textcraft.app",
     tasks="agentgym.textcraft.data:task_list",
     splits="a fixed-seed permutation of the 544 goals: test 100 tasks, dev 50, train the other 394",

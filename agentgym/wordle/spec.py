@@ -26,6 +26,12 @@ SPEC = EnvSpec(
             {"letters": text("the word's five lower-case letters separated by spaces, e.g. s h i r e")},
         ),
     ),
+    probe_actions=(
+        "r a i s e",
+        "s h i r e",
+        "c l o u d",
+        "x x x x x",
+    ),
     app="agentgym.lmrlgym.app",
     tasks="agentgym.wordle.data:task_list",
     splits="2,135 secret words (common English words from SCOWL), task id = seed: test ids 0-199, dev 200-299, "

@@ -20,11 +20,12 @@ import requests
 from agentgym.launcher import ENVS
 from agentgym.registry import get_env_spec
 from agentgym.spawn import ServerUrl
-from agentgym.spec import EnvSpec
+from agentgym.spec import EnvSpec, load_object
+from agentgym.splits import SPLIT_NAMES
 
 call = partial(json_call.call, timeout_s=120)  # a create may start a JVM, a reset load a planned game
 FAMILY_B = sorted(name for name in ENVS if get_env_spec(name).family == "B")
-NUM_TASKS = {
+KNOWN_NUM_TASKS = {
     "alfworld": 3600,
     "babyai": 4000,
     "frozenlake": 1300,
@@ -39,8 +40,14 @@ ACTION = "look"
 HUGE = 10**30
 
 
-def test_every_family_b_env_is_checked() -> None:
-    assert FAMILY_B == sorted(NUM_TASKS)
+def num_tasks(spec: EnvSpec) -> int:
+    """How many task ids the server takes (``0 <= id < n``): those of the env's train, dev and test lists."""
+    task_list = load_object(spec.tasks)
+    return len({task_id for split in SPLIT_NAMES for task_id, _ in task_list(split)})
+
+
+def test_the_task_lists_cover_each_known_env_s_task_range() -> None:
+    assert {name: num_tasks(get_env_spec(name)) for name in KNOWN_NUM_TASKS} == KNOWN_NUM_TASKS
 
 
 @pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in FAMILY_B])
@@ -69,7 +76,7 @@ def test_a_closed_env_is_gone_from_every_route(env: tuple[EnvSpec, ServerUrl]) -
 
 def test_bad_input_is_a_4xx_with_a_message_and_changes_nothing(env: tuple[EnvSpec, ServerUrl]) -> None:
     spec, server = env
-    p, field, n = spec.prefix, spec.reset_field, NUM_TASKS[spec.name]
+    p, field, n = spec.prefix, spec.reset_field, num_tasks(spec)
     env_id = call(server, "POST", f"{p}/create")["id"]
     call(server, "POST", f"{p}/reset", reset_body(spec, env_id, 1))
     before = call(server, "GET", f"{p}/observation", params={"id": env_id})

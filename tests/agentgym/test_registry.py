@@ -2,19 +2,23 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from agentgym import registry
 from agentgym.launcher import ENVS
 from agentgym.registry import ENV_SPECS, get_env_spec
 from agentgym.spec import load_object
 
-ALL = ["alfworld", "babyai", "frozenlake", "maze", "sciworld", "sokoban", "sqlgym", "textcraft", "webshop", "wordle"]
+KNOWN = ["alfworld", "babyai", "frozenlake", "maze", "sciworld", "sokoban", "sqlgym", "textcraft", "webshop", "wordle"]
+AGENTGYM = Path(registry.__file__).parent  # the agentgym package imported, wherever it lives
 
 
 def test_every_env_package_is_found_by_name():
-    assert set(ALL) <= set(ENV_SPECS)  # other tests register toy envs of their own in this process
-    assert all(get_env_spec(name).name == name for name in ALL)
+    packages = sorted(spec.parent.name for spec in AGENTGYM.glob("*/spec.py"))
+    assert set(KNOWN) <= set(packages) <= set(ENV_SPECS)  # other tests register toy envs of their own here
+    assert all(get_env_spec(name).name == name for name in packages)
     with pytest.raises(ValueError, match=r"unknown env 'chess'; registered envs: \['alfworld', 'babyai'"):
         get_env_spec("chess")
 
@@ -26,7 +30,7 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
         "agentgym.webshop.data:task_list",
         "agentgym.webshop.expert:WebShopExpert",
     )
-    assert ENVS == {
+    assert {name: ENVS[name] for name in KNOWN if name in ENVS} == {
         "alfworld": "agentgym.alfworld.app",
         "babyai": "agentgym.babyai.app",
         "frozenlake": "agentgym.frozenlake.app",
@@ -43,7 +47,7 @@ def test_webshop_declares_its_app_tasks_and_expert_in_one_place():
 
 def test_specs_import_without_servers_or_heavy_extras():
     code = (
-        f"import sys, agentgym.registry as r; assert sorted(r.ENV_SPECS) == {ALL!r}; "
+        f"import sys, agentgym.registry as r; assert set({KNOWN!r}) <= set(r.ENV_SPECS); "
         "print(sorted(m for m in ('fastapi', 'uvicorn', 'bm25s', 'torch', 'agentgym.webshop.app', "
         "'openmanus_rl') if m in sys.modules))"
     )
