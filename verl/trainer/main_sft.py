@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from verl.utils.typed_config import ConfigError, load_yaml_config
+from verl.trainer.entry import load_checked, run_trainer
 
 if TYPE_CHECKING:
     from verl.trainer.sft_trainer import SFTConfig
@@ -22,31 +22,17 @@ def load_sft_config(overrides: list[str], check_files: bool = True) -> SFTConfig
     also that the data files exist); raises `ConfigError` on the first problem."""
     from verl.trainer.sft_trainer import SFTConfig
 
-    cfg = load_yaml_config(SFTConfig, "sft_trainer", overrides, "sft")
-    if check_files:
-        cfg.check_files("sft")
-    return cfg
+    return load_checked(SFTConfig, "sft_trainer", "sft", overrides, check_files)
+
+
+def describe(summary: dict) -> str:
+    return f"best dev loss {summary['best_dev_loss']:.4f} at step {summary['best_step']} of {summary['steps']}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
-    os.environ.setdefault("WORLD_SIZE", "1")
-    try:
-        cfg = load_sft_config(list(sys.argv[1:] if argv is None else argv))
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
     from verl.trainer.sft_trainer import SFTTrainer
 
-    trainer = SFTTrainer(cfg)
-    try:
-        summary = trainer.fit()
-    finally:
-        trainer.leave_distributed()  # nccl warns of leaked resources when a process exits still in its group
-    print(f"[sft] best dev loss {summary['best_dev_loss']:.4f} at step {summary['best_step']} of {summary['steps']}")
-    print(summary["hf_folder"])
-    return 0
+    return run_trainer(argv, load_sft_config, SFTTrainer, "sft", describe)
 
 
 if __name__ == "__main__":

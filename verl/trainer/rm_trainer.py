@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from verl.single_controller.base import Worker
+from verl.trainer.fit_loop import BestSoFar, run_epochs, steps_per_epoch
 from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
@@ -258,14 +258,13 @@ class RMTrainer(Worker):
         module = load_score_model(cfg.model.path, cfg.model.attn_implementation)
         module.config.architectures = [type(module).__name__]
         self.hf_config = module.config
-        if cfg.model.enable_gradient_checkpointing:
-            module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
-        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
+        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
+            module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
+        )
         model = TrainableModule(
             module,
             optimizer,
-            fsdp_utils.build_scheduler(optimizer, cfg.optim),
+            scheduler,
             cfg.trainer.device,
             self.dtype,
             cfg.train.grad_clip,
@@ -327,8 +326,7 @@ class RMTrainer(Worker):
             raise ValueError(
                 f"{cfg.data.train_files}: no same-task pair with different rewards for train.objective=pairwise"
             )
-        steps_per_epoch = max(len(units) // t.batch_size, 1)
-        cfg.optim.total_training_steps = steps_per_epoch * t.epochs
+        cfg.optim.total_training_steps = steps_per_epoch(len(units), t.batch_size) * t.epochs
         model = self._build()
         module, optimizer = model.module, model.optimizer
         out_dir = Path(cfg.trainer.output_dir)
@@ -344,72 +342,53 @@ class RMTrainer(Worker):
             f"{len(dev.ids)} dev; {cfg.optim.total_training_steps} steps",
             flush=True,
         )
-        best, best_step, bad_evals, step, best_weights = -math.inf, 0, 0, 0, None
+        best, best_weights = BestSoFar(higher_is_better=True), None
         progress = progress_bar(cfg.optim.total_training_steps, desc="rm steps")
         start = time.perf_counter()
 
-        def evaluate() -> bool:
+        def evaluate(step: int) -> bool:
             """Dev figures; saves the weights when the AUC is the best so far. Returns whether to stop early."""
-            nonlocal best, best_step, bad_evals, best_weights
+            nonlocal best_weights
             figures = self.report(self.scores(module, dev), dev)
             tracker.log({f"rm/dev_{k}": v for k, v in figures.items() if v is not None}, step=step)
-            auc = figures["auc"] if figures["auc"] is not None else -figures["pointwise_loss"]
-            if auc > best:
-                best, best_step, bad_evals = auc, step, 0
+            if best.offer(figures["auc"] if figures["auc"] is not None else -figures["pointwise_loss"], step):
                 best_weights = fsdp_utils.full_model_state_dict(module, cpu_offload=True)
                 export_reward_model(best_weights, self.hf_config, cfg.model.path, out_dir / "huggingface")
                 return False
-            bad_evals += 1
-            return bad_evals >= t.patience
+            return best.misses >= t.patience
 
-        stop = evaluate()  # step 0: the untrained head (and a usable folder even if nothing improves)
-        for epoch in range(t.epochs):
-            if stop:
-                break
-            order = np.random.RandomState(t.seed + epoch).permutation(len(units))
-            for s in range(steps_per_epoch):
-                step_units = [units[i] for i in order[s * t.batch_size : (s + 1) * t.batch_size]]
-                module.train()
-                optimizer.zero_grad(set_to_none=True)
-                loss_sum = 0.0
-                for rows, packed in plan_units(step_units, train.ids, t.max_token_len, self.tree_packing):
-                    scores = score_rows(
-                        module,
-                        [train.ids[r] for r in rows],
-                        [train.score_at[r] for r in rows],
-                        cfg.trainer.device,
-                        self.dtype,
-                        packed,
-                        self.pad_id,
-                    )
-                    local = {row: k for k, row in enumerate(rows)}
-                    mb_units = [[local[r] for r in u] for u in step_units if u[0] in local]
-                    loss = unit_loss(scores, mb_units, train.success[rows]) / len(step_units)
-                    loss.backward()
-                    loss_sum += loss.item()
-                norm = model.clip_and_step()
-                optimizer.zero_grad(set_to_none=True)
-                release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
-                model.scheduler.step()
-                step += 1
-                tracker.log(
-                    {
-                        "rm/train_loss": loss_sum,
-                        "rm/grad_norm": norm,
-                        "rm/lr": optimizer.param_groups[0]["lr"],
-                        "rm/epoch": float(epoch),
-                    },
-                    step=step,
+        def train_step(step: int, epoch: int, indices: np.ndarray) -> None:
+            step_units = [units[i] for i in indices]
+            module.train()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            for rows, packed in plan_units(step_units, train.ids, t.max_token_len, self.tree_packing):
+                scores = score_rows(
+                    module,
+                    [train.ids[r] for r in rows],
+                    [train.score_at[r] for r in rows],
+                    cfg.trainer.device,
+                    self.dtype,
+                    packed,
+                    self.pad_id,
                 )
-                if progress is not None:
-                    progress.update(1)
-                if t.eval_freq and step % t.eval_freq == 0 and (stop := evaluate()):
-                    break
-            if not stop and (not t.eval_freq or step % t.eval_freq):
-                stop = evaluate()
+                local = {row: k for k, row in enumerate(rows)}
+                mb_units = [[local[r] for r in u] for u in step_units if u[0] in local]
+                loss = unit_loss(scores, mb_units, train.success[rows]) / len(step_units)
+                loss.backward()
+                loss_sum += loss.item()
+            norm = model.clip_and_step()
+            optimizer.zero_grad(set_to_none=True)
+            release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
+            model.scheduler.step()
+            lr = optimizer.param_groups[0]["lr"]
+            metrics = {"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": lr, "rm/epoch": float(epoch)}
+            tracker.log(metrics, step=step)
+
+        step, stop = run_epochs(len(units), t, train_step, evaluate, progress.update if progress else lambda: None)
         summary = {
-            "best_dev_auc": best,
-            "best_step": best_step,
+            "best_dev_auc": best.value,
+            "best_step": best.step,
             "steps": step,
             "stopped_early": stop,
             "objective": t.objective,

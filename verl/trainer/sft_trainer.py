@@ -24,7 +24,6 @@ the warm start.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
+from verl.trainer.fit_loop import BestSoFar, run_epochs, steps_per_epoch
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.precision import announce, resolve_dtype
@@ -235,14 +235,13 @@ class SFTTrainer(Worker):
         )
         if cfg.model.lora_rank:
             apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
-        if cfg.model.enable_gradient_checkpointing:
-            module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        module = fsdp_utils.shard_module(module.to(cfg.trainer.device), cfg.trainer.device)
-        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
+        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
+            module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
+        )
         return TrainableModule(
             module,
             optimizer,
-            fsdp_utils.build_scheduler(optimizer, cfg.optim),
+            scheduler,
             cfg.trainer.device,
             self.dtype,
             cfg.train.grad_clip,
@@ -281,8 +280,7 @@ class SFTTrainer(Worker):
         dev = pack_samples(*read_samples(cfg.data.val_files, cfg.data.max_length)[:2], pad_id)
         if t.batch_size % self.world_size:
             raise ConfigError(f"train.batch_size={t.batch_size} must divide over {self.world_size} ranks")
-        steps_per_epoch = max(len(train_ids) // t.batch_size, 1)
-        cfg.optim.total_training_steps = steps_per_epoch * t.epochs
+        cfg.optim.total_training_steps = steps_per_epoch(len(train_ids), t.batch_size) * t.epochs
         model = self.model = self._build()
         out_dir = Path(cfg.trainer.output_dir)
         tracker = Tracking(
@@ -303,52 +301,40 @@ class SFTTrainer(Worker):
             loss_scale_factor=None,
             tree_packing=model.tree_packing,
         )
-        best, best_step, bad_evals, step = math.inf, 0, 0, 0
+        best = BestSoFar(higher_is_better=False)
         progress = progress_bar(cfg.optim.total_training_steps, desc="sft steps")
         start = time.perf_counter()
         tokens_seen = 0
 
-        def evaluate() -> bool:
+        def evaluate(step: int) -> bool:
             """Dev loss; saves the weights when it is the best so far. Returns whether to stop early."""
-            nonlocal best, best_step, bad_evals
             loss = self.dev_loss(model, dev)
             tracker.log({"sft/dev_loss": loss}, step=step)
-            if loss < best:
-                best, best_step, bad_evals = loss, step, 0
+            if best.offer(loss, step):
                 weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)  # LoRA adapters merged
                 if self.rank == 0:
                     fsdp_utils.export_hf(weights, cfg.model.path, out_dir / "huggingface")
                 return False
-            bad_evals += 1
-            return bad_evals >= t.patience
+            return best.misses >= t.patience
 
-        stop = evaluate()  # step 0: the base model's dev loss (and a usable output even if nothing improves)
-        for epoch in range(t.epochs):
-            if stop:
-                break
-            order = np.random.RandomState(t.seed + epoch).permutation(len(train_ids))
-            for s in range(steps_per_epoch):
-                rows = order[s * t.batch_size : (s + 1) * t.batch_size][self.rank :: self.world_size]
-                batch = pack_samples([train_ids[i] for i in rows], [train_masks[i] for i in rows], pad_id)
-                step += 1
-                metrics = model.run_update(
-                    batch, self._loss, batching, seed=t.seed + step, metric_prefix="sft", mask_key=MASK_KEY
-                )
-                tokens_seen += int(batch.batch["attention_mask"].sum()) * self.world_size
-                metrics.update(
-                    {"sft/epoch": float(epoch), "perf/tokens_per_s": tokens_seen / (time.perf_counter() - start)}
-                )
-                tracker.log(metrics, step=step)
-                if progress is not None:
-                    progress.update(1)
-                if t.eval_freq and step % t.eval_freq == 0 and (stop := evaluate()):
-                    break
-            if not stop and (not t.eval_freq or step % t.eval_freq):
-                stop = evaluate()
+        def train_step(step: int, epoch: int, indices: np.ndarray) -> None:
+            nonlocal tokens_seen
+            rows = indices[self.rank :: self.world_size]
+            batch = pack_samples([train_ids[i] for i in rows], [train_masks[i] for i in rows], pad_id)
+            metrics = model.run_update(
+                batch, self._loss, batching, seed=t.seed + step, metric_prefix="sft", mask_key=MASK_KEY
+            )
+            tokens_seen += int(batch.batch["attention_mask"].sum()) * self.world_size
+            metrics.update(
+                {"sft/epoch": float(epoch), "perf/tokens_per_s": tokens_seen / (time.perf_counter() - start)}
+            )
+            tracker.log(metrics, step=step)
+
+        step, stop = run_epochs(len(train_ids), t, train_step, evaluate, progress.update if progress else lambda: None)
         tracker.close()
         summary = {
-            "best_dev_loss": best,
-            "best_step": best_step,
+            "best_dev_loss": best.value,
+            "best_step": best.step,
             "steps": step,
             "stopped_early": stop,
             "train_samples": len(train_ids),

@@ -109,6 +109,19 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> torch
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def prepare_for_training(
+    module: torch.nn.Module, device: str, optim: OptimConfig, recompute: bool, recomputed: torch.nn.Module | None = None
+) -> tuple[torch.nn.Module, torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """``(sharded module, optimiser, scheduler)``: with ``recompute``, ``recomputed`` (a Hugging Face model; by
+    default ``module`` itself) recomputes each layer's activations in backward; then the module is moved to
+    ``device`` and sharded (`shard_module`), and its optimiser and schedule built from ``optim``."""
+    if recompute:
+        (recomputed or module).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    module = shard_module(module.to(device), device)
+    optimizer = build_optimizer(module, optim)
+    return module, optimizer, build_scheduler(optimizer, optim)
+
+
 def rng_state() -> dict:
     """Python, numpy and torch RNG states of this process."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}

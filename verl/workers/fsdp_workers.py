@@ -95,11 +95,9 @@ class ActorRolloutRefWorker(Worker):
             module = _load_causal_lm(cfg.model.path, torch.float32, cfg.model.attn_implementation)
             if cfg.model.lora_rank:  # before sharding: FSDP2 shards the frozen base and the adapters alike
                 apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.seed)
-            if cfg.model.enable_gradient_checkpointing:
-                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
-            optimizer = fsdp_utils.build_optimizer(module, cfg.actor.optim)
-            scheduler = fsdp_utils.build_scheduler(optimizer, cfg.actor.optim)
+            module, optimizer, scheduler = fsdp_utils.prepare_for_training(
+                module, cfg.device, cfg.actor.optim, cfg.model.enable_gradient_checkpointing
+            )
             self.actor = PPOActor(module, optimizer, scheduler, cfg.actor, cfg.device, self.precision["actor"].dtype)
         if "ref" in self.roles and self.actor is not None and cfg.model.lora_rank:
             # the policy's own module: `compute_ref_log_prob` turns its adapters off,
@@ -377,11 +375,9 @@ class CriticWorker(Worker):
         precision = resolve_dtype(cfg.mixed_precision, cfg.device, "train")
         announce(f"critic rank {self.rank}", precision)
         module = ValueModel.from_pretrained(cfg.model.path, cfg.model.attn_implementation)
-        if cfg.model.enable_gradient_checkpointing:
-            module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        module = fsdp_utils.shard_module(module.to(cfg.device), cfg.device)
-        optimizer = fsdp_utils.build_optimizer(module, cfg.optim)
-        scheduler = fsdp_utils.build_scheduler(optimizer, cfg.optim)
+        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
+            module, cfg.device, cfg.optim, cfg.model.enable_gradient_checkpointing, recomputed=module.backbone
+        )
         self.critic = PPOCritic(module, optimizer, scheduler, cfg, precision.dtype)
 
     def _need_critic(self) -> PPOCritic:

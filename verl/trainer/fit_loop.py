@@ -1,0 +1,78 @@
+"""The loop the SFT and reward-model trainers share: epochs of shuffled batches, dev evaluations, the best weights
+kept, early stopping.
+
+    evaluate at step 0 (the untrained model: a usable output even if nothing improves)
+    for epoch in range(epochs):
+        order = permutation(n_items, seed + epoch)
+        for each of n_items // batch_size batches of that order:
+            step += 1; train_step(step, epoch, the batch's item indices)
+            every eval_freq steps: evaluate; stop after `patience` evaluations without a better figure
+        after the epoch (unless its last step was just evaluated): evaluate
+
+``evaluate(step)`` returns the dev figure (``higher_is_better`` says which way is better) and is told, through
+`BestSoFar`, whether it improved, so it saves the weights then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+
+class LoopSettings(Protocol):
+    batch_size: int
+    epochs: int
+    eval_freq: int  # also evaluate every N steps (0: only after each epoch)
+    patience: int  # evaluations without a better dev figure before stopping
+    seed: int
+
+
+@dataclass
+class BestSoFar:
+    """The best dev figure seen and its step; ``misses`` counts the evaluations since it last improved."""
+
+    higher_is_better: bool
+    value: float = math.nan
+    step: int = 0
+    misses: int = 0
+
+    def offer(self, value: float, step: int) -> bool:
+        """Record ``value`` measured at ``step``; whether it is the best so far (the first one always is)."""
+        better = value > self.value if self.higher_is_better else value < self.value
+        if math.isnan(self.value) or better:
+            self.value, self.step, self.misses = value, step, 0
+            return True
+        self.misses += 1
+        return False
+
+
+def steps_per_epoch(n_items: int, batch_size: int) -> int:
+    return max(n_items // batch_size, 1)
+
+
+def run_epochs(
+    n_items: int,
+    settings: LoopSettings,
+    train_step: Callable[[int, int, np.ndarray], None],
+    evaluate: Callable[[int], bool],
+    on_step: Callable[[], None] = lambda: None,
+) -> tuple[int, bool]:
+    """Run the loop above: ``train_step(step, epoch, indices)``, ``evaluate(step) -> stop`` and ``on_step()`` after
+    every step (a progress bar); returns ``(steps run, stopped early)``."""
+    step, stop = 0, evaluate(0)
+    for epoch in range(settings.epochs):
+        if stop:
+            break
+        order = np.random.RandomState(settings.seed + epoch).permutation(n_items)
+        for s in range(steps_per_epoch(n_items, settings.batch_size)):
+            step += 1
+            train_step(step, epoch, order[s * settings.batch_size : (s + 1) * settings.batch_size])
+            on_step()
+            if settings.eval_freq and step % settings.eval_freq == 0 and (stop := evaluate(step)):
+                break
+        if not stop and (not settings.eval_freq or step % settings.eval_freq):
+            stop = evaluate(step)
+    return step, stop
