@@ -10,7 +10,8 @@ kept, early stopping.
         after the epoch (unless its last step was just evaluated): evaluate
 
 ``evaluate(step)`` returns the dev figure (``higher_is_better`` says which way is better) and is told, through
-`BestSoFar`, whether it improved, so it saves the weights then.
+`BestSoFar`, whether it improved, so it saves the weights then. `FitTrainer` is what both trainers are before
+their model: a config, torch's threads, the process group, the seed and the training precision.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
+import torch
+
+from verl.single_controller.base import Worker
+from verl.utils.precision import announce, resolve_dtype
 
 
 class LoopSettings(Protocol):
@@ -76,3 +81,23 @@ def run_epochs(
         if not stop and (not settings.eval_freq or step % settings.eval_freq):
             stop = evaluate(step)
     return step, stop
+
+
+class FitTrainer(Worker):
+    """A trainer whose ``config`` has ``trainer`` (``device``, ``num_threads``) and ``train`` (``seed``,
+    ``mixed_precision``) sections."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.config = config
+        torch.set_num_threads(config.trainer.num_threads)
+
+    def start(self, who: str) -> None:
+        """Join the process group, seed torch, and pick the training precision (``self.dtype``), announced as
+        ``who``'s."""
+        cfg = self.config
+        self.init_distributed(cfg.trainer.device)
+        torch.manual_seed(cfg.train.seed)
+        precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
+        announce(who, precision)
+        self.dtype = precision.dtype

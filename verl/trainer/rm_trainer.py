@@ -32,12 +32,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from verl.single_controller.base import Worker
-from verl.trainer.fit_loop import BestSoFar, run_epochs, steps_per_epoch
+from verl.trainer.fit_loop import BestSoFar, FitTrainer, run_epochs, steps_per_epoch
 from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
-from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import tree_size
 from verl.utils.ranking import roc_auc
 from verl.utils.torch_functional import autocast
@@ -237,24 +235,17 @@ def export_reward_model(weights: dict[str, torch.Tensor], config, tokenizer_path
     AutoTokenizer.from_pretrained(tokenizer_path).save_pretrained(str(folder))
 
 
-class RMTrainer(Worker):
+class RMTrainer(FitTrainer):
     """Reward-model training on one rank (FSDP-sharded like every trained module here)."""
 
-    def __init__(self, config: RMConfig):
-        super().__init__()
-        self.config = config
-        torch.set_num_threads(config.trainer.num_threads)
+    config: RMConfig
 
     def _build(self) -> TrainableModule:
         """The sharded model with its optimiser and schedule; its attention set for tree packing (`TrainableModule`)."""
         cfg = self.config
-        self.init_distributed(cfg.trainer.device)
+        self.start("reward model training")
         if self.world_size != 1:
             raise ConfigError(f"reward-model training runs on one rank; got a world of {self.world_size}")
-        torch.manual_seed(cfg.train.seed)
-        precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
-        announce("reward model training", precision)
-        self.dtype = precision.dtype
         module = load_score_model(cfg.model.path, cfg.model.attn_implementation)
         module.config.architectures = [type(module).__name__]
         self.hf_config = module.config

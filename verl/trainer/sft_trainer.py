@@ -33,11 +33,9 @@ import pandas as pd
 import torch
 
 from verl.protocol import DataProto
-from verl.single_controller.base import Worker
-from verl.trainer.fit_loop import BestSoFar, run_epochs, steps_per_epoch
+from verl.trainer.fit_loop import BestSoFar, FitTrainer, run_epochs, steps_per_epoch
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
-from verl.utils.precision import announce, resolve_dtype
 from verl.utils.prefix_tree import pack_rows
 from verl.utils.torch_functional import autocast, position_ids_from_mask
 from verl.utils.typed_config import ConfigError, defaults_from
@@ -213,23 +211,16 @@ def _tree_token_nll(
     return zeros.index_add(0, rows, -stats[:, 0]), zeros.index_add(0, rows, torch.ones_like(stats[:, 0]))
 
 
-class SFTTrainer(Worker):
+class SFTTrainer(FitTrainer):
     """One rank of SFT (run it with torchrun for several ranks; world size 1 by default)."""
 
-    def __init__(self, config: SFTConfig):
-        super().__init__()
-        self.config = config
-        torch.set_num_threads(config.trainer.num_threads)
+    config: SFTConfig
 
     def _build(self) -> TrainableModule:
         from transformers import AutoModelForCausalLM
 
         cfg = self.config
-        self.init_distributed(cfg.trainer.device)
-        torch.manual_seed(cfg.train.seed)
-        precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
-        announce(f"sft rank {self.rank}", precision)
-        self.dtype = precision.dtype
+        self.start(f"sft rank {self.rank}")
         module = AutoModelForCausalLM.from_pretrained(
             cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation
         )
