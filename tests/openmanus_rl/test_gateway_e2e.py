@@ -2,16 +2,12 @@
 the gateway on the real engine, the countdown module scores its last reply, GRPO updates the actor."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from trainer_runs import SMALL_BOX, by_step, check_ok, metric_rows, run_entry
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_main_ppo_trains_a_step_through_the_gateway(tiny_model_path, countdown_data, tmp_path):
@@ -39,25 +35,10 @@ def test_main_ppo_trains_a_step_through_the_gateway(tiny_model_path, countdown_d
         "trainer.save_freq=0",
         "trainer.logger=[console,jsonl]",
         f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
+        *SMALL_BOX,
     ]
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    step = {k: v for r in rows if r["step"] == 1 for k, v in r.items()}
+    check_ok(run_entry("main_ppo", args, import_paths=[Path(__file__).parent]))
+    step = by_step(metric_rows(out), 1)
     assert step["gateway/episodes"] == 4.0 and step["gateway/calls"] == 8.0 and step["gateway/failed_episodes"] == 0.0
     assert step["gateway/registry_scored"] == 4.0 and 0.0 <= step["reward/episode/mean"] <= 1.0
     assert "actor/pg_loss" in step

@@ -3,19 +3,16 @@ reported dev AUC, and `main_ppo` trains a GRPO step on that model's scores (real
 and on a judge's (an OpenAI-style endpoint served by the test)."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from trainer_runs import REPO, SMALL_BOX, check_ok, metric_rows, run_entry
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def synthetic_trajectories(path: Path, tasks: range, seed: int) -> None:
@@ -45,31 +42,20 @@ def trained_rm(tiny_model_path, tmp_path_factory):
     synthetic_trajectories(data / "train.parquet", range(0, 16), 0)
     synthetic_trajectories(data / "dev.parquet", range(16, 20), 1)
     out = tmp_path_factory.mktemp("rm_run")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verl.trainer.main_rm",
-            f"model.path={tiny_model_path}",
-            f"data.train_files={data}/train.parquet",
-            f"data.val_files={data}/dev.parquet",
-            f"data.test_files={data}/dev.parquet",
-            "train.objective=pairwise",
-            "train.batch_size=4",
-            "train.epochs=2",
-            "optim.lr=1e-3",
-            "train.mixed_precision=float32",
-            "trainer.num_threads=1",
-            f"trainer.output_dir={out}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    assert proc.returncode == 0, f"main_rm failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return out, data, proc.stdout
+    args = [
+        f"model.path={tiny_model_path}",
+        f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet",
+        f"data.test_files={data}/dev.parquet",
+        "train.objective=pairwise",
+        "train.batch_size=4",
+        "train.epochs=2",
+        "optim.lr=1e-3",
+        "train.mixed_precision=float32",
+        "trainer.num_threads=1",
+        f"trainer.output_dir={out}",
+    ]
+    return out, data, check_ok(run_entry("main_rm", args, timeout_s=600)).stdout
 
 
 def test_main_rm_saves_a_folder_that_reproduces_its_dev_auc(trained_rm):
@@ -116,25 +102,11 @@ def fixed_rollout_run(tiny_model_path, countdown_data, out, *extra) -> tuple[sub
         "trainer.save_freq=0",
         "trainer.logger=[jsonl]",
         f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
+        *SMALL_BOX,
         *extra,
     ]
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    (step,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    proc = check_ok(run_entry("main_ppo", args, import_paths=[REPO / "tests" / "verl"]))
+    (step,) = metric_rows(out)
     return proc, step
 
 

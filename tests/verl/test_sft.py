@@ -2,20 +2,16 @@
 and the output loads into the rollout engine and the actor."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+from trainer_runs import run_entry
 
 from verl.trainer.sft_trainer import MASK_KEY, pack_samples, read_samples
 
 pytestmark = pytest.mark.in_process_engine
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_two_turn_sample_learns_exactly_the_model_turns():
@@ -67,15 +63,7 @@ def run_sft(tiny_model_path, tmp_path, *extra):
         f"trainer.output_dir={out}",
         *extra,
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_sft", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    return proc, out
+    return run_entry("main_sft", args, timeout_s=600), out
 
 
 def test_loss_falls_on_a_fixed_set_and_the_best_weights_are_kept(tiny_model_path, tmp_path):

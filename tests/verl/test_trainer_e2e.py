@@ -3,16 +3,13 @@ data and a rollout plugin. GRPO with LoRA, a KL loss and one-step-off rollout, r
 the driver drill in ``tests/drills``; a resume on one node after a stop, ``test_multinode.py``."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from trainer_runs import SMALL_BOX, by_step, check_ok, metric_rows, run_entry
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> subprocess.CompletedProcess:
@@ -41,37 +38,16 @@ def main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> subproc
         "trainer.save_freq=1",
         "trainer.logger=[console,jsonl,tensorboard]",
         f"trainer.output_dir={out_dir}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
+        *SMALL_BOX,
         *extra,
     ]
-    return subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-
-
-def metric_rows(out_dir) -> list[dict]:
-    return [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
+    return run_entry("main_ppo", args)
 
 
 def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> list[dict]:
     """`main_ppo`, which must succeed; its metrics rows."""
-    proc = main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra)
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    check_ok(main_ppo(tiny_model_path, webshop_tasks, server, out_dir, *extra))
     return metric_rows(out_dir)
-
-
-def by_step(rows, step):
-    merged = {}
-    for r in rows:
-        if r["step"] == step:
-            merged.update(r)
-    return merged
 
 
 def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, server, tmp_path):
@@ -194,20 +170,11 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, count
         "trainer.save_freq=0",
         "trainer.logger=[console,jsonl]",
         f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
+        *SMALL_BOX,
         "agent.env_ports=[1]",  # no server listens there: the single-turn path never calls it
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    check_ok(run_entry("main_ppo", args))
+    rows = metric_rows(out)
     step = by_step(rows, 1)
     assert step["rollout/trajectories"] == 4.0 and "reward/countdown/mean" in step and "actor/pg_loss" in step
     assert 0.0 <= step["reward/countdown/mean"] <= 1.0
@@ -238,24 +205,10 @@ def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path,
         "trainer.save_freq=0",
         "trainer.logger=[jsonl]",
         f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
+        *SMALL_BOX,
     ]
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "verl"), os.environ.get("PYTHONPATH", "")]),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-    assert proc.returncode == 0, f"main_ppo failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    proc = check_ok(run_entry("main_ppo", args, import_paths=[Path(__file__).parent]))
+    rows = metric_rows(out)
     assert [r["step"] for r in rows] == [1]
     assert "[trainer] stopping after step 1: trainer.max_minutes=0.0001 spent" in proc.stdout
     step = by_step(rows, 1)
