@@ -16,17 +16,13 @@ and ``observation_answer(env)`` (BabyAI, SciWorld, ALFWorld).
 ==========================  ===========================================  =============================================
 route                       request                                      response
 ==========================  ===========================================  =============================================
-GET  /                                                                   ``"ok"``
-GET  /health                                                             ``{"open", "max_envs", "reaped",
-                                                                         "idle_timeout_s", "in_flight",
-                                                                         "oldest_request_s"}``
 POST /create                no body (any body is ignored)                ``{"id", "observation", "done", "reward"}``
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
 POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "done"}``
 GET  /observation           ``?id=``                                      the current observation (str)
-GET  /list_envs                                                          [int]
-POST /close                 ``{"id"}``                                    ``true``
 ==========================  ===========================================  =============================================
+
+Every server also has ``GET /``, ``GET /health``, ``GET /list_envs`` and ``POST /close`` (`agentgym.server`).
 
 ``/create`` starts the new env on task ``id % num_tasks``, as TextCraft's does.  ``done`` is false and ``reward``
 0.0 after create and reset.  Ids and ``data_idx`` must be JSON integers (not strings or booleans); ``data_idx``

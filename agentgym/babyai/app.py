@@ -3,19 +3,15 @@
 ==========================  ===========================================  =============================================
 route                       request                                      response
 ==========================  ===========================================  =============================================
-GET  /                                                                   ``"ok"``
-GET  /health                                                             ``{"open", "max_envs", "reaped",
-                                                                         "idle_timeout_s", "in_flight",
-                                                                         "oldest_request_s"}``
 POST /create                no body (any body is ignored)                ``{"id"}``: an env with no episode yet
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"observation", "reward", "score",
                                                                          "deleted": false, "done"}``
 POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "score", "done"}``
 GET  /observation           ``?id=``                                      ``{"observation", "reward", "score", "done",
                                                                          "deleted": false}``
-GET  /list_envs                                                          [int]
-POST /close                 ``{"id"}``                                    ``true``
 ==========================  ===========================================  =============================================
+
+Every server also has ``GET /``, ``GET /health``, ``GET /list_envs`` and ``POST /close`` (`agentgym.server`).
 
 ``reward`` is the last action's reward (0.0 after a reset), ``score`` the
 episode's total so far; both are minigrid's ``1 - 0.9 * steps / max_steps`` on

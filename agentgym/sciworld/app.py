@@ -3,10 +3,6 @@
 ==========================  ======================  ==================================================================
 route                       request                 response
 ==========================  ======================  ==================================================================
-GET  /                                              ``"ok"``
-GET  /health                                        ``{"open", "max_envs", "reaped",
-                                                    "idle_timeout_s", "in_flight",
-                                                    "oldest_request_s"}``
 POST /create                no body                 ``{"id"}`` (starts the env's JVM, about 2 s)
 POST /reset                 ``{"id", "data_idx"}``  ``{"task_name", "var_num", "task_description", "observation",
                                                     "reward", "score", "deleted", "done"}``
@@ -14,9 +10,10 @@ POST /step                  ``{"id", "action"}``    ``{"observation", "reward", 
 GET  /observation           ``?id=``                ``{"observation", "reward", "score", "done", "deleted"}``
 GET  /action_hint           ``?id=``                the valid actions now ([str]; about 140 ms)
 GET  /task_description      ``?id=``                the task (str)
-GET  /list_envs                                     [int]
-POST /close                 ``{"id"}``              ``true``; the env's JVM has exited
 ==========================  ======================  ==================================================================
+
+Every server also has ``GET /``, ``GET /health``, ``GET /list_envs`` and ``POST /close`` (`agentgym.server`);
+here ``/close`` answers once the env's JVM has exited.
 
 ``score`` is the task progress 0..100 (100: done); ``reward`` the change of
 score at this step (0 on reset and on ``/observation``).  Errors: see

@@ -3,18 +3,14 @@
 ==========================  ===========================================  =============================================
 route                       request                                      response
 ==========================  ===========================================  =============================================
-GET  /                                                                   ``"ok"``
-GET  /health                                                             ``{"open", "max_envs", "reaped",
-                                                                         "idle_timeout_s", "in_flight",
-                                                                         "oldest_request_s"}``
 POST /create                ``{"commands": str|null, "goal": str|null}``  ``{"id", "observation", "done", "reward"}``
                             or no body
 POST /reset                 ``{"id", "data_idx": int}`` (default 0)       ``{"id", "observation", "done", "reward"}``
 POST /step                  ``{"id", "action"}``                          ``{"observation", "reward", "done"}``
 GET  /observation           ``?id=``                                      the current observation (str)
-GET  /list_envs                                                          [int]
-POST /close                 ``{"id"}``                                    ``true``
 ==========================  ===========================================  =============================================
+
+Every server also has ``GET /``, ``GET /health``, ``GET /list_envs`` and ``POST /close`` (`agentgym.server`).
 
 ``/create`` starts the new env on task ``id % 544`` as upstream does, or, given
 ``goal`` (an item a recipe makes), on that goal with ``commands`` (when given)
