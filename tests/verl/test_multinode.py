@@ -15,7 +15,8 @@ import sys
 from typing import Iterator
 
 import pytest
-from test_trainer_e2e import REPO, by_step, main_ppo, metric_rows, run_main
+from test_trainer_e2e import main_ppo, run_main
+from trainer_runs import REPO, by_step, metric_rows
 
 from agentgym.spawn import free_port
 

@@ -18,21 +18,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 
 from verl.single_controller.base import Worker
 from verl.utils.precision import announce, resolve_dtype
+from verl.utils.typed_config import ConfigError
 
 
-class LoopSettings(Protocol):
-    batch_size: int
+@dataclass
+class LoopConfig:
+    """The ``train`` settings both offline trainers have (each adds its own; the defaults are in each one's YAML)."""
+
+    batch_size: int  # items per optimiser step (samples, trajectories or pairs; over all ranks)
+    max_token_len: int  # tokens per micro-batch
+    tree_packing: str  # on | off | auto: rows that share a prefix run it once (verl/utils/prefix_tree.py)
     epochs: int
+    mixed_precision: str  # auto: bf16 where the hardware runs it fast, else fp32
+    grad_clip: float
     eval_freq: int  # also evaluate every N steps (0: only after each epoch)
     patience: int  # evaluations without a better dev figure before stopping
     seed: int
+
+
+def check_loop(where: str, train: LoopConfig, model_path: str, at_least_one: tuple[str, ...]) -> None:
+    """`ConfigError` unless each ``train`` setting named in ``at_least_one`` is >= 1 and ``model_path`` is a Hugging
+    Face model folder."""
+    for name in at_least_one:
+        if getattr(train, name) < 1:
+            raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(train, name)}")
+    if not model_path or not (Path(model_path) / "config.json").is_file():
+        raise ConfigError(f"{where}.model.path={model_path!r} is not a Hugging Face model folder (no config.json)")
 
 
 @dataclass
@@ -60,7 +79,7 @@ def steps_per_epoch(n_items: int, batch_size: int) -> int:
 
 def run_epochs(
     n_items: int,
-    settings: LoopSettings,
+    settings: LoopConfig,
     train_step: Callable[[int, int, np.ndarray], None],
     evaluate: Callable[[int], bool],
     on_step: Callable[[], None] = lambda: None,

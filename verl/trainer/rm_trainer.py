@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from verl.trainer.fit_loop import BestSoFar, FitTrainer, run_epochs, steps_per_epoch
+from verl.trainer.fit_loop import BestSoFar, FitTrainer, LoopConfig, check_loop, run_epochs, steps_per_epoch
 from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
 from verl.utils.memory import release_free_heap
@@ -66,17 +66,8 @@ class RMModelConfig:
 
 @dataclass
 @defaults_from("rm_trainer", "train")
-class RMTrainConfig:
+class RMTrainConfig(LoopConfig):
     objective: str
-    batch_size: int
-    max_token_len: int
-    tree_packing: str
-    epochs: int
-    mixed_precision: str
-    grad_clip: float
-    eval_freq: int
-    patience: int
-    seed: int
 
 
 @dataclass
@@ -94,13 +85,7 @@ class RMConfig:
         t = self.train
         if t.objective not in OBJECTIVES:
             raise ConfigError(f"{where}.train.objective must be one of {list(OBJECTIVES)}, got {t.objective!r}")
-        for name in ("batch_size", "max_token_len", "epochs", "patience"):
-            if getattr(t, name) < 1:
-                raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
-        if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
-            raise ConfigError(
-                f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)"
-            )
+        check_loop(where, t, self.model.path, ("batch_size", "max_token_len", "epochs", "patience"))
         check_tree_packing(t.tree_packing, self.model.attn_implementation, f"{where}.train")
 
     def check_files(self, where: str) -> None:

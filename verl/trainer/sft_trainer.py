@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from verl.protocol import DataProto
-from verl.trainer.fit_loop import BestSoFar, FitTrainer, run_epochs, steps_per_epoch
+from verl.trainer.fit_loop import BestSoFar, FitTrainer, LoopConfig, check_loop, run_epochs, steps_per_epoch
 from verl.utils import fsdp_utils
 from verl.utils.lora import apply_lora, check_target_modules
 from verl.utils.prefix_tree import pack_rows
@@ -56,18 +56,9 @@ class SFTDataConfig:
 
 @dataclass
 @defaults_from("sft_trainer", "train")
-class SFTTrainConfig:
-    batch_size: int  # samples per optimiser step (over all ranks)
+class SFTTrainConfig(LoopConfig):
     micro_batch_size: int
     use_dynamic_bsz: bool
-    max_token_len: int
-    tree_packing: str  # on | off | auto: samples that share a prefix (system text, instructions) run it once
-    epochs: int
-    mixed_precision: str
-    grad_clip: float
-    eval_freq: int  # also evaluate every N steps (0: only after each epoch)
-    patience: int  # evaluations without a better dev loss before stopping
-    seed: int
 
 
 @dataclass
@@ -96,14 +87,8 @@ class SFTConfig:
     trainer: RunConfig
 
     def validate(self, where: str) -> None:
-        t = self.train
-        for name in ("batch_size", "micro_batch_size", "max_token_len", "epochs", "patience"):
-            if getattr(t, name) < 1:
-                raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(t, name)}")
-        if not self.model.path or not (Path(self.model.path) / "config.json").is_file():
-            raise ConfigError(
-                f"{where}.model.path={self.model.path!r} is not a Hugging Face model folder (no config.json)"
-            )
+        positive = ("batch_size", "micro_batch_size", "max_token_len", "epochs", "patience")
+        check_loop(where, self.train, self.model.path, positive)
         if self.model.lora_rank:
             check_target_modules(self.model.path, self.model.target_modules, f"{where}.model")
         check_tree_packing(self.train.tree_packing, self.model.attn_implementation, f"{where}.train")
