@@ -12,6 +12,7 @@ from typing import Callable
 
 import json_call
 import pytest
+from episode_play import play
 from waiting import wait_until
 
 from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
@@ -257,14 +258,9 @@ def test_expert_wins_twenty_test_tasks_in_process() -> None:
     try:
         for task_id in range(20):
             expert.reset(seed=task_id)
-            observation = env.reset(task_id)["observation"]
-            for turn in range(1, 51):  # noqa: B007 - turn is read after the loop
-                result = env.step(expert.act(observation))
-                observation = result.observation
-                if result.done:
-                    break
-            assert result.reward == 1.0, task_id
-            steps.append(turn)
+            played = play(env, expert.act, env.reset(task_id)["observation"], 50)
+            assert played.result.reward == 1.0, task_id
+            steps.append(len(played.actions))
     finally:
         env.close()
     assert steps == [12, 12, 13, 8, 6, 8, 4, 5, 9, 14, 7, 44, 8, 6, 7, 10, 10, 9, 4, 9]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import episode_play
 import gymnasium
 import pytest
 from json_call import call
@@ -302,15 +303,9 @@ def test_expert_plays_the_first_40_test_tasks_in_process() -> None:
     expert, env, failed = get_expert("babyai"), BabyAIEnv(), []
     assert isinstance(expert, BabyAIExpert)
     for task_id in task_ids("test")[:40]:
-        expert.reset(seed=task_id)
-        observation = env.reset(task_id)
-        for _ in range(150):
-            result = env.step(expert.act(observation))
-            observation = result.observation
-            if result.done:
-                break
-        if result.reward > 0:
-            assert result.reward == reward_for(env), task_id
+        reward = episode_play.play_task(expert, env, task_id, 150).result.reward
+        if reward > 0:
+            assert reward == reward_for(env), task_id
         else:
             failed.append(task_id)
     # GoToImpUnlock, Open, UnblockPickup and Unlock run out of steps in their mazes; see the oracle test for 15
@@ -331,14 +326,8 @@ def test_expert_replies_in_each_template_and_noise_only_changes_the_pace() -> No
     assert expert.act("garbage") == "check available actions"
 
     noisy, env = get_expert("babyai", noise=0.5, seed=1), BabyAIEnv()
-    observation, actions = env.reset(21), []  # PutNextLocalS6N4
-    for _ in range(60):
-        actions.append(noisy.act(observation))
-        result = env.step(actions[-1])
-        observation = result.observation
-        if result.done:
-            break
-    assert result.reward > 0 and len(actions) > 14  # the noiseless expert takes 14 actions
+    played = episode_play.play(env, noisy.act, env.reset(21), 60)  # PutNextLocalS6N4
+    assert played.result.reward > 0 and len(played.actions) > 14  # the noiseless expert takes 14 actions
     with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
         get_expert("babyai", noise=2)
 

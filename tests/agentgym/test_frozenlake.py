@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
+from episode_play import play, play_task
 from json_call import call
 
 from agentgym.frozenlake.data import task_ids, task_list, task_map
@@ -212,15 +213,8 @@ def test_expert_reads_the_map_and_plays_every_test_task_in_process() -> None:
     assert isinstance(expert, FrozenLakeExpert)
     env = FrozenLakeEnv()
     for task_id in task_ids("test"):
-        expert.reset(seed=task_id)
-        observation, actions = env.reset(task_id), []
-        for _ in range(30):
-            actions.append(expert.act(observation))
-            result = env.step(actions[-1])
-            observation = result.observation
-            if result.done:
-                break
-        assert (result.reward, len(actions)) == (1.0, len(oracle(task_id))), task_id
+        played = play_task(expert, env, task_id, 30)
+        assert (played.result.reward, len(played.actions)) == (1.0, len(oracle(task_id))), task_id
 
 
 def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> None:
@@ -246,17 +240,13 @@ def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> N
     assert expert.last_thought == "I see no safe path to the goal, so I try moving up."
 
     noisy, env = get_expert("frozenlake", noise=1.0, seed=0, max_steps=12), FrozenLakeEnv()
-    observation, actions, said = env.reset(0), [], []
-    for _ in range(12):
-        actions.append(noisy.act(observation))
-        result = env.step(actions[-1])
-        observation = result.observation
-        said.append(observation.split("\n")[0])
-        if result.done:
-            break
+    played = play(env, noisy.act, env.reset(0), 12)
+    actions = played.actions
     # the path takes 6 moves, so 12 allow detours (never into a hole or off the map) while the goal stays in reach
-    assert (result.reward, len(actions)) == (1.0, 12)
-    assert said == [f"You moved {a}." for a in actions[:-1]] + [f"You moved {actions[-1]} and reached the goal."]
+    assert (played.result.reward, len(actions)) == (1.0, 12)
+    assert played.first_lines == [f"You moved {a}." for a in actions[:-1]] + [
+        f"You moved {actions[-1]} and reached the goal."
+    ]
     with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
         get_expert("frozenlake", noise=2)
 

@@ -4,9 +4,10 @@ over HTTP)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
+from episode_play import play_task
 from json_call import call
 
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
@@ -171,17 +172,6 @@ def test_walls_are_named_above_below_left_right_and_paths_are_shortest() -> None
 EXPERT_STEPS = [12, 11, 10, 13, 12, 12, 13, 10, 11, 12, 9, 9, 8, 8, 7, 7, 6, 6, 5, 4, 3, 2, 3, 4, 5, 1]
 
 
-def play(expert: Any, env: MazeEnv, task_id: int) -> tuple[float, int]:
-    expert.reset(seed=task_id)
-    observation = env.reset(task_id)
-    for steps in range(1, 51):
-        result = env.step(expert.act(observation))
-        observation = result.observation
-        if result.done:
-            return result.reward, steps
-    return 0.0, 50
-
-
 def test_expert_maps_the_maze_from_the_observations_and_solves_every_test_task() -> None:
     from agentgym.maze.expert import MazeExpert, View, read_view
     from openmanus_rl.experts import get_expert
@@ -191,10 +181,10 @@ def test_expert_maps_the_maze_from_the_observations_and_solves_every_test_task()
     assert read_view("You moved up.") is None
     expert, env = get_expert("maze"), MazeEnv()
     assert isinstance(expert, MazeExpert)
-    results = [play(expert, env, task_id) for task_id in task_ids("test")]
-    assert [reward for reward, _ in results] == [1.0] * 26
+    results = [play_task(expert, env, task_id, 50) for task_id in task_ids("test")]
+    assert [played.result.reward for played in results] == [1.0] * 26
     # a shortest path but from (1, 4) and (1, 8), where it first tries the unseen side of the top bar
-    assert [steps for _, steps in results] == EXPERT_STEPS
+    assert [len(played.actions) for played in results] == EXPERT_STEPS
     assert sum(EXPERT_STEPS) - sum(ORACLE_LENGTHS) == 4
 
 
@@ -224,9 +214,9 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     assert expert.last_thought == "I cannot tell where I am, so I try moving up."
 
     env = MazeEnv()
-    noisy = [play(get_expert("maze", noise=1.0, seed=0), env, task_id) for task_id in (0, 9, 21)]
-    assert [reward for reward, _ in noisy] == [1.0, 1.0, 1.0]
-    assert all(steps > length for (_, steps), length in zip(noisy, (12, 12, 2)))
+    noisy = [play_task(get_expert("maze", noise=1.0, seed=0), env, task_id, 50) for task_id in (0, 9, 21)]
+    assert [played.result.reward for played in noisy] == [1.0, 1.0, 1.0]
+    assert all(len(played.actions) > length for played, length in zip(noisy, (12, 12, 2)))
     with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got -1"):
         get_expert("maze", noise=-1)
 

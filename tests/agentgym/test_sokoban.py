@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
+from episode_play import play, play_task
 from json_call import call
 
 from agentgym.registry import get_env_spec
@@ -261,15 +262,8 @@ def test_expert_reads_the_room_and_plays_test_tasks_in_process() -> None:
     assert isinstance(expert, SokobanExpert)
     env = SokobanEnv()
     for task_id in task_ids("test")[:40]:
-        expert.reset(seed=task_id)
-        observation, actions = env.reset(task_id), []
-        for _ in range(60):
-            actions.append(expert.act(observation))
-            result = env.step(actions[-1])
-            observation = result.observation
-            if result.done:
-                break
-        assert (result.reward, actions) == (1.0, oracle(task_id)), task_id
+        played = play_task(expert, env, task_id, 60)
+        assert (played.result.reward, played.actions) == (1.0, oracle(task_id)), task_id
 
 
 def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
@@ -304,16 +298,10 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     assert expert.last_thought == "I see no way to put every box on a target, so I try moving up."
 
     noisy = get_expert("sokoban", noise=1.0, seed=0, max_steps=14)
-    observation, actions, said = env.reset(1), [], []
-    for _ in range(14):
-        actions.append(noisy.act(observation))
-        result = env.step(actions[-1])
-        observation = result.observation
-        said.append(observation.split("\n")[0])
-        if result.done:
-            break
+    played = play(env, noisy.act, env.reset(1), 14)
+    said = played.first_lines
     # the solution takes 10 moves, so 14 allow 4 detours (walks, never pushes) while the room stays solvable in time
-    assert (result.reward, len(actions)) == (1.0, 14)
+    assert (played.result.reward, len(played.actions)) == (1.0, 14)
     assert not any("Nothing changed" in line for line in said)
     assert sum(line.startswith("You pushed") for line in said) == sum(
         m.startswith("You pushed") for m in _played(oracle(1))

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Callable
 
 import pytest
+from episode_play import play_task
 from json_call import call
 
 from agentgym.registry import get_env_spec
@@ -228,15 +229,9 @@ def test_expert_reads_the_listing_and_plays_every_task_in_process() -> None:
     assert isinstance(expert, TextCraftExpert)
     env = TextCraftEnv(cookbook())
     for task_id in range(544):
-        expert.reset(seed=task_id)
-        observation = env.reset(task_id)
-        for _ in range(48):
-            result = env.step(expert.act(observation))
-            observation = result.observation
-            assert not observation.startswith("Could not"), (task_id, observation)
-            if result.done:
-                break
-        assert result.reward == 1.0, task_id
+        played = play_task(expert, env, task_id, 48)
+        assert not [o for o in played.observations if o.startswith("Could not")], task_id
+        assert played.result.reward == 1.0, task_id
 
 
 def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() -> None:
