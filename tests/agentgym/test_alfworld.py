@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from functools import partial
-from typing import Callable
 
 import json_call
 import pytest
@@ -21,7 +20,7 @@ from agentgym.alfworld.generate import generate
 from agentgym.alfworld.plan import oracle
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("alfworld")
 ROOM1 = (
@@ -291,9 +290,7 @@ def test_expert_replies_in_each_template_and_noise_takes_detours() -> None:
 call = partial(json_call.call, timeout_s=120)  # the engine may load a game first
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("alfworld")
+server = json_call.server_of("alfworld")
 
 
 @pytest.mark.slow

@@ -4,12 +4,10 @@ expert over HTTP)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 import episode_play
 import gymnasium
 import pytest
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level, task_list
 from agentgym.babyai.env import BabyAIEnv, normalize
@@ -17,7 +15,7 @@ from agentgym.babyai.plan import FORWARD, LEFT, RIGHT, Reach, play
 from agentgym.babyai.view import Thing, thing_sentence, where
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("babyai")
 TASK0_ACTIONS = (
@@ -335,9 +333,7 @@ def test_expert_replies_in_each_template_and_noise_only_changes_the_pace() -> No
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("babyai")
+server = server_of("babyai")
 
 
 def test_literal_protocol_exchange() -> None:

@@ -3,18 +3,16 @@ the family-B protocol of a real server (literal exchange, the expert over HTTP).
 
 from __future__ import annotations
 
-from typing import Callable
-
 import pytest
 from episode_play import play, play_task
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.frozenlake.data import task_ids, task_list, task_map
 from agentgym.frozenlake.env import FrozenLakeEnv
 from agentgym.frozenlake.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("frozenlake")
 LEGEND = "Legend: P you, S start, F frozen ice (safe), H hole, G goal."
@@ -254,9 +252,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> N
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("frozenlake")
+server = server_of("frozenlake")
 
 
 @pytest.mark.slow

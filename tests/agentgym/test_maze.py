@@ -4,18 +4,16 @@ over HTTP)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 import pytest
 from episode_play import play_task
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
 from agentgym.maze.env import MazeEnv, describe_walls
 from agentgym.maze.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("maze")
 WHERE = "The goal is at position 8, 6. Your current position is at position"
@@ -224,9 +222,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("maze")
+server = server_of("maze")
 
 
 def test_literal_protocol_exchange() -> None:

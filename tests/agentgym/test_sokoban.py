@@ -3,18 +3,16 @@ process, and the family-B protocol of a real server (literal exchange, the exper
 
 from __future__ import annotations
 
-from typing import Callable
-
 import pytest
 from episode_play import play, play_task
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.sokoban.data import Board, level, parse_board, room_shape, task_ids, task_list
 from agentgym.sokoban.env import SokobanEnv
 from agentgym.sokoban.plan import oracle, solve
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("sokoban")
 LEGEND = "Legend: # wall, _ floor, @ you, $ box, . target, * box on a target, + you on a target."
@@ -320,9 +318,7 @@ def _played(actions: list[str]) -> list[str]:
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("sokoban")
+server = server_of("sokoban")
 
 
 @pytest.mark.slow

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable
 
 import pytest
 from episode_play import play_task
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 from agentgym.textcraft.data import cookbook, task_ids, task_list
 from agentgym.textcraft.env import TextCraftEnv, first_observation
 from agentgym.textcraft.plan import NoPlan, oracle, plan
@@ -273,9 +272,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() 
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("textcraft")
+server = server_of("textcraft")
 
 
 @pytest.mark.slow

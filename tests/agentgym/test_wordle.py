@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Callable
 
 import pytest
-from json_call import call
+from json_call import call, server_of
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import ServerUrl, serve_subprocess
+from agentgym.spawn import serve_subprocess
 from agentgym.wordle.data import (
     NUM_TASKS,
     answers,
@@ -267,9 +266,7 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
 # ---------------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(env_server: Callable[[str], ServerUrl]) -> ServerUrl:
-    return env_server("wordle")
+server = server_of("wordle")
 
 
 def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
