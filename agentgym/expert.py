@@ -31,11 +31,11 @@ class Expert(ABC):
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
         self.noise, self.seed, self.rng = noise, seed, random.Random(seed)
-        self.last_thought = ""
-        self.steps = 0
+        self.reset()
 
     def reset(self, seed: int | None = None) -> None:
-        """Start a new episode (``seed``: re-seed the expert's randomness)."""
+        """Start a new episode (``seed``: re-seed the expert's randomness). A subclass that keeps state per episode
+        sets it here, after ``super().reset(seed)``; the constructor calls it too."""
         self.last_thought = ""
         self.steps = 0
         if seed is not None:

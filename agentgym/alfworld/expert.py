@@ -109,10 +109,6 @@ class AlfWorldExpert(Expert):
 
     env_name = "alfworld"
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__(noise, seed)
-        self.memory = HouseholdMemory()
-
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.memory = HouseholdMemory()

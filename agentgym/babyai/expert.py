@@ -268,10 +268,6 @@ class BabyAIExpert(Expert):
 
     env_name = "babyai"
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__(noise, seed)
-        self.memory = GridMemory()
-
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.memory = GridMemory()

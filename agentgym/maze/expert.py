@@ -74,12 +74,11 @@ class MazeExpert(Expert):
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
         super().__init__(noise, seed)
         self.max_steps = max_steps
-        self.walls: set[Cell] = set()
-        self.seen: set[Cell] = set()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.walls, self.seen = set(), set()
+        self.walls: set[Cell] = set()
+        self.seen: set[Cell] = set()
 
     def act(self, observation: str) -> str:
         view = read_view(observation)

@@ -84,7 +84,6 @@ class TextCraftExpert(Expert):
     def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
         super().__init__(noise, seed)
         self.max_steps = max_steps
-        self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)

@@ -272,7 +272,6 @@ class WebShopExpert(Expert):
             raise ValueError(f"max_steps must be >= 3 (search, open, buy), got {max_steps}")
         self.max_steps = max_steps
         self.max_candidates = max_candidates
-        self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)

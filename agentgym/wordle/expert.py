@@ -35,13 +35,9 @@ class WordleExpert(Expert):
 
     env_name = "wordle"
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__(noise, seed)
-        self.known: dict[int, tuple[str, str]] = {}
-
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.known = {}
+        self.known: dict[int, tuple[str, str]] = {}
 
     def act(self, observation: str) -> str:
         self.known.update(read_history(observation))

@@ -17,10 +17,6 @@ _ANSWER = re.compile(r"(\d+) is too (low|high)")
 class GuessExpert(Expert):
     env_name = "guess"
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__(noise, seed)
-        self.low, self.high = LOW, HIGH
-
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.low, self.high = LOW, HIGH
