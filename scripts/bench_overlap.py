@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_vs_trl import Job, child_env, log_tail, our_overrides, run_measured  # noqa: E402
+from bench_vs_trl import Job, child_env, log_tail, make_job, our_overrides, run_measured  # noqa: E402
 
 MODES = {"sync": ["trainer.staleness=0"], "one-step-off": ["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2"]}
 
@@ -85,34 +85,12 @@ def main() -> None:
     args = parser.parse_args()
 
     import psutil
-    from make_countdown_data import make_splits
-    from model_prep import prepare_default_model
 
     from verl.utils.precision import describe_cpu, resolve_dtype
 
     chosen = resolve_dtype("auto", "cpu")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_overlap_"))
-    data_dir = work / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for split, frame in make_splits(
-        {"train": args.prompts * (args.warmup + args.steps + 1), "dev": 1}, args.seed
-    ).items():
-        frame.to_parquet(data_dir / f"{split}.parquet", index=False)
-    job = Job(
-        model=args.model or str(prepare_default_model()),
-        data_dir=str(data_dir),
-        prompts=args.prompts,
-        group=args.group,
-        prompt_len=args.prompt_len,
-        response_len=args.response_len,
-        lr=args.lr,
-        kl=0.0,
-        dtype=chosen.dtype,
-        threads=args.threads,
-        warmup=args.warmup,
-        steps=args.steps + 1,
-        seed=args.seed,
-    )  # + the drain step
+    job = make_job(args, work, chosen.dtype, kl=0.0, steps=args.steps + 1)  # + the drain step
     busy_before = psutil.cpu_percent(interval=2.0)
     print(f"[bench] work folder {work}; {args.repeats} repeat(s) of sync then one-step-off", flush=True)
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}

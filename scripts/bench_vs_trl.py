@@ -76,6 +76,33 @@ class Job:
     seed: int
 
 
+def make_job(args: argparse.Namespace, work: Path, dtype: str, kl: float, steps: int) -> Job:
+    """The countdown prompts of ``steps`` steps after ``args.warmup`` written under ``work/data``, and the job that
+    trains on them (the model: ``args.model``, or the default one)."""
+    from make_countdown_data import make_splits
+    from model_prep import prepare_default_model
+
+    data_dir = work / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for split, frame in make_splits({"train": args.prompts * (args.warmup + steps), "dev": 1}, args.seed).items():
+        frame.to_parquet(data_dir / f"{split}.parquet", index=False)
+    return Job(
+        model=args.model or str(prepare_default_model()),
+        data_dir=str(data_dir),
+        prompts=args.prompts,
+        group=args.group,
+        prompt_len=args.prompt_len,
+        response_len=args.response_len,
+        lr=args.lr,
+        kl=kl,
+        dtype=dtype,
+        threads=args.threads,
+        warmup=args.warmup,
+        steps=steps,
+        seed=args.seed,
+    )
+
+
 @dataclass(frozen=True)
 class Step:
     """One training step: its wall seconds and token counts."""
@@ -415,33 +442,11 @@ def main() -> None:
         trl_version = version("trl")
     except PackageNotFoundError:
         sys.exit("TRL is not installed; install the bench extra: OPENMANUS_EXTRAS=bench scripts/setup.sh")
-    from make_countdown_data import make_splits
-    from model_prep import prepare_default_model
-
     from verl.utils.precision import describe_cpu, resolve_dtype
 
     chosen = resolve_dtype(args.dtype, "cpu")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_vs_trl_"))
-    data_dir = work / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    n_rows = args.prompts * (args.warmup + args.steps)
-    for split, frame in make_splits({"train": n_rows, "dev": 1}, args.seed).items():
-        frame.to_parquet(data_dir / f"{split}.parquet", index=False)
-    job = Job(
-        model=args.model or str(prepare_default_model()),
-        data_dir=str(data_dir),
-        prompts=args.prompts,
-        group=args.group,
-        prompt_len=args.prompt_len,
-        response_len=args.response_len,
-        lr=args.lr,
-        kl=args.kl,
-        dtype=chosen.dtype,
-        threads=args.threads,
-        warmup=args.warmup,
-        steps=args.steps,
-        seed=args.seed,
-    )
+    job = make_job(args, work, chosen.dtype, args.kl, args.steps)
 
     import psutil
 
