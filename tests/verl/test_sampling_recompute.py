@@ -11,15 +11,14 @@ import math
 import pytest
 import torch
 from grad_capture import update_capturing_grads
-from transformers import AutoModelForCausalLM
+from test_actor_update import batch
+from test_actor_update import make_actor as make_update_actor
 
 from verl import core_algos
 from verl.protocol import DataProto
 from verl.utils.batch import packed_proto
-from verl.utils.fsdp_utils import build_optimizer, build_scheduler
 from verl.utils.torch_functional import FILTERED_LOGIT, filter_logits, logprobs_from_logits
 from verl.workers.actor import PPOActor
-from verl.workers.config import ActorConfig, OptimConfig
 
 pytestmark = pytest.mark.in_process_engine
 
@@ -184,38 +183,14 @@ def test_policy_loss_weights_apply_after_the_clips():
 
 
 def make_actor(path: str, **overrides) -> PPOActor:
-    torch.manual_seed(0)
-    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    cfg = ActorConfig(
-        **{
-            "ppo_mini_batch_size": 4,
-            "ppo_micro_batch_size_per_gpu": 2,
-            "mixed_precision": "float32",
-            "shuffle": False,
-            "grad_clip": 1e9,
-            "optim": OptimConfig(lr=1e-3, weight_decay=0.0),
-            **overrides,
-        }
-    )
-    opt = build_optimizer(module, cfg.optim)
-    return PPOActor(module, opt, build_scheduler(opt, cfg.optim), cfg, "cpu", cfg.mixed_precision)
-
-
-def tis_batch():
-    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
-    responses = [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]]
-    masks = [[1, 1, 1, 1], [1], [1, 0, 1], [1, 1]]
-    d = packed_proto(prompts, responses, response_masks=masks, pad_id=2)
-    d.batch["advantages"] = (
-        torch.tensor([[1.0, 1, 1, 1], [-1.0, 0, 0, 0], [0.5, 0, 0.5, 0], [2.0, -2, 0, 0]]) * d.batch["response_mask"]
-    )
-    return d
+    """`test_actor_update`'s actor in micro-batches of 2 rows by a token budget (the YAML's default)."""
+    return make_update_actor(path, ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=True, **overrides)
 
 
 def test_tis_update_reports_the_capped_weight_mean(tiny_model_path):
     cap = 1.5
     actor = make_actor(tiny_model_path, tis_cap=cap)
-    d = tis_batch()
+    d = batch()
     old = actor.compute_log_prob(d, PLAIN, False, 4, None)["log_probs"]
     d.batch["old_log_probs"] = old
     # rollout = old - ln 2 -> w = 2 -> capped at 1.5 on row 0 cols 0, 1 and on the masked token (row 2, col 1);
@@ -235,7 +210,7 @@ def test_tis_update_reports_the_capped_weight_mean(tiny_model_path):
 
     # at ratio 1 no clip is active, so the weighted loss has the gradient of the plain loss with A * w
     plain = make_actor(tiny_model_path)
-    d2 = tis_batch()
+    d2 = batch()
     d2.batch["old_log_probs"] = old
     d2.batch["advantages"] = d2.batch["advantages"] * w
     plain_grads, m2 = update_capturing_grads(plain, d2, PLAIN)
@@ -247,7 +222,7 @@ def test_tis_update_reports_the_capped_weight_mean(tiny_model_path):
 
 def test_tis_needs_rollout_log_probs(tiny_model_path):
     actor = make_actor(tiny_model_path, tis_cap=2.0)
-    d = tis_batch()
+    d = batch()
     d.batch["old_log_probs"] = actor.compute_log_prob(d, PLAIN, False, 4, None)["log_probs"]
     with pytest.raises(KeyError, match="rollout_log_probs"):
         actor.update_policy(d, PLAIN)
