@@ -24,15 +24,19 @@ def run(settings: Settings, dev: list[float], n_items: int = 5) -> tuple[list, t
     best = BestSoFar(higher_is_better=False)
     figures = iter(dev)
 
-    def evaluate(step: int) -> bool:
-        value = next(figures)
-        events.append(("eval", step, value, best.offer(value, step)))
-        return best.misses >= settings.patience
+    def measure(step: int) -> float:
+        events.append(["eval", step, next(figures), False])  # the last field: kept as the best so far
+        return events[-1][2]
+
+    def keep(step: int) -> None:
+        assert events[-1][:2] == ["eval", step]
+        events[-1][3] = True
 
     def train_step(step: int, epoch: int, indices: np.ndarray) -> None:
         events.append(("train", step, epoch, indices.tolist()))
 
-    return events, run_epochs(n_items, settings, train_step, evaluate), best
+    result = run_epochs(n_items, settings, train_step, measure, best, keep)
+    return [tuple(event) for event in events], result, best
 
 
 def test_epochs_of_seeded_batches_with_an_evaluation_before_and_after_each_epoch() -> None:

@@ -9,9 +9,9 @@ kept, early stopping.
             every eval_freq steps: evaluate; stop after `patience` evaluations without a better figure
         after the epoch (unless its last step was just evaluated): evaluate
 
-``evaluate(step)`` returns the dev figure (``higher_is_better`` says which way is better) and is told, through
-`BestSoFar`, whether it improved, so it saves the weights then. `FitTrainer` is what both trainers are before
-their model: a config, torch's threads, the process group, the seed and the training precision.
+An evaluation is ``measure(step)``, the dev figure, offered to `BestSoFar` (``higher_is_better`` says which way
+is better); when it is the best so far, ``keep(step)`` saves the weights. `FitTrainer` is what both trainers are
+before their model: a config, torch's threads, the process group, the seed and the training precision.
 """
 
 from __future__ import annotations
@@ -81,11 +81,21 @@ def run_epochs(
     n_items: int,
     settings: LoopConfig,
     train_step: Callable[[int, int, np.ndarray], None],
-    evaluate: Callable[[int], bool],
+    measure: Callable[[int], float],
+    best: BestSoFar,
+    keep: Callable[[int], None],
     on_step: Callable[[], None] = lambda: None,
 ) -> tuple[int, bool]:
-    """Run the loop above: ``train_step(step, epoch, indices)``, ``evaluate(step) -> stop`` and ``on_step()`` after
-    every step (a progress bar); returns ``(steps run, stopped early)``."""
+    """Run the loop above: ``train_step(step, epoch, indices)``, ``measure(step)`` and ``keep(step)`` as said there,
+    and ``on_step()`` after every step (a progress bar); returns ``(steps run, stopped early)``."""
+
+    def evaluate(step: int) -> bool:
+        """Whether to stop: `patience` evaluations in a row without a better figure."""
+        if best.offer(measure(step), step):
+            keep(step)
+            return False
+        return best.misses >= settings.patience
+
     step, stop = 0, evaluate(0)
     for epoch in range(settings.epochs):
         if stop:

@@ -322,16 +322,16 @@ class RMTrainer(FitTrainer):
         progress = progress_bar(cfg.optim.total_training_steps, desc="rm steps")
         start = time.perf_counter()
 
-        def evaluate(step: int) -> bool:
-            """Dev figures; saves the weights when the AUC is the best so far. Returns whether to stop early."""
-            nonlocal best_weights
+        def measure(step: int) -> float:
+            """The dev figures, logged; the AUC (the negated pointwise loss where the AUC is undefined)."""
             figures = self.report(self.scores(module, dev), dev)
             tracker.log({f"rm/dev_{k}": v for k, v in figures.items() if v is not None}, step=step)
-            if best.offer(figures["auc"] if figures["auc"] is not None else -figures["pointwise_loss"], step):
-                best_weights = fsdp_utils.full_model_state_dict(module, cpu_offload=True)
-                export_reward_model(best_weights, self.hf_config, cfg.model.path, out_dir / "huggingface")
-                return False
-            return best.misses >= t.patience
+            return figures["auc"] if figures["auc"] is not None else -figures["pointwise_loss"]
+
+        def keep(step: int) -> None:
+            nonlocal best_weights
+            best_weights = fsdp_utils.full_model_state_dict(module, cpu_offload=True)
+            export_reward_model(best_weights, self.hf_config, cfg.model.path, out_dir / "huggingface")
 
         def train_step(step: int, epoch: int, indices: np.ndarray) -> None:
             step_units = [units[i] for i in indices]
@@ -361,7 +361,8 @@ class RMTrainer(FitTrainer):
             metrics = {"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": lr, "rm/epoch": float(epoch)}
             tracker.log(metrics, step=step)
 
-        step, stop = run_epochs(len(units), t, train_step, evaluate, progress.update if progress else lambda: None)
+        on_step = progress.update if progress else lambda: None
+        step, stop = run_epochs(len(units), t, train_step, measure, best, keep, on_step)
         summary = {
             "best_dev_auc": best.value,
             "best_step": best.step,

@@ -282,16 +282,15 @@ class SFTTrainer(FitTrainer):
         start = time.perf_counter()
         tokens_seen = 0
 
-        def evaluate(step: int) -> bool:
-            """Dev loss; saves the weights when it is the best so far. Returns whether to stop early."""
+        def measure(step: int) -> float:
             loss = self.dev_loss(model, dev)
             tracker.log({"sft/dev_loss": loss}, step=step)
-            if best.offer(loss, step):
-                weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)  # LoRA adapters merged
-                if self.rank == 0:
-                    fsdp_utils.export_hf(weights, cfg.model.path, out_dir / "huggingface")
-                return False
-            return best.misses >= t.patience
+            return loss
+
+        def keep(step: int) -> None:
+            weights = fsdp_utils.full_model_state_dict(model.module, cpu_offload=True)  # LoRA adapters merged
+            if self.rank == 0:
+                fsdp_utils.export_hf(weights, cfg.model.path, out_dir / "huggingface")
 
         def train_step(step: int, epoch: int, indices: np.ndarray) -> None:
             nonlocal tokens_seen
@@ -306,7 +305,8 @@ class SFTTrainer(FitTrainer):
             )
             tracker.log(metrics, step=step)
 
-        step, stop = run_epochs(len(train_ids), t, train_step, evaluate, progress.update if progress else lambda: None)
+        on_step = progress.update if progress else lambda: None
+        step, stop = run_epochs(len(train_ids), t, train_step, measure, best, keep, on_step)
         tracker.close()
         summary = {
             "best_dev_loss": best.value,
