@@ -11,7 +11,8 @@ kept, early stopping.
 
 An evaluation is ``measure(step)``, the dev figure, offered to `BestSoFar` (``higher_is_better`` says which way
 is better); when it is the best so far, ``keep(step)`` saves the weights. `FitTrainer` is what both trainers are
-before their model: a config, torch's threads, the process group, the seed and the training precision.
+before their model: a config, torch's threads, the process group, the seed and the training precision; and how a
+loaded model becomes the trainable one (``trainable``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ import numpy as np
 import torch
 
 from verl.single_controller.base import Worker
+from verl.utils import fsdp_utils
 from verl.utils.precision import announce, resolve_dtype
-from verl.utils.typed_config import ConfigError
+from verl.utils.typed_config import ConfigError, require_counts
+from verl.workers.trainable import TrainableModule
 
 
 @dataclass
@@ -47,9 +50,7 @@ class LoopConfig:
 def check_loop(where: str, train: LoopConfig, model_path: str, at_least_one: tuple[str, ...]) -> None:
     """`ConfigError` unless each ``train`` setting named in ``at_least_one`` is >= 1 and ``model_path`` is a Hugging
     Face model folder."""
-    for name in at_least_one:
-        if getattr(train, name) < 1:
-            raise ConfigError(f"{where}.train.{name} must be >= 1, got {getattr(train, name)}")
+    require_counts(train, at_least_one, f"{where}.train")
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"{where}.model.path={model_path!r} is not a Hugging Face model folder (no config.json)")
 
@@ -113,8 +114,9 @@ def run_epochs(
 
 
 class FitTrainer(Worker):
-    """A trainer whose ``config`` has ``trainer`` (``device``, ``num_threads``) and ``train`` (``seed``,
-    ``mixed_precision``) sections."""
+    """A trainer whose ``config`` has ``trainer`` (``device``, ``num_threads``), ``train`` (``seed``,
+    ``mixed_precision``, ``grad_clip``, ``tree_packing``), ``model`` (``enable_gradient_checkpointing``) and
+    ``optim`` sections."""
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -130,3 +132,15 @@ class FitTrainer(Worker):
         precision = resolve_dtype(cfg.train.mixed_precision, cfg.trainer.device, "train")
         announce(who, precision)
         self.dtype = precision.dtype
+
+    def trainable(self, module: torch.nn.Module) -> TrainableModule:
+        """``module`` (loaded in fp32) sharded on the device with its optimiser and schedule
+        (`fsdp_utils.prepare_for_training`), as a `TrainableModule` under the config's precision, gradient clip and
+        tree packing."""
+        cfg = self.config
+        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
+            module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
+        )
+        return TrainableModule(
+            module, optimizer, scheduler, cfg.trainer.device, self.dtype, cfg.train.grad_clip, cfg.train.tree_packing
+        )

@@ -234,18 +234,7 @@ class RMTrainer(FitTrainer):
         module = load_score_model(cfg.model.path, cfg.model.attn_implementation)
         module.config.architectures = [type(module).__name__]
         self.hf_config = module.config
-        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
-            module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
-        )
-        model = TrainableModule(
-            module,
-            optimizer,
-            scheduler,
-            cfg.trainer.device,
-            self.dtype,
-            cfg.train.grad_clip,
-            cfg.train.tree_packing,
-        )
+        model = self.trainable(module)
         self.tree_packing = model.tree_packing
         return model
 

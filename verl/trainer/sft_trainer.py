@@ -211,18 +211,7 @@ class SFTTrainer(FitTrainer):
         )
         if cfg.model.lora_rank:
             apply_lora(module, cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules, seed=cfg.train.seed)
-        module, optimizer, scheduler = fsdp_utils.prepare_for_training(
-            module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
-        )
-        return TrainableModule(
-            module,
-            optimizer,
-            scheduler,
-            cfg.trainer.device,
-            self.dtype,
-            cfg.train.grad_clip,
-            cfg.train.tree_packing,
-        )
+        return self.trainable(module)
 
     def _loss(self, mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
         nll, tokens = token_nll(self.model.module, mb, self.model.device, self.dtype)
