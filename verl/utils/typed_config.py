@@ -8,7 +8,8 @@ A class may also take sections it does not list as fields, typed by what a
 registry says (``algorithm.<estimator>``): its ``section_type(key)`` names the
 dataclass of section ``key`` (None: an unknown key), and the built sections are
 the instance's ``sections`` (a dict by key).
-`defaults_from(config, section)` gives a config dataclass its default values
+`require` and `require_counts` state the bounds a type cannot (``lr`` above 0, a batch size at least 1) with
+one message shape. `defaults_from(config, section)` gives a config dataclass its default values
 from the trainer YAML, the only place they are written; `load_yaml_config`
 loads a whole YAML file with overrides into its dataclass.
 """
@@ -29,6 +30,18 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config value is unknown, missing or of the wrong type."""
+
+
+def require(ok: bool, where: str, rule: str, value: Any) -> None:
+    """A bound a type cannot express: unless ``ok``, ``ConfigError("<where> must be <rule>, got <value>")``."""
+    if not ok:
+        raise ConfigError(f"{where} must be {rule}, got {value}")
+
+
+def require_counts(section: Any, names: Sequence[str], where: str) -> None:
+    """Each named field of ``section`` (a count or a size) is at least 1: `require` on ``<where>.<name>``."""
+    for name in names:
+        require(getattr(section, name) >= 1, f"{where}.{name}", ">= 1", getattr(section, name))
 
 
 def _check_type(value: Any, tp: Any, where: str, validate: bool = True) -> Any:

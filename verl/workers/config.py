@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from verl.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
-from verl.utils.typed_config import ConfigError, defaults_from
+from verl.utils.typed_config import ConfigError, defaults_from, require, require_counts
 
 T = TypeVar("T")
 
@@ -41,10 +41,8 @@ class ModelConfig:
     target_modules: list[str]
 
     def validate(self, where: str) -> None:
-        if self.lora_rank < 0:
-            raise ConfigError(f"{where}.lora_rank must be >= 0 (0: full fine-tuning), got {self.lora_rank}")
-        if self.lora_alpha <= 0:
-            raise ConfigError(f"{where}.lora_alpha must be > 0, got {self.lora_alpha}")
+        require(self.lora_rank >= 0, f"{where}.lora_rank", ">= 0 (0: full fine-tuning)", self.lora_rank)
+        require(self.lora_alpha > 0, f"{where}.lora_alpha", "> 0", self.lora_alpha)
         if self.lora_rank and not self.target_modules:
             raise ConfigError(
                 f"{where}.target_modules is empty: "
@@ -67,8 +65,7 @@ class OptimConfig:
 
     def validate(self, where: str) -> None:
         _choice(self.lr_scheduler, ("constant", "cosine"), f"{where}.lr_scheduler")
-        if self.lr <= 0:
-            raise ConfigError(f"{where}.lr must be > 0, got {self.lr}")
+        require(self.lr > 0, f"{where}.lr", "> 0", self.lr)
 
 
 @dataclass
@@ -128,18 +125,19 @@ class ActorConfig(UpdateBatchingConfig):
     def validate(self, where: str) -> None:
         _choice(self.loss_agg_mode, ("auto", *LOSS_AGG_MODES), f"{where}.loss_agg_mode")
         _choice(self.kl_loss_type, KL_ESTIMATORS, f"{where}.kl_loss_type")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ConfigError(f"{where}.tis_cap must be > 0 (or null: off), got {self.tis_cap}")
+        require(self.tis_cap is None or self.tis_cap > 0, f"{where}.tis_cap", "> 0 (or null: off)", self.tis_cap)
         _choice(self.mixed_precision, DTYPES, f"{where}.mixed_precision")
-        for name in (
-            "ppo_mini_batch_size",
-            "ppo_micro_batch_size_per_gpu",
-            "ppo_epochs",
-            "log_prob_micro_batch_size_per_gpu",
-            "logit_chunk_tokens",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+        require_counts(
+            self,
+            (
+                "ppo_mini_batch_size",
+                "ppo_micro_batch_size_per_gpu",
+                "ppo_epochs",
+                "log_prob_micro_batch_size_per_gpu",
+                "logit_chunk_tokens",
+            ),
+            where,
+        )
 
 
 @dataclass
@@ -298,15 +296,17 @@ class JudgeConfig:
 
     def validate(self, where: str) -> None:
         _choice(self.answer, JUDGE_ANSWERS, f"{where}.answer")
-        for name in ("max_tokens", "max_concurrency"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+        require_counts(self, ("max_tokens", "max_concurrency"), where)
         if not self.timeout_s > 0 or self.retries < 0:
             raise ConfigError(
                 f"{where}.timeout_s must be > 0 and retries >= 0, got {self.timeout_s} and {self.retries}"
             )
-        if not 0.0 <= self.max_failed_fraction <= 1.0:
-            raise ConfigError(f"{where}.max_failed_fraction must be in [0, 1], got {self.max_failed_fraction}")
+        require(
+            0.0 <= self.max_failed_fraction <= 1.0,
+            f"{where}.max_failed_fraction",
+            "in [0, 1]",
+            self.max_failed_fraction,
+        )
 
 
 REWARD_KINDS = ("model", "judge")
@@ -354,9 +354,7 @@ class RewardModelConfig:
         _choice(self.transform, REWARD_TRANSFORMS, f"{where}.transform")
         _choice(self.dtype, DTYPES, f"{where}.dtype")
         check_tree_packing(self.tree_packing, self.model.attn_implementation, where)
-        for name in ("micro_batch_size_per_gpu", "max_token_len_per_gpu"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{where}.{name} must be >= 1, got {getattr(self, name)}")
+        require_counts(self, ("micro_batch_size_per_gpu", "max_token_len_per_gpu"), where)
 
 
 def resolve_policy_precision(cfg: ActorRolloutRefConfig) -> dict[str, Precision]:

@@ -18,7 +18,7 @@ from typing import Any
 from verl import core_algos
 from verl.utils.node_labels import is_label_selector
 from verl.utils.precision import announce, resolve_dtype
-from verl.utils.typed_config import ConfigError, defaults_from, load_yaml_config
+from verl.utils.typed_config import ConfigError, defaults_from, load_yaml_config, require, require_counts
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, RewardModelConfig, resolve_policy_precision
 
 
@@ -212,18 +212,19 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
     t, a, alg = cfg.trainer, cfg.actor_rollout_ref.actor, cfg.algorithm
     if t.device not in ("cpu", "cuda"):
         raise ConfigError(f"trainer.device must be 'cpu' or 'cuda', got {t.device!r}")
-    for name in ("nnodes", "n_workers_per_node", "total_training_steps", "threads_per_worker"):
-        if getattr(t, name) < 1:
-            raise ConfigError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    require_counts(t, ("nnodes", "n_workers_per_node", "total_training_steps", "threads_per_worker"), "trainer")
     plugin = load_rollout_plugin(cfg.data.rollout)  # first: loading it registers its reward functions
-    if not 0.0 <= t.max_failed_fraction <= 1.0:
-        raise ConfigError(f"trainer.max_failed_fraction must be in [0, 1], got {t.max_failed_fraction}")
+    require(0.0 <= t.max_failed_fraction <= 1.0, "trainer.max_failed_fraction", "in [0, 1]", t.max_failed_fraction)
     if not is_label_selector(t.policy_nodes):
         raise ConfigError(
             f"trainer.policy_nodes maps Ray node label names to string values (quote them), got {t.policy_nodes}"
         )
-    if t.max_minutes is not None and not t.max_minutes > 0:
-        raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no time budget), got {t.max_minutes}")
+    require(
+        t.max_minutes is None or t.max_minutes > 0,
+        "trainer.max_minutes",
+        "> 0 (or null: no time budget)",
+        t.max_minutes,
+    )
     if t.keep_best and t.test_freq < 1:
         raise ConfigError(
             "trainer.keep_best keeps the checkpoint of the best validation: it needs trainer.test_freq >= 1"
@@ -266,17 +267,16 @@ def validate(cfg: PPOConfig, check_files: bool = True) -> None:
         raise ConfigError(
             f"algorithm.reward_allocation must be one of {list(ALLOCATIONS)}, got {alg.reward_allocation!r}"
         )
-    if not 0 <= alg.gamma <= 1:
-        raise ConfigError(f"algorithm.gamma must be in [0, 1], got {alg.gamma}")
+    require(0 <= alg.gamma <= 1, "algorithm.gamma", "in [0, 1]", alg.gamma)
     if alg.filter_groups.enable and not estimator.group_baseline:
         raise ConfigError(
             f"algorithm.filter_groups drops groups whose samples would all get advantage 0, which only a group "
             f"estimator ({', '.join(core_algos.group_estimators())}) has; algorithm.adv_estimator={alg.adv_estimator}"
         )
-    if alg.filter_groups.max_rounds < 0:
-        raise ConfigError(f"algorithm.filter_groups.max_rounds must be >= 0, got {alg.filter_groups.max_rounds}")
-    if alg.reward_timeout_s <= 0:
-        raise ConfigError(f"algorithm.reward_timeout_s must be > 0, got {alg.reward_timeout_s}")
+    require(
+        alg.filter_groups.max_rounds >= 0, "algorithm.filter_groups.max_rounds", ">= 0", alg.filter_groups.max_rounds
+    )
+    require(alg.reward_timeout_s > 0, "algorithm.reward_timeout_s", "> 0", alg.reward_timeout_s)
     if alg.kl_penalty not in core_algos.KL_ESTIMATORS:
         raise ConfigError(
             f"algorithm.kl_penalty must be one of {list(core_algos.KL_ESTIMATORS)}, got {alg.kl_penalty!r}"

@@ -36,7 +36,7 @@ import torch
 
 from verl.core_algos import EQUAL_SCORE_GROUP_SHARE, equal_score_group_share, register_adv_est
 from verl.protocol import DataProto
-from verl.utils.typed_config import ConfigError, defaults_from
+from verl.utils.typed_config import defaults_from, require
 
 REQUIRED_COLUMNS = ("traj_uid", "step", "anchor_obs")
 STEP_REWARD = "step_reward"
@@ -214,8 +214,7 @@ class GiGPOOptions:
     norm_by_std: bool
 
     def validate(self, where: str) -> None:
-        if not 0 <= self.step_gamma <= 1:
-            raise ConfigError(f"{where}.step_gamma must be in [0, 1], got {self.step_gamma}")
+        require(0 <= self.step_gamma <= 1, f"{where}.step_gamma", "in [0, 1]", self.step_gamma)
 
 
 def _check(cfg: Any) -> str | None:
