@@ -56,23 +56,17 @@ def webshop_server() -> Iterator[int]:
 
 
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+    """The evaluation's vLLM rollout worker (`openmanus_rl.evaluation.run.rollout_worker`) under this benchmark's
+    threads, dtype, KV cache and length; its other settings are the evaluation's defaults."""
+    from openmanus_rl.eval import build_parser
+    from openmanus_rl.evaluation import run
 
-    worker = ActorRolloutRefWorker(
-        {
-            "model": {"path": model_path},
-            "num_threads": args.threads,
-            "rollout": {
-                "name": "vllm",
-                "dtype": args.dtype,
-                "kv_cache_gb": args.kv_cache_gb,
-                "max_model_len": args.max_trajectory_length + 64,
-            },
-        },
-        role="rollout",
+    engine_args = build_parser().parse_args(
+        ["--model", model_path, "--env_name", "webshop", "--engine", "vllm", "--threads", str(args.threads)]
+        + ["--dtype", args.dtype, "--kv_cache_gb", str(args.kv_cache_gb)]
+        + ["--max_trajectory_length", str(args.max_trajectory_length)]
     )
-    worker.init_model()
-    return worker
+    return run.rollout_worker(model_path, engine_args)
 
 
 def summary(

@@ -145,6 +145,8 @@ def choose_tasks(env_name: str, split: str, n: int, sample: bool, seed: int) -> 
 
 
 def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
+    from openmanus_rl.agent.config import episode_limits
+
     parts = urlsplit(server_url)
     if not parts.scheme or not parts.hostname or not parts.port:
         raise ValueError(f"--server_url must look like http://host:port, got {server_url!r}")
@@ -152,12 +154,7 @@ def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
         "env_name": args.env_name,
         "env_server_base": f"{parts.scheme}://{parts.hostname}",
         "env_ports": [parts.port],
-        "max_turns": args.max_turns,
-        "max_prompt_length": args.max_prompt_length,
-        "max_response_length": args.max_response_length,
-        "max_obs_length": args.max_obs_length,
-        "max_trajectory_length": args.max_trajectory_length,
-        "action_format": args.action_format,
+        **episode_limits(args),
         "seed": args.seed,
         "n": 1,
         "write_viewer": False,

@@ -60,6 +60,7 @@ def builtin_agent(
     """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``, with at
     most ``max_in_flight`` trajectories running at once (0: all; async rollout only)."""
     from openmanus_rl.agent import OpenManusAgent
+    from openmanus_rl.agent.config import episode_limits
 
     return OpenManusAgent(
         tokenizer,
@@ -69,12 +70,7 @@ def builtin_agent(
             "env_servers": {args.env_name: server_urls},
             "env_ports": [],
             "n": args.n,
-            "max_turns": args.max_turns,
-            "max_prompt_length": args.max_prompt_length,
-            "max_response_length": args.max_response_length,
-            "max_obs_length": args.max_obs_length,
-            "max_trajectory_length": args.max_trajectory_length,
-            "action_format": args.action_format,
+            **episode_limits(args),
             "temperature": args.temperature,
             "seed": args.seed,
             "write_viewer": False,
