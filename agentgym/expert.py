@@ -54,3 +54,19 @@ class Expert(ABC):
     @abstractmethod
     def act(self, observation: str) -> str:
         """The env action for ``observation``; sets ``last_thought``."""
+
+
+class BudgetedExpert(Expert):
+    """An expert that plans within a move budget: at most ``max_steps`` actions an episode (by default its env's
+    ``default_max_steps``, the env's own move limit)."""
+
+    default_max_steps: ClassVar[int] = 0
+
+    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int | None = None) -> None:
+        self.max_steps = self.default_max_steps if max_steps is None else max_steps
+        super().__init__(noise, seed)
+
+    def moves_left(self, shown: int | None) -> int:
+        """Actions left this episode: the fewer of what the observation shows (``shown``; None where it shows
+        none) and ``max_steps`` minus the actions played."""
+        return min(self.max_steps if shown is None else shown, self.max_steps - self.steps)

@@ -474,6 +474,14 @@ class BabyAIExpert(Expert):
         m.put_turns += 1
         return "turn left", "I turn to find a free cell to put down what I carry."
 
+    def _take(self, view: View, t: Seen, thought: str) -> Action | None:
+        """Pick up ``t`` (``thought`` says why) once the hands are free; None when the actions do not offer it."""
+        if view.carrying:
+            return self._free_hands(view, f"to pick up {t.label}")
+        if f"pickup {t.label}" in view.actions:
+            return f"pickup {t.label}", thought
+        return None
+
     def _free_hands(self, view: View, why: str) -> Action:
         carried = " ".join(view.carrying or ())
         if "drop" in view.actions:
@@ -538,11 +546,7 @@ class BabyAIExpert(Expert):
         """Fetch a key of ``colour`` in view or remembered; None when none is known."""
 
         def take(t: Seen) -> Action | None:
-            if view.carrying:
-                return self._free_hands(view, f"to pick up {t.label}")
-            if f"pickup {t.label}" in view.actions:
-                return f"pickup {t.label}", f"A {colour} door is locked, so I pick up {t.label}."
-            return None
+            return self._take(view, t, f"A {colour} door is locked, so I pick up {t.label}.")
 
         return self._pursue(view, Desc(colour, "key", None), take)
 
@@ -553,11 +557,7 @@ class BabyAIExpert(Expert):
             m.sidestep, m.sidestep_tries = [], 0
 
             def take(t: Seen) -> Action | None:
-                if view.carrying:
-                    return self._free_hands(view, f"to pick up {t.label}")
-                if f"pickup {t.label}" in view.actions:
-                    return f"pickup {t.label}", f"I pick up {t.label} to put it next to the {fixed.words()}."
-                return None
+                return self._take(view, t, f"I pick up {t.label} to put it next to the {fixed.words()}.")
 
             return self._pursue(view, step.desc, take) or self._explore(view, step)
         anchors = [t for t in view.things if self._fits(fixed, m.frame.where(t), t.colour, t.kind)]

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import re
 
-from ..expert import Expert
+from ..expert import BudgetedExpert
 from ..game import last_grid
 from .plan import MOVES, shortest_path
 
-DEFAULT_MAX_STEPS = 30
 FALLBACK = "up"
 _ROW = re.compile(r"^[PSFHG]( [PSFHG])*$")
 _MOVES_LEFT = re.compile(r"Moves left: (\d+)")
@@ -35,14 +34,11 @@ def read_map(observation: str) -> list[list[str]] | None:
     return [line.split() for line in grid] if grid else None
 
 
-class FrozenLakeExpert(Expert):
+class FrozenLakeExpert(BudgetedExpert):
     """Walks a shortest safe path read off the printed map (see the module docstring)."""
 
     env_name = "frozenlake"
-
-    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__(noise, seed)
-        self.max_steps = max_steps
+    default_max_steps = 30
 
     def act(self, observation: str) -> str:
         rows = read_map(observation)
@@ -53,7 +49,7 @@ class FrozenLakeExpert(Expert):
         if not path:
             return self._do(FALLBACK, f"I see no safe path to the goal, so I try moving {FALLBACK}.")
         left = _MOVES_LEFT.search(observation)
-        budget = min(int(left.group(1)) if left else self.max_steps, self.max_steps - self.steps) - 1
+        budget = self.moves_left(int(left.group(1)) if left else None) - 1
         if self.noisy():
             detours = [m for m in MOVES if m != path[0] and self._fits(rows, at, m, budget)]
             if detours:

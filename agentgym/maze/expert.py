@@ -24,11 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..expert import Expert
+from ..expert import BudgetedExpert
 from .plan import MOVES, SIDES, shortest_path
 
 Cell = tuple[int, int]
-DEFAULT_MAX_STEPS = 50
 DETOUR_MARGIN = 16
 FALLBACK = "move up"
 _GOAL = re.compile(r"The goal is at position (\d+), (\d+)\.")
@@ -66,14 +65,11 @@ def _step(cell: Cell, move: str) -> Cell:
     return cell[0] + MOVES[move][0], cell[1] + MOVES[move][1]
 
 
-class MazeExpert(Expert):
+class MazeExpert(BudgetedExpert):
     """Walks to the goal, mapping the walls it meets (see the module docstring)."""
 
     env_name = "maze"
-
-    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__(noise, seed)
-        self.max_steps = max_steps
+    default_max_steps = 50
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -88,7 +84,7 @@ class MazeExpert(Expert):
         path = self.plan(view.position, view.goal)
         if not path:
             return self._do(FALLBACK, "I see no way to the goal, so I try moving up.")
-        left = min(view.moves_left if view.moves_left is not None else self.max_steps, self.max_steps - self.steps)
+        left = self.moves_left(view.moves_left)
         if self.noisy():
             detours = [
                 m

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import re
 
-from ..expert import Expert
+from ..expert import BudgetedExpert
 from ..game import last_grid
 from .data import MOVES, Board, advance, parse_board
 from .plan import solve
 
-DEFAULT_MAX_STEPS = 60
 FALLBACK = "up"
 _ROW = re.compile(r"^[#_@$.*+]( [#_@$.*+])*$")
 _MOVES_LEFT = re.compile(r"Moves left: (\d+)")
@@ -44,14 +43,11 @@ def _after(board: Board, move: str) -> tuple[Board, str]:
     return Board(board.walls, board.targets, boxes, player, board.height, board.width), event
 
 
-class SokobanExpert(Expert):
+class SokobanExpert(BudgetedExpert):
     """Plays a shortest solution of the printed room (see the module docstring)."""
 
     env_name = "sokoban"
-
-    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__(noise, seed)
-        self.max_steps = max_steps
+    default_max_steps = 60
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -68,7 +64,7 @@ class SokobanExpert(Expert):
             self.expected = None
             return self._do(FALLBACK, f"I see no way to put every box on a target, so I try moving {FALLBACK}.")
         left = _MOVES_LEFT.search(observation)
-        budget = min(int(left.group(1)) if left else self.max_steps, self.max_steps - self.steps) - 1
+        budget = self.moves_left(int(left.group(1)) if left else None) - 1
         if self.noisy():
             detours = []
             for move in MOVES:

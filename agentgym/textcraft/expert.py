@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import re
 
-from ..expert import Expert
+from ..expert import BudgetedExpert
 from .data import Recipe, parse_craft
 from .plan import NoPlan, plan
 
-DEFAULT_MAX_STEPS = 50
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?$", re.MULTILINE)
 _HEADER = "Crafting commands:"
 
@@ -76,14 +75,11 @@ def plan_from_commands(recipes: list[Recipe], goal: str) -> list[str]:
     return plan(goal, recipes_for)
 
 
-class TextCraftExpert(Expert):
+class TextCraftExpert(BudgetedExpert):
     """Plans from the listed crafting commands and plays the plan (see the module docstring)."""
 
     env_name = "textcraft"
-
-    def __init__(self, noise: float = 0.0, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__(noise, seed)
-        self.max_steps = max_steps
+    default_max_steps = 50
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
