@@ -131,30 +131,20 @@ def server(start_server: Callable[..., Any]) -> Iterator[str]:
         yield url
 
 
+def run_script(name: str, *args: str) -> None:
+    """``python scripts/<name>.py *args`` from the repository root; its output kept from the terminal, its failure
+    raised."""
+    import subprocess
+
+    subprocess.run([sys.executable, f"scripts/{name}.py", *args], cwd=REPO, check=True, capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
     """``scripts/prepare_data.py --env_name webshop`` with 16 train and 2 test tasks:
     the folder of its parquet files."""
-    import subprocess
-
     out = tmp_path_factory.mktemp("data")
-    subprocess.run(
-        [
-            sys.executable,
-            "scripts/prepare_data.py",
-            "--env_name",
-            "webshop",
-            "--out",
-            str(out),
-            "--train_size",
-            "16",
-            "--test_size",
-            "2",
-        ],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    run_script("prepare_data", "--out", str(out), *"--env_name webshop --train_size 16 --test_size 2".split())
     return out / "webshop"
 
 
@@ -162,26 +152,6 @@ def webshop_tasks(tmp_path_factory: pytest.TempPathFactory, shop: Any) -> Path:
 def countdown_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``scripts/make_countdown_data.py`` with 8 train, 2 dev and 2 test tasks (seed 0):
     the folder of its parquet files."""
-    import subprocess
-
     out = tmp_path_factory.mktemp("countdown")
-    subprocess.run(
-        [
-            sys.executable,
-            "scripts/make_countdown_data.py",
-            "--out_dir",
-            str(out),
-            "--n_train",
-            "8",
-            "--n_dev",
-            "2",
-            "--n_test",
-            "2",
-            "--seed",
-            "0",
-        ],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    run_script("make_countdown_data", "--out_dir", str(out), *"--n_train 8 --n_dev 2 --n_test 2 --seed 0".split())
     return out

@@ -1,7 +1,8 @@
 """The trainers run as a user runs them: ``python -m verl.trainer.<entry> overrides`` in a child process, from the
 repository root, with unbuffered output.
 
-    proc = run_entry("main_ppo", [*args, *SMALL_BOX])           # the finished process
+    args = grpo_step_args(model, data_dir, out, "single_turn")   # one small GRPO step's overrides
+    proc = run_entry("main_ppo", args)                          # the finished process
     rows = metric_rows(out)                                    # its metrics.jsonl rows
     step = by_step(rows, 1)                                    # step 1's metrics, merged
 """
@@ -17,6 +18,39 @@ from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_BOX = ["trainer.threads_per_worker=1", "ray_init.num_cpus=2"]  # a run beside the tests on 2 cores
+# replies of 16 tokens on a vLLM engine with a small KV cache; validation on 2 tasks before and after each step
+SHORT_REPLIES = [
+    "agent.max_response_length=16",
+    "agent.max_prompt_length=512",
+    "actor_rollout_ref.rollout.max_model_len=1024",
+    "actor_rollout_ref.rollout.kv_cache_gb=1",
+]
+VALIDATE_EACH_STEP = ["data.val_batch_size=2", "trainer.val_before_train=true", "trainer.test_freq=1"]
+
+
+def grpo_step_args(model: str | Path, data: str | Path, out: str | Path, rollout: str, *extra: str) -> list[str]:
+    """``main_ppo`` overrides for one GRPO step of ``model`` through the ``rollout`` (``data.rollout``) on the
+    parquet files ``data/{train,dev}.parquet``: 2 tasks x 2 samples in one optimiser step of 4, no validation,
+    nothing saved, metrics in ``out/metrics.jsonl``, sized for a box shared with the tests (`SMALL_BOX`); then
+    ``extra`` (a later override wins)."""
+    return [
+        f"actor_rollout_ref.model.path={model}",
+        f"data.rollout={rollout}",
+        f"data.train_files={data}/train.parquet",
+        f"data.val_files={data}/dev.parquet",
+        "algorithm.adv_estimator=grpo",
+        "agent.n=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        "trainer.save_freq=0",
+        "trainer.logger=[console,jsonl]",
+        f"trainer.output_dir={out}",
+        *SMALL_BOX,
+        *extra,
+    ]
 
 
 def run_entry(

@@ -26,6 +26,7 @@ from typing import Any, Iterator
 
 import pytest
 import requests
+from task0_views import AT_SIDETABLE2, AT_TVSTAND, HOLDING, ROOM1, START1, TASK0_OBS, TASK0_TURNED, TASK0_WON
 
 from agentgym.spawn import ServerProcess
 from agentgym.wordle.data import answers, feedback
@@ -158,49 +159,6 @@ def test_webshop_client(server: str) -> None:
 
 
 # ---------------------------------------------------------------------- BabyAI
-BABYAI_TASK0 = "\n".join(
-    [
-        "Your goal: go to the red ball",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-        "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
-        "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
-        "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
-        "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
-        "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
-        "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
-        "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
-        "You are not carrying anything.",
-        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-        '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", "go to grey key 3", '
-        '"pickup grey key 3", "go to grey box 1", "pickup grey box 1", "go to grey key 4", "pickup grey key 4", '
-        '"go to grey ball 2", "pickup grey ball 2", "go to red ball 1", '
-        '"pickup red ball 1", "check available actions"]',
-    ]
-)
-BABYAI_TURNED = "\n".join(
-    [
-        "You turned left.",
-        "Your goal: go to the red ball",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
-        "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
-        "There is a wall directly to your left.",
-        "You are not carrying anything.",
-        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-        '"go to grey key 2", "pickup grey key 2", "check available actions"]',
-    ]
-)
-BABYAI_WON = "\n".join(
-    [
-        "You went to red ball 1. You completed the mission. The episode is over.",
-        "Your goal: go to the red ball",
-        "There is a red ball 1 1 steps in front of you.",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-        "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
-        "You are not carrying anything.",
-        'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
-        '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
-    ]
-)
 
 
 def test_babyai_client() -> None:
@@ -210,11 +168,11 @@ def test_babyai_client() -> None:
         wire = UpstreamWire(url)
         wire.env_id = reads(wire.create(), id=int)["id"]
         fresh = wire.post("reset", {"data_idx": 0})
-        step_answer(fresh, BABYAI_TASK0, 0.0, False, score=0.0)
-        step_answer(wire.post("step", {"action": "turn left"}), BABYAI_TURNED, 0.0, False, score=0.0)
-        step_answer(wire.post("reset", {"data_idx": 0}), BABYAI_TASK0, 0.0, False, score=0.0)
+        step_answer(fresh, TASK0_OBS, 0.0, False, score=0.0)
+        step_answer(wire.post("step", {"action": "turn left"}), TASK0_TURNED, 0.0, False, score=0.0)
+        step_answer(wire.post("reset", {"data_idx": 0}), TASK0_OBS, 0.0, False, score=0.0)
         # success: minigrid's 1 - 0.9 * 8 / 64 for the 8 low-level moves of the high-level action
-        step_answer(wire.post("step", {"action": "go to red ball 1"}), BABYAI_WON, 0.8875, True, score=0.8875)
+        step_answer(wire.post("step", {"action": "go to red ball 1"}), TASK0_WON, 0.8875, True, score=0.8875)
 
 
 # ---------------------------------------------------------------------- TextCraft
@@ -281,49 +239,6 @@ def _alfworld_view(text: str, actions: list[str]) -> str:
     return f"{text}\nAVAILABLE ACTIONS: {', '.join(actions)}"
 
 
-ALFWORLD_ROOM = (
-    "You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
-    "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable "
-    "1, a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp."
-)
-_GO = [
-    "go to armchair 1",
-    "go to coffeetable 1",
-    "go to drawer 1",
-    "go to garbagecan 1",
-    "go to shelf 1",
-    "go to shelf 2",
-    "go to shelf 3",
-    "go to shelf 4",
-    "go to sidetable 1",
-]
-ALFWORLD_START = _GO + ["go to sidetable 2", "go to sofa 1", "go to tvstand 1", "help", "inventory", "look"]
-ALFWORLD_SIDETABLE = (
-    ["examine sidetable 2"]
-    + _GO
-    + [
-        "go to sofa 1",
-        "go to tvstand 1",
-        "help",
-        "inventory",
-        "look",
-        "take box 1 from sidetable 2",
-        "take cellphone 2 from sidetable 2",
-        "take laptop 2 from sidetable 2",
-    ]
-)
-ALFWORLD_HOLDING = (
-    ["examine laptop 2", "examine sidetable 2"]
-    + _GO
-    + ["go to sofa 1", "go to tvstand 1", "help", "inventory", "look", "move laptop 2 to sidetable 2"]
-)
-ALFWORLD_TVSTAND = (
-    ["examine laptop 2", "examine tvstand 1"]
-    + _GO
-    + ["go to sidetable 2", "go to sofa 1", "help", "inventory", "look", "use floorlamp 1"]
-)
-
-
 @pytest.mark.slow
 def test_alfworld_client() -> None:
     """``AlfWorldEnvClient``: ``{"id"}`` from create; reset sends ``game`` and ``world_type`` and reads
@@ -335,32 +250,32 @@ def test_alfworld_client() -> None:
             wire.post("reset", {"game": 1, "world_type": "Text"}), observation=str, available_actions=list[str]
         )
         assert (reset["observation"], reset["available_actions"]) == (
-            _alfworld_view(ALFWORLD_ROOM, ALFWORLD_START),
-            ALFWORLD_START,
+            _alfworld_view(ROOM1, START1),
+            START1,
         )
         for action, text, actions, reward, done in [
             (
                 "go to sidetable 2",
                 "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
-                ALFWORLD_SIDETABLE,
+                AT_SIDETABLE2,
                 0.0,
                 False,
             ),
             (
                 "take laptop 2 from sidetable 2",
                 "You pick up the laptop 2 from the sidetable 2.",
-                ALFWORLD_HOLDING,
+                HOLDING,
                 0.0,
                 False,
             ),
             (
                 "go to tvstand 1",
                 "You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.",
-                ALFWORLD_TVSTAND,
+                AT_TVSTAND,
                 0.0,
                 False,
             ),
-            ("use floorlamp 1", "You turn on the floorlamp 1.", ALFWORLD_TVSTAND, 1.0, True),
+            ("use floorlamp 1", "You turn on the floorlamp 1.", AT_TVSTAND, 1.0, True),
         ]:
             step_answer(
                 wire.post("step", {"action": action}),

@@ -12,6 +12,7 @@ from functools import partial
 import json_call
 import pytest
 from episode_play import play
+from task0_views import AT_SIDETABLE2, AT_TVSTAND, GO_TO, HOLDING, ROOM1, START1
 from waiting import wait_until
 
 from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_list
@@ -23,48 +24,6 @@ from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("alfworld")
-ROOM1 = (
-    "You are in the middle of a room. Looking quickly around you, you see a armchair 1, a coffeetable 1, "
-    "a drawer 1, a garbagecan 1, a shelf 4, a shelf 3, a shelf 2, a shelf 1, a sidetable 2, a sidetable 1, "
-    "a sofa 1, and a tvstand 1.\n\nYour task is to: look at laptop under the floorlamp."
-)
-GO_TO = [
-    "go to armchair 1",
-    "go to coffeetable 1",
-    "go to drawer 1",
-    "go to garbagecan 1",
-    "go to shelf 1",
-    "go to shelf 2",
-    "go to shelf 3",
-    "go to shelf 4",
-    "go to sidetable 1",
-    "go to sidetable 2",
-    "go to sofa 1",
-    "go to tvstand 1",
-]
-START1 = GO_TO + ["help", "inventory", "look"]
-AT_SIDETABLE2 = (
-    ["examine sidetable 2"]
-    + [a for a in GO_TO if a != "go to sidetable 2"]
-    + [
-        "help",
-        "inventory",
-        "look",
-        "take box 1 from sidetable 2",
-        "take cellphone 2 from sidetable 2",
-        "take laptop 2 from sidetable 2",
-    ]
-)
-HOLDING = (
-    ["examine laptop 2", "examine sidetable 2"]
-    + [a for a in GO_TO if a != "go to sidetable 2"]
-    + ["help", "inventory", "look", "move laptop 2 to sidetable 2"]
-)
-AT_TVSTAND = (
-    ["examine laptop 2", "examine tvstand 1"]
-    + [a for a in GO_TO if a != "go to tvstand 1"]
-    + ["help", "inventory", "look", "use floorlamp 1"]
-)
 
 
 def shown(text: str, actions: list[str]) -> str:

@@ -8,6 +8,7 @@ import episode_play
 import gymnasium
 import pytest
 from json_call import call, server_of
+from task0_views import TASK0_OBS, TASK0_TURNED, TASK0_WON
 
 from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level, task_list
 from agentgym.babyai.env import BabyAIEnv, normalize
@@ -18,52 +19,6 @@ from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("babyai")
-TASK0_ACTIONS = (
-    '["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-    '"go to grey ball 1", "pickup grey ball 1", "go to grey key 2", "pickup grey key 2", '
-    '"go to grey key 3", "pickup grey key 3", "go to grey box 1", "pickup grey box 1", '
-    '"go to grey key 4", "pickup grey key 4", "go to grey ball 2", "pickup grey ball 2", '
-    '"go to red ball 1", "pickup red ball 1", "check available actions"]'
-)
-TASK0_OBS = "\n".join(
-    [
-        "Your goal: go to the red ball",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-        "There is a grey ball 1 1 steps in front of you and 1 steps to your right.",
-        "There is a grey key 2 2 steps in front of you and 1 steps to your left.",
-        "There is a grey key 3 2 steps in front of you and 1 steps to your right.",
-        "There is a grey box 1 2 steps in front of you and 2 steps to your right.",
-        "There is a grey key 4 4 steps in front of you and 2 steps to your right.",
-        "There is a grey ball 2 5 steps in front of you and 1 steps to your right.",
-        "There is a red ball 1 4 steps in front of you and 3 steps to your right.",
-        "You are not carrying anything.",
-        "Available actions: " + TASK0_ACTIONS,
-    ]
-)
-TASK0_TURNED = "\n".join(
-    [
-        "You turned left.",
-        "Your goal: go to the red ball",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your right.",
-        "There is a grey key 2 1 steps in front of you and 2 steps to your right.",
-        "There is a wall directly to your left.",
-        "You are not carrying anything.",
-        'Available actions: ["turn left", "turn right", "move forward", "go to grey key 1", "pickup grey key 1", '
-        '"go to grey key 2", "pickup grey key 2", "check available actions"]',
-    ]
-)
-TASK0_WON = "\n".join(
-    [
-        "You went to red ball 1. You completed the mission. The episode is over.",
-        "Your goal: go to the red ball",
-        "There is a red ball 1 1 steps in front of you.",
-        "There is a grey key 1 1 steps in front of you and 1 steps to your left.",
-        "There is a grey ball 1 2 steps in front of you and 2 steps to your left.",
-        "You are not carrying anything.",
-        'Available actions: ["turn left", "turn right", "go to red ball 1", "pickup red ball 1", "go to grey key 1", '
-        '"pickup grey key 1", "go to grey ball 1", "pickup grey ball 1", "check available actions"]',
-    ]
-)
 # task 26 (UnlockPickupDist, seed 0): a locked green door on the left, a wall ahead, its key behind
 TASK26_VIEW = "\n".join(
     [

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from script_modules import load_script, warm_start_args
 
 from agentgym.webshop import catalogue
 from agentgym.webshop.data import DEV_SIZE, NO_PRICE_LIMIT, TEST_SIZE, load_shop, session_ids
@@ -214,38 +215,18 @@ def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
         load_shop(goal_source="both")  # type: ignore[arg-type]
 
 
-def _script(name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_prepared_data_and_warm_start_key_follow_the_catalogue(
     tmp_path: Path, shop: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another catalogue means other tasks: ``prepare_data --if_changed`` rewrites the parquet files and the warm
     start gets another cache key; the same catalogue leaves both as they were."""
-    import argparse
-
     import pandas as pd
 
-    prepare, warm_start = _script("prepare_data"), _script("warm_start")
+    prepare, warm_start = load_script("prepare_data"), load_script("warm_start")
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    args = argparse.Namespace(
-        env_name="webshop",
-        action_format="react",
-        n_demos=4,
-        n_dev_demos=2,
-        noise=0.0,
-        agent_overrides=[],
-        sft_overrides=[],
-        program=None,
-    )
+    args = warm_start_args()
     out = tmp_path / "data"
     argv = ["prepare_data.py", "--env_name", "webshop", "--out", str(out), "--if_changed"]
 

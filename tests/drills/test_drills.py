@@ -35,6 +35,7 @@ import pytest
 import requests
 import torch
 from safetensors.torch import load_file
+from trainer_runs import grpo_step_args
 from waiting import wait_until
 
 from agentgym.server import FAULT_INJECTION_ENV
@@ -377,28 +378,16 @@ def test_a_server_that_cannot_come_back_stops_the_run_with_a_checkpoint(tiny_mod
 
 # ---------------------------------------------------------------------------------------------------- rewards
 def faulty_reward_args(model: str, data: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        f"actor_rollout_ref.model.path={model}",
-        "data.rollout=faulty_reward:PLUGIN",
-        f"data.train_files={data}/train.parquet",
-        f"data.val_files={data}/dev.parquet",
+    return grpo_step_args(
+        model,
+        data,
+        out,
+        "faulty_reward:PLUGIN",
         "algorithm.reward_score_fn=drill_faulty",
         "algorithm.reward_timeout_s=2",
-        "algorithm.adv_estimator=grpo",
-        "agent.n=2",
-        "data.train_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.rollout.name=hf",
-        "trainer.total_training_steps=1",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=0",
-        "trainer.save_freq=0",
-        "trainer.logger=[console,jsonl]",
-        f"trainer.output_dir={out}",
-        "trainer.threads_per_worker=1",
-        "ray_init.num_cpus=2",
         *extra,
-    ]
+    )
 
 
 @slow

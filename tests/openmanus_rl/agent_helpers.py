@@ -1,9 +1,10 @@
-"""Test doubles and builders for the agent tests: a scripted generator, dataset batches, free ports."""
+"""Test doubles and builders for the agent tests: a scripted generator, dataset batches, the toy counter env."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from openmanus_rl.envs import EnvSpec, register_env
 from verl.protocol import DataProto
 
 Reply = tuple[list[int], str]  # sampled ids and finish reason
@@ -99,6 +100,32 @@ class StreamingScriptedGenerator(ScriptedGenerator):
     def cancel_generation(self) -> None:
         self.cancelled += 1
         self.queue = []
+
+
+TOY_COUNTER = register_env(  # the env ``toy_server.py`` serves (the ``toy_server`` fixture)
+    EnvSpec(
+        name="toy-counter",
+        family="B",
+        reset_field="data_idx",
+        instructions="Reach the target number by adding.",
+        action_pattern=r"add \d+",
+    ),
+    replace=True,
+)
+
+
+def toy_counter_config(port: int, **overrides: Any) -> dict[str, Any]:
+    """The agent's config on the toy counter server at ``port``: 5 turns, short replies and observations."""
+    return {
+        "env_name": "toy-counter",
+        "env_ports": [port],
+        "max_turns": 5,
+        "max_prompt_length": 256,
+        "max_response_length": 16,
+        "max_obs_length": 32,
+        "max_trajectory_length": 512,
+        **overrides,
+    }
 
 
 SMALL_AGENT = {  # the agent limits the tiny-engine rollout tests share: 2 samples, 3 turns, short replies

@@ -14,24 +14,12 @@ import re
 import pytest
 import requests
 import torch
-from agent_helpers import ScriptedGenerator, task_batch, text_policy
+from agent_helpers import ScriptedGenerator, task_batch, text_policy, toy_counter_config
 
 from openmanus_rl.agent import OpenManusAgent, trajectory_seed, turn_seed
-from openmanus_rl.envs import EnvSpec, register_env
 from verl.trainer.ppo.reward import RewardManager
 
 pytestmark = pytest.mark.slow
-
-register_env(
-    EnvSpec(
-        name="toy-counter",
-        family="B",
-        reset_field="data_idx",
-        instructions="Reach the target number by adding.",
-        action_pattern=r"add \d+",
-    ),
-    replace=True,
-)
 
 PROMPT_TEXT = (
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
@@ -61,16 +49,7 @@ def scripted_three_turns() -> ScriptedGenerator:
 
 
 def config(server, **overrides):
-    return {
-        "env_name": "toy-counter",
-        "env_ports": [server.port],
-        "max_turns": 5,
-        "max_prompt_length": 256,
-        "max_response_length": 16,
-        "max_obs_length": 32,
-        "max_trajectory_length": 512,
-        **overrides,
-    }
+    return toy_counter_config(server.port, **overrides)
 
 
 def test_exact_layout_of_a_scripted_three_turn_episode(tokenizer, toy_server):

@@ -504,30 +504,9 @@ def test_import_has_no_side_effects():
 def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path, capsys):
     out = tmp_path / "results" / "tiny.json"
     data_dir = tmp_path / "data"  # missing: eval writes it with scripts/prepare_data.py
-    code = main(
-        [
-            "--model",
-            tiny_model_path,
-            "--engine",
-            "hf",
-            "--dtype",
-            "float32",
-            "--limit",
-            "3",
-            "--max_turns",
-            "2",
-            "--server_url",
-            server,
-            "--data_dir",
-            str(data_dir),
-            "--out",
-            str(out),
-            "--threads",
-            "2",
-            "--request_timeout_s",
-            "45",
-        ]
-    )
+    tiny = ["--model", tiny_model_path, "--server_url", server, "--data_dir", str(data_dir)]
+    tiny += "--engine hf --dtype float32 --limit 3 --max_turns 2 --threads 2".split()
+    code = main([*tiny, "--out", str(out), "--request_timeout_s", "45"])
     assert code == 0
     assert (data_dir / "webshop" / "test.parquet").is_file()
     summary = json.loads(out.read_text())
@@ -593,35 +572,7 @@ def test_end_to_end_hf_engine(tiny_model_path: str, server: str, tmp_path: Path,
     # a window of one task in flight, and batches of two tasks: every task plays the same episode
     for schedule, batch_size in (("window", "1"), ("batches", "2")):
         other = tmp_path / "results" / f"{schedule}.json"
-        assert (
-            main(
-                [
-                    "--model",
-                    tiny_model_path,
-                    "--engine",
-                    "hf",
-                    "--dtype",
-                    "float32",
-                    "--limit",
-                    "3",
-                    "--max_turns",
-                    "2",
-                    "--server_url",
-                    server,
-                    "--data_dir",
-                    str(data_dir),
-                    "--out",
-                    str(other),
-                    "--threads",
-                    "2",
-                    "--schedule",
-                    schedule,
-                    "--batch_size",
-                    batch_size,
-                ]
-            )
-            == 0
-        )
+        assert main([*tiny, "--out", str(other), "--schedule", schedule, "--batch_size", batch_size]) == 0
         assert (
             f"{'a window of 1 task' if schedule == 'window' else '2 batch(es) of up to 2 tasks'}"
             in capsys.readouterr().out

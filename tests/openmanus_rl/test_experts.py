@@ -3,7 +3,6 @@ server, demonstrations built by the agent's own code (token for token), and the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from script_modules import load_script, warm_start_args
 
 from agentgym.webshop.expert import parse_instruction, read_page, search_keywords
 from openmanus_rl.agent import OpenManusAgent, get_action_template
@@ -247,17 +247,10 @@ def _one_episode_batch(task_id: int, split: str = "train") -> DataProto:
     )
 
 
-def _load_script(name: str = "make_sft_data"):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_demonstrations_use_the_rl_runs_turn_cap() -> None:
     """The warm start plays its demonstrations under RL's agent limits: each env's own turn cap unless the run
     sets ``agent.max_turns`` (other agent keys do not shape demonstrations)."""
-    warm_start, make_sft_data = _load_script("warm_start"), _load_script("make_sft_data")
+    warm_start, make_sft_data = load_script("warm_start"), load_script("make_sft_data")
     assert warm_start.agent_limits() == {
         "max_turns": None,
         "max_prompt_length": 1024,
@@ -283,7 +276,7 @@ def test_sciworlds_demonstrations_keep_every_episode_that_scored() -> None:
     """Inside its 20-turn cap SciWorld's expert finished 1 of 32 train tasks (score 100), which left SFT one
     demonstration and failed the default job; it keeps every episode that scored (a correct start), the other envs
     keep their successes, and ``--keep`` still chooses."""
-    make_sft_data = _load_script("make_sft_data")
+    make_sft_data = load_script("make_sft_data")
     rows = [
         {"failed": False, "success": False, "env_reward": 0.0},
         {"failed": False, "success": False, "env_reward": 33.0},
@@ -305,7 +298,7 @@ def test_sciworlds_demonstrations_keep_every_episode_that_scored() -> None:
 def test_only_experts_with_a_move_budget_get_the_turn_cap() -> None:
     """The demonstrations' turn cap reaches the experts that plan within a move budget; the others (ALFWorld, BabyAI,
     SciWorld, Wordle) take no such option, and building them with it failed."""
-    make_sft_data = _load_script("make_sft_data")
+    make_sft_data = load_script("make_sft_data")
     options = {
         env: make_sft_data.expert_kwargs(make_sft_data.parse_args(["--env_name", env, "--out", "x.parquet"]))
         for env in ("webshop", "maze", "alfworld", "sciworld", "babyai", "wordle")
@@ -345,7 +338,7 @@ def test_demonstrations_and_evaluations_never_start_more_episodes_than_the_serve
 def test_demonstrations_use_the_rl_runs_action_format() -> None:
     """``run_training.sh`` passes the run's ``agent.*`` overrides to the warm start: an ``agent.action_format``
     among them is the format of the demonstrations."""
-    warm_start = _load_script("warm_start")
+    warm_start = load_script("warm_start")
     assert warm_start.action_format("react") == "react"
     assert warm_start.action_format("react", ["agent.max_turns=12", "agent.action_format=tool_call"]) == "tool_call"
     assert (
@@ -413,10 +406,9 @@ def test_a_bad_rl_override_fails_before_anything_is_written_under_the_runs_folde
 def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     """``run_training.sh`` passes ``+agent.program=`` on: the warm start takes the program out of the SFT overrides,
     and the program and its source are part of the cache key."""
-    import argparse
     from pathlib import Path
 
-    warm_start = _load_script("warm_start")
+    warm_start = load_script("warm_start")
     program = "examples.webshop_openai_agent:play"
     assert warm_start.split_program(["agent.n=4", f"+agent.program={program}", "train.epochs=2"]) == (
         program,
@@ -426,23 +418,17 @@ def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
     source = (REPO / "examples" / "webshop_openai_agent.py").read_bytes()
     assert warm_start.program_source_sha256(program) == __import__("hashlib").sha256(source).hexdigest()
     model = Path(warm_start.__file__).resolve().parents[1] / "examples"  # any folder: the key reads its files
-    base = dict(
-        env_name="webshop",
-        action_format="tool_call",
-        n_demos=4,
-        n_dev_demos=2,
-        noise=0.0,
-        agent_overrides=[],
-        sft_overrides=[],
-    )
-    keys = {warm_start.cache_key(argparse.Namespace(**base, program=p), model, "float32") for p in (None, program)}
+    keys = {
+        warm_start.cache_key(warm_start_args(action_format="tool_call", program=p), model, "float32")
+        for p in (None, program)
+    }
     assert len(keys) == 2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("action_format", ["react", "xml", "tool_call"])
 def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
-    script = _load_script()
+    script = load_script("make_sft_data")
     out = tmp_path / "one.parquet"
     from model_prep import prepare_tokenizer
 

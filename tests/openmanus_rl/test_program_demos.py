@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from script_modules import load_script
 
 from examples.webshop_openai_agent import SYSTEM
 from openmanus_rl.agent.chat import ChatFormat
@@ -82,9 +82,7 @@ def test_the_reply_is_the_experts_tool_call_and_a_new_prompt_a_new_episode(token
 
 @pytest.mark.slow
 def test_demonstrations_are_the_programs_conversations(server, tokenizer, tmp_path):
-    spec = importlib.util.spec_from_file_location("make_sft_data", REPO / "scripts" / "make_sft_data.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("make_sft_data")
     from model_prep import prepare_tokenizer
 
     out = tmp_path / "demos.parquet"

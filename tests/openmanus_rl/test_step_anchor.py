@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from agent_helpers import ScriptedGenerator, task_batch
+from agent_helpers import TOY_COUNTER, ScriptedGenerator, task_batch, toy_counter_config
 
 from openmanus_rl.agent import OpenManusAgent
 from openmanus_rl.agent.output import build_batch, build_step_batch, normalize_observation
@@ -11,16 +11,7 @@ from openmanus_rl.envs import EnvSpec, register_env
 from verl.trainer.ppo.gigpo import compute_gigpo_advantage
 from verl.trainer.ppo.reward import RewardManager
 
-SPEC = register_env(
-    EnvSpec(
-        name="toy-counter",
-        family="B",
-        reset_field="data_idx",
-        instructions="Reach the target number by adding.",
-        action_pattern=r"add \d+",
-    ),
-    replace=True,
-)
+SPEC = TOY_COUNTER
 EOT = 2
 
 
@@ -212,16 +203,7 @@ def test_agent_rows_carry_the_anchor(tokenizer, toy_server, history_window):
         ]
     )
     generator = ScriptedGenerator(lambda prompt, seed: next(replies))
-    cfg = {
-        "env_name": "toy-counter",
-        "env_ports": [toy_server.port],
-        "max_turns": 5,
-        "max_prompt_length": 256,
-        "max_response_length": 16,
-        "max_obs_length": 32,
-        "max_trajectory_length": 512,
-        "history_window": history_window,
-    }
+    cfg = toy_counter_config(toy_server.port, history_window=history_window)
     with OpenManusAgent(tokenizer, generator, cfg) as agent:
         out = agent.run_llm_loop(task_batch([3], uid=["g"]))
     nt = out.non_tensor_batch

@@ -7,7 +7,6 @@ value (the dataclasses write none of their own); the command-line tools' shared 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
 import typing
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
+from script_modules import load_script
 
 from openmanus_rl.agent import AgentConfig
 from verl import core_algos
@@ -61,13 +61,6 @@ def config_classes(cls: type, seen: dict[str, type]) -> dict[str, type]:
         if dataclasses.is_dataclass(tp) and tp.__name__ not in seen:
             config_classes(tp, seen)
     return seen
-
-
-def load_script(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ----------------------------------------------------------------------------- the dataclasses

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from fastapi import FastAPI, Request
+from trainer_runs import grpo_step_args
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.judge import (
@@ -171,14 +172,9 @@ def test_the_trainer_config_checks_the_judge_before_any_work(tiny_model_path, co
     from verl.trainer.ppo.config import load_config
     from verl.utils.typed_config import ConfigError
 
-    base = [
-        f"actor_rollout_ref.model.path={tiny_model_path}",
-        "data.rollout=single_turn",
-        f"data.train_files={countdown_data}/train.parquet",
-        f"data.val_files={countdown_data}/dev.parquet",
-        "reward_model.enable=true",
-        "reward_model.kind=judge",
-    ]
+    base = grpo_step_args(
+        tiny_model_path, countdown_data, tmp_path, "single_turn", "reward_model.enable=true", "reward_model.kind=judge"
+    )
     with pytest.raises(
         ConfigError, match=r"reward_model.judge.base_url: the judge endpoint http://127.0.0.1:9/v1 does not answer"
     ):

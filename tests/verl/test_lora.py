@@ -1,8 +1,6 @@
 """LoRA (`verl.utils.lora`): only adapters train, merged weights equal base + adapter, the reference is the base
 exactly, checkpoints round-trip, config errors, and SFT with LoRA saves a merged folder."""
 
-import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from script_modules import load_script, warm_start_args
 from transformers import AutoModelForCausalLM
 
 from verl.utils.batch import packed_proto
@@ -388,21 +387,9 @@ def test_sft_checks_the_module_names_too(tiny_model_path, tmp_path):
 
 
 def test_a_lora_override_changes_the_warm_start_key(tmp_path):
-    spec = importlib.util.spec_from_file_location("warm_start", REPO / "scripts" / "warm_start.py")
-    warm_start = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm_start)
+    warm_start = load_script("warm_start")
     (tmp_path / "config.json").write_text("{}")
-    args = argparse.Namespace(
-        env_name="maze",
-        action_format="react",
-        n_demos=4,
-        n_dev_demos=2,
-        noise=0.0,
-        agent_overrides=[],
-        sft_overrides=[],
-        program=None,
-    )
-    lora = argparse.Namespace(**{**vars(args), "sft_overrides": ["model.lora_rank=8"]})
+    args, lora = warm_start_args(env_name="maze"), warm_start_args(env_name="maze", sft_overrides=["model.lora_rank=8"])
     assert warm_start.cache_key(args, tmp_path, "float32") != warm_start.cache_key(lora, tmp_path, "float32")
 
 
@@ -411,9 +398,7 @@ def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tiny_model_path, tmp
     composed SFT config, and a warm start trained in the other dtype has another key."""
     from verl.utils.precision import resolve_dtype
 
-    spec = importlib.util.spec_from_file_location("warm_start", REPO / "scripts" / "warm_start.py")
-    warm_start = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm_start)
+    warm_start = load_script("warm_start")
     here = resolve_dtype("auto", "cpu", "train").dtype
     other = "bfloat16" if here == "float32" else "float32"
     limits = warm_start.agent_limits([])
@@ -427,16 +412,7 @@ def test_the_warm_start_key_holds_the_dtype_sft_resolves_to(tiny_model_path, tmp
         == other
     )
     (tmp_path / "config.json").write_text("{}")
-    args = argparse.Namespace(
-        env_name="maze",
-        action_format="react",
-        n_demos=4,
-        n_dev_demos=2,
-        noise=0.0,
-        agent_overrides=[],
-        sft_overrides=[],
-        program=None,
-    )
+    args = warm_start_args(env_name="maze")
     assert warm_start.cache_key(args, tmp_path, here) != warm_start.cache_key(args, tmp_path, other)
 
 

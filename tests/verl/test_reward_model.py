@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from trainer_runs import grpo_step_args
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.model_reward import apply_model_reward
@@ -254,16 +255,10 @@ def test_reward_model_settings_are_checked_before_any_work(tiny_model_path):
         rm_config(transform="tanh")
 
 
-def test_the_trainer_config_rejects_a_causal_lm_as_reward_model(tiny_model_path, countdown_data):
+def test_the_trainer_config_rejects_a_causal_lm_as_reward_model(tiny_model_path, countdown_data, tmp_path):
     from verl.trainer.ppo.config import load_config
 
-    base = [
-        f"actor_rollout_ref.model.path={tiny_model_path}",
-        "data.rollout=single_turn",
-        f"data.train_files={countdown_data}/train.parquet",
-        f"data.val_files={countdown_data}/dev.parquet",
-        "reward_model.enable=true",
-    ]
+    base = grpo_step_args(tiny_model_path, countdown_data, tmp_path, "single_turn", "reward_model.enable=true")
     with pytest.raises(ConfigError, match=r"reward_model.model.path: .* not a reward model"):
         load_config([*base, f"reward_model.model.path={tiny_model_path}"])
     with pytest.raises(ConfigError, match=r"reward_model.model.path: '' is not a Hugging Face model folder"):

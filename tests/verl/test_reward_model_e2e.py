@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from trainer_runs import REPO, SMALL_BOX, check_ok, metric_rows, run_entry
+from trainer_runs import REPO, check_ok, grpo_step_args, metric_rows, run_entry
 
 pytestmark = pytest.mark.slow
 
@@ -84,27 +84,17 @@ def test_main_rm_saves_a_folder_that_reproduces_its_dev_auc(trained_rm):
 def fixed_rollout_run(tiny_model_path, countdown_data, out, *extra) -> tuple[subprocess.CompletedProcess, dict]:
     """One GRPO step of the fixed rollout (each group: "2+2=4", right, and "2+2=5", wrong) with ``extra`` overrides;
     the process and the step's metrics."""
-    args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}",
-        "data.rollout=fixed_rollout:PLUGIN",
-        f"data.train_files={countdown_data}/train.parquet",
-        f"data.val_files={countdown_data}/dev.parquet",
+    args = grpo_step_args(
+        tiny_model_path,
+        countdown_data,
+        out,
+        "fixed_rollout:PLUGIN",
         "algorithm.reward_score_fn=exact_match",
-        "algorithm.adv_estimator=grpo",
-        "agent.n=2",
-        "data.train_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.rollout.name=hf",
         "reward_model.enable=true",
-        "trainer.total_training_steps=1",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=0",
-        "trainer.save_freq=0",
         "trainer.logger=[jsonl]",
-        f"trainer.output_dir={out}",
-        *SMALL_BOX,
         *extra,
-    ]
+    )
     proc = check_ok(run_entry("main_ppo", args, import_paths=[REPO / "tests" / "verl"]))
     (step,) = metric_rows(out)
     return proc, step

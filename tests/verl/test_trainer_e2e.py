@@ -7,7 +7,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from trainer_runs import SMALL_BOX, by_step, check_ok, metric_rows, run_entry
+from trainer_runs import (
+    SHORT_REPLIES,
+    SMALL_BOX,
+    VALIDATE_EACH_STEP,
+    by_step,
+    check_ok,
+    grpo_step_args,
+    metric_rows,
+    run_entry,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -149,30 +158,16 @@ def test_remax_two_steps_with_the_greedy_baseline_and_native_tool_calls(
 
 def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, countdown_data, tmp_path):
     """`train_grpo.sh --data_dir data/countdown`'s path: no server, generation by the engine, reward by data source."""
-    data = countdown_data
     out = tmp_path / "run"
-    args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}",
-        "data.rollout=single_turn",
-        f"data.train_files={data}/train.parquet",
-        f"data.val_files={data}/dev.parquet",
-        "algorithm.adv_estimator=grpo",
-        "agent.n=2",
-        "data.train_batch_size=2",
-        "data.val_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "agent.max_response_length=16",
-        "agent.max_prompt_length=512",
-        "actor_rollout_ref.rollout.max_model_len=1024",
-        "actor_rollout_ref.rollout.kv_cache_gb=1",
-        "trainer.total_training_steps=1",
-        "trainer.test_freq=1",
-        "trainer.save_freq=0",
-        "trainer.logger=[console,jsonl]",
-        f"trainer.output_dir={out}",
-        *SMALL_BOX,
+    args = grpo_step_args(
+        tiny_model_path,
+        countdown_data,
+        out,
+        "single_turn",
+        *SHORT_REPLIES,
+        *VALIDATE_EACH_STEP,
         "agent.env_ports=[1]",  # no server listens there: the single-turn path never calls it
-    ]
+    )
     check_ok(run_entry("main_ppo", args))
     rows = metric_rows(out)
     step = by_step(rows, 1)
@@ -184,29 +179,19 @@ def test_single_turn_dataset_trains_without_an_env_server(tiny_model_path, count
 def test_a_rollout_plugin_from_outside_the_engine_trains_a_step(tiny_model_path, countdown_data, tmp_path):
     """The seam: `data.rollout=module:PLUGIN` with no agent and no env server; the trainer only sees a DataProto.
     The run's time budget (`trainer.max_minutes`, spent within the first step) makes that step its last of three."""
-    data = countdown_data  # any verl-format parquet: the fixed rollout ignores the prompts
     out = tmp_path / "run"
-    args = [
-        f"actor_rollout_ref.model.path={tiny_model_path}",
-        "data.rollout=fixed_rollout:PLUGIN",
-        f"data.train_files={data}/train.parquet",
-        f"data.val_files={data}/dev.parquet",
+    args = grpo_step_args(
+        tiny_model_path,
+        countdown_data,  # any verl-format parquet: the fixed rollout ignores the prompts
+        out,
+        "fixed_rollout:PLUGIN",
         "algorithm.reward_score_fn=exact_match",
-        "algorithm.adv_estimator=grpo",
-        "agent.n=2",
-        "data.train_batch_size=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.actor.optim.lr=1e-3",
         "actor_rollout_ref.rollout.name=hf",
         "trainer.total_training_steps=3",
         "trainer.max_minutes=0.0001",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=0",
-        "trainer.save_freq=0",
         "trainer.logger=[jsonl]",
-        f"trainer.output_dir={out}",
-        *SMALL_BOX,
-    ]
+    )
     proc = check_ok(run_entry("main_ppo", args, import_paths=[Path(__file__).parent]))
     rows = metric_rows(out)
     assert [r["step"] for r in rows] == [1]
