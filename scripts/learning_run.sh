@@ -40,7 +40,9 @@
 # The RL arm is named after its estimator (algorithm.adv_estimator=gigpo -> <out>/gigpo.json; grpo when not given), or
 # --arm NAME (e.g. --arm rm for a run on a reward model's score: reward_model.enable=true reward_model.model.path=DIR).
 # Writes <out>/{base,warm_start,<arm>,<arm>_best,expert}.json (+ .tasks.jsonl), <out>/<arm>.metrics.jsonl,
-# <out>/comparisons.txt, <out>/dev_success.png (validation success on dev against the RL step) and <out>/table.md.
+# <out>/phases.jsonl (appended), then scripts/learning_report.py's <out>/comparisons.txt, <out>/dev_success.png
+# (validation success on dev against the RL step) and <out>/table.md over every arm in <out>: a second arm run into
+# the same <out> (--arm rm) adds to the report instead of replacing it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -82,8 +84,9 @@ if [[ -n "$PROGRAM" ]]; then
     RL_ARGS=(agent.action_format=tool_call data.rollout=gateway "+agent.program=$PROGRAM")
 fi
 START=$SECONDS
-phase() { echo "{\"phase\": \"$1\", \"minutes\": $(( (SECONDS - START) / 60 ))}" | tee -a "$OUT/phases.jsonl" >&2; }
-: >"$OUT/phases.jsonl"
+phase() {  # appended: the runs of several arms into one <out> keep each other's lines
+    echo "{\"arm\": \"$ARM\", \"phase\": \"$1\", \"minutes\": $(( (SECONDS - START) / 60 ))}" | tee -a "$OUT/phases.jsonl" >&2
+}
 BASE="$("$PY" scripts/prepare_model.py | tail -n 1)"
 WARM="$("$PY" scripts/warm_start.py --env_name "$ENV" --model "$BASE" --n_demos "$N_DEMOS" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"})"
 evaluate() {  # evaluate <name> <model> <limit> [always]: greedy on the first <limit> test tasks -> <out>/<name>.json
@@ -142,7 +145,6 @@ PY
 }
 if [[ -z "$SEEDS" ]]; then
     rl_arm "$ARM"
-    cp "$OUT/$ARM.metrics.jsonl" "$OUT/metrics.jsonl"
 else
     for seed in ${SEEDS//,/ }; do
         rl_arm "${ARM}_seed$seed" trainer.seed="$seed" data.seed="$seed"
@@ -170,38 +172,4 @@ if [[ -n "$SEEDS" ]]; then  # every seed of the arm in <out>, this run's and ear
     done
     exit 0
 fi
-{
-    "$PY" -m openmanus_rl.eval compare "$OUT/base.json" "$OUT/warm_start.json"
-    "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/$ARM.json"
-    "$PY" -m openmanus_rl.eval compare "$OUT/warm_start.json" "$OUT/${ARM}_best.json"
-} | tee "$OUT/comparisons.txt"
-"$PY" - "$OUT" "$OUT/metrics.jsonl" "$ENV" "$ARM" <<'PY'
-import json, sys
-from pathlib import Path
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-out, metrics, env, arm = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-rows = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
-minutes, points = 0.0, []  # (step, wall-clock minutes of RL so far, dev success)
-for r in rows:
-    minutes += (r.get("timing_s/step", 0.0) + r.get("timing_s/validation", 0.0)) / 60
-    if f"val/{env}/success_rate" in r:
-        points.append((r["step"], minutes, r[f"val/{env}/success_rate"]))
-expert = json.loads((out / "expert.json").read_text())
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-for ax, col, label in ((axes[0], 0, "RL step"), (axes[1], 1, "wall-clock minutes of RL (validation included)")):
-    ax.plot([p[col] for p in points], [p[2] for p in points], marker="o", label=f"{arm.upper()} from the warm start (dev, greedy)")
-    ax.axhline(expert["success_rate"], color="grey", linestyle="--", label="expert (test)")
-    ax.set_xlabel(label); ax.set_ylim(0, 1)
-axes[0].set_ylabel("success rate"); axes[0].legend(fontsize=7)
-fig.tight_layout(); fig.savefig(out / "dev_success.png", dpi=100)
-table = ["| policy | test tasks | success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|---|"]
-for name in ("base", "warm_start", arm, f"{arm}_best"):
-    r = json.loads((out / f"{name}.json").read_text())
-    lo, hi = r["success_ci95"]
-    table.append(f"| {name} | {r['tasks']} | {r['success_rate']:.3f} ({lo:.3f}-{hi:.3f}) | {r['mean_reward']:.3f} | {r['invalid_action_rate']:.3f} |")
-table.append(f"| expert | {expert.get('n', '')} | {expert['success_rate']:.3f} | {expert['mean_reward']:.3f} | 0 |")
-(out / "table.md").write_text("\n".join(table) + "\n")
-print("\n".join(table))
-PY
+"$PY" scripts/learning_report.py "$OUT" --env_name "$ENV"  # every arm in <out>, this run's and earlier ones'
