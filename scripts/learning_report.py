@@ -97,9 +97,10 @@ def main() -> None:
     text = comparisons(out, arm_names)
     (out / "comparisons.txt").write_text(text + "\n")
     plot(out, arm_names, args.env_name, expert["success_rate"])
-    (out / "table.md").write_text(table(out, arm_names, expert))
+    rows = table(out, arm_names, expert)
+    (out / "table.md").write_text(rows)
     print(text)
-    print((out / "table.md").read_text(), end="")
+    print(rows, end="")
 
 
 if __name__ == "__main__":

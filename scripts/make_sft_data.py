@@ -145,7 +145,7 @@ def choose_tasks(env_name: str, split: str, n: int, sample: bool, seed: int) -> 
 
 
 def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
-    from openmanus_rl.agent.config import episode_limits
+    from openmanus_rl.evaluation.run import episode_limits
 
     parts = urlsplit(server_url)
     if not parts.scheme or not parts.hostname or not parts.port:

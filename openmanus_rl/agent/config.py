@@ -40,21 +40,6 @@ from verl.utils.node_labels import is_label_selector
 from verl.utils.typed_config import ConfigError, defaults_from
 
 ROLLOUT_MODES = ("async", "sync")
-# the agent settings a command line (eval, make_sft_data) carries under the agent section's own names
-EPISODE_LIMITS = (
-    "max_turns",
-    "max_prompt_length",
-    "max_response_length",
-    "max_obs_length",
-    "max_trajectory_length",
-    "action_format",
-)
-
-
-def episode_limits(args: Any) -> dict[str, Any]:
-    """``{name: args.<name>}`` for each of `EPISODE_LIMITS`: the turn cap, token limits and action format of a
-    command line, as the agent section's keys."""
-    return {name: getattr(args, name) for name in EPISODE_LIMITS}
 
 
 def _plain(value: Any) -> Any:

@@ -28,6 +28,22 @@ from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
 from verl.utils.jsonl import write_jsonl, write_text_atomically
 
+# the agent settings a command line (eval, make_sft_data) carries under the agent section's own names
+EPISODE_LIMITS = (
+    "max_turns",
+    "max_prompt_length",
+    "max_response_length",
+    "max_obs_length",
+    "max_trajectory_length",
+    "action_format",
+)
+
+
+def episode_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """``{name: args.<name>}`` for each of `EPISODE_LIMITS`: the turn cap, token limits and action format of a
+    command line, as the agent section's keys."""
+    return {name: getattr(args, name) for name in EPISODE_LIMITS}
+
 
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
     """An in-process rollout-only `ActorRolloutRefWorker` with its engine started."""
@@ -60,7 +76,6 @@ def builtin_agent(
     """The built-in `OpenManusAgent` under the evaluation's limits, spreading tasks over ``server_urls``, with at
     most ``max_in_flight`` trajectories running at once (0: all; async rollout only)."""
     from openmanus_rl.agent import OpenManusAgent
-    from openmanus_rl.agent.config import episode_limits
 
     return OpenManusAgent(
         tokenizer,
@@ -152,12 +167,7 @@ RESULT_FLAGS = (
     "n",
     "temperature",
     "seed",
-    "max_turns",
-    "max_prompt_length",
-    "max_response_length",
-    "max_obs_length",
-    "max_trajectory_length",
-    "action_format",
+    *EPISODE_LIMITS,
     "engine",
     "dtype",
     "device",
