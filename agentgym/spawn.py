@@ -172,9 +172,13 @@ def _die_with_parent() -> None:
 
 @contextmanager
 def serve_subprocess(env: str, port: int | None = None, timeout_s: float = 120.0, **options) -> Iterator[ServerUrl]:
-    """A healthy ``env`` server for the ``with`` block; yields its URL (options as `ServerProcess`)."""
+    """A healthy ``env`` server for the ``with`` block; yields its URL (options as `ServerProcess`).
+    Without a ``log_path`` its log is a temporary file, deleted when the block ends without an error
+    (kept, and named in the error, when the server fails to start)."""
     server = ServerProcess(env, port, timeout_s=timeout_s, **options).start()
     try:
         yield server.url
     finally:
         server.stop()
+    if options.get("log_path") is None:
+        server.log.unlink(missing_ok=True)

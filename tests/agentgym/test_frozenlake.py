@@ -302,6 +302,17 @@ def test_literal_protocol_exchange() -> None:
             "done": False,
             "reward": 0.0,
         }
+    assert u.log.name.startswith("agentgym-frozenlake-") and not u.log.exists()  # a clean block deletes its log
+
+
+@pytest.mark.slow
+def test_a_server_block_that_fails_keeps_its_log() -> None:
+    with pytest.raises(ZeroDivisionError), serve_subprocess("frozenlake", timeout_s=60) as u:
+        1 / 0
+    try:
+        assert u.log.is_file()
+    finally:
+        u.log.unlink(missing_ok=True)
 
 
 @pytest.mark.slow
