@@ -27,11 +27,18 @@ def arms(out: Path) -> list[str]:
     return sorted(name for name in names if (out / f"{name}.json").is_file())
 
 
-def comparisons(out: Path, arm_names: list[str]) -> str:
-    """The paired comparisons, as ``python -m openmanus_rl.eval compare`` prints them, one after another."""
-    pairs = [("base", "warm_start")] if (out / "base.json").is_file() else []
-    for arm in arm_names:
-        pairs += [("warm_start", name) for name in (arm, f"{arm}_best") if (out / f"{name}.json").is_file()]
+def policies(out: Path, arm_names: list[str]) -> list[str]:
+    """The evaluated policies in ``out``, in report order: base, warm start, then each arm's last and dev-chosen
+    step (those with a ``<name>.json``)."""
+    names = ["base", "warm_start", *(name for arm in arm_names for name in (arm, f"{arm}_best"))]
+    return [name for name in names if (out / f"{name}.json").is_file()]
+
+
+def comparisons(out: Path, names: list[str]) -> str:
+    """The paired comparisons of `policies` ``names`` (base -> warm start, warm start -> each RL policy), as
+    ``python -m openmanus_rl.eval compare`` prints them, one after another."""
+    pairs = [("base", "warm_start")] if "base" in names else []
+    pairs += [("warm_start", name) for name in names if name not in ("base", "warm_start")]
     return "\n".join(format_comparison(compare(out / f"{a}.json", out / f"{b}.json")) for a, b in pairs)
 
 
@@ -57,7 +64,7 @@ def plot(out: Path, arm_names: list[str], env: str, expert_success: float) -> No
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     for arm in arm_names:
         points = dev_points(out / f"{arm}.metrics.jsonl", env)
-        for ax, col in ((axes[0], 0), (axes[1], 1)):
+        for col, ax in enumerate(axes):  # x: the RL step, then the minutes
             ax.plot([p[col] for p in points], [p[2] for p in points], marker="o", label=f"{arm} (dev, greedy)")
     for ax, label in ((axes[0], "RL step"), (axes[1], "wall-clock minutes of RL (validation included)")):
         ax.axhline(expert_success, color="grey", linestyle="--", label="expert (test)")
@@ -69,11 +76,10 @@ def plot(out: Path, arm_names: list[str], env: str, expert_success: float) -> No
     fig.savefig(out / "dev_success.png", dpi=100)
 
 
-def table(out: Path, arm_names: list[str], expert: dict) -> str:
+def table(out: Path, names: list[str], expert: dict) -> str:
+    """Test success of `policies` ``names``, the expert last, as a markdown table."""
     rows = ["| policy | test tasks | success (95% CI) | mean reward | invalid-action rate |", "|---|---|---|---|---|"]
-    for name in ["base", "warm_start", *(n for arm in arm_names for n in (arm, f"{arm}_best"))]:
-        if not (out / f"{name}.json").is_file():
-            continue
+    for name in names:
         r = json.loads((out / f"{name}.json").read_text())
         lo, hi = r["success_ci95"]
         rows.append(
@@ -94,10 +100,11 @@ def main() -> None:
     if not arm_names:
         raise SystemExit(f"{out}: no RL arm (<arm>.json with <arm>.metrics.jsonl) to report")
     expert = json.loads((out / "expert.json").read_text())
-    text = comparisons(out, arm_names)
+    names = policies(out, arm_names)
+    text = comparisons(out, names)
     (out / "comparisons.txt").write_text(text + "\n")
     plot(out, arm_names, args.env_name, expert["success_rate"])
-    rows = table(out, arm_names, expert)
+    rows = table(out, names, expert)
     (out / "table.md").write_text(rows)
     print(text)
     print(rows, end="")
