@@ -4,7 +4,10 @@
 AgentGym protocol (``/create``, ``/reset``, ``/step``, ``/close``), resets it to the goal
 ``task["extra_info"]["index"]``, and gives the model the page with two tools, ``search(query)`` and
 ``click(target)``.  Each turn is one chat completion; each tool call becomes the action
-``search[query]`` / ``click[target]`` and its result, the new page, a tool message.  A reply without a
+``search[query]`` / ``click[target]`` and its result, the new page, a tool message.  Each page is cut to its
+whole elements within ``MAX_PAGE_CHARS`` characters (`page_view`), as the built-in agent cuts observations to
+``agent.max_obs_length`` tokens: a whole results page runs to about 600 tokens, and ten of them would not fit the
+run's token budget.  The conversation only grows, so every call of an episode extends one sample.  A reply without a
 tool call gets a user message asking for one.  The episode ends when the env says done (Buy Now),
 after ``max_turns`` completions, or when the conversation no longer fits the endpoint's context
 (``context_length_exceeded``).  It returns ``{"reward": <the env's last reward>, "info": {"success":
@@ -35,6 +38,8 @@ import requests
 
 DEFAULT_ENV_URL = "http://127.0.0.1:36001"
 MAX_TURNS = 10
+MAX_PAGE_CHARS = 1000  # about 350 tokens of a WebShop page
+SEP = " [SEP] "
 HTTP_TIMEOUT_S = 60.0
 
 SYSTEM = (
@@ -111,6 +116,16 @@ def env_url(task: dict[str, Any]) -> str:
     return (task.get("extra_info") or {}).get("env_url") or os.environ.get("WEBSHOP_URL") or DEFAULT_ENV_URL
 
 
+def page_view(page: str, limit: int = MAX_PAGE_CHARS) -> str:
+    """``page`` cut to the whole ``[SEP]``-separated elements that fit in ``limit`` characters (its first ``limit``
+    characters when even the first element does not fit); a page within ``limit`` unchanged."""
+    if len(page) <= limit:
+        return page
+    head = page[: limit + len(SEP)]
+    end = head.rfind(SEP)
+    return page[:end] if end > 0 else page[:limit]
+
+
 def action(name: str, arguments: str) -> str | None:
     """The env action a tool call stands for (``search[...]`` / ``click[...]``); None when the call names no
     tool of ours or lacks a non-empty string argument."""
@@ -142,7 +157,7 @@ def run_episode(client: openai.OpenAI, model: str, env: WebShopEnv, goal: int, m
     """The env's reward for the purchase; 0.0 when the episode ends without one."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": env.reset(goal)},
+        {"role": "user", "content": page_view(env.reset(goal))},
     ]
     for _ in range(max_turns):
         try:
@@ -162,7 +177,7 @@ def run_episode(client: openai.OpenAI, model: str, env: WebShopEnv, goal: int, m
             page, reward, done = env.step(act) if act is not None else (INVALID_CALL, 0.0, False)
             if done:
                 return reward
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": page})
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": page_view(page)})
     return 0.0
 
 

@@ -14,7 +14,7 @@ from agent_helpers import Reply, ScriptedGenerator, task_batch, text_policy
 from gateway_helpers import EOT, row
 
 from agentgym.webshop.expert import WebShopExpert
-from examples.webshop_openai_agent import DEFAULT_ENV_URL, MAX_TURNS, NUDGE, action, env_url
+from examples.webshop_openai_agent import DEFAULT_ENV_URL, MAX_PAGE_CHARS, MAX_TURNS, NUDGE, action, env_url, page_view
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
 PROGRAM = "examples.webshop_openai_agent:play"
@@ -79,6 +79,16 @@ def test_tool_calls_become_env_actions():
     ] == [None] * 6
 
 
+def test_a_page_is_cut_to_its_whole_elements_within_the_limit():
+    page = "Instruction: [SEP] red mug [SEP] Back to Search [SEP] B0ABC [SEP] Red Mug, 12 oz"
+    assert page_view(page, limit=len(page)) == page
+    assert page_view(page, limit=len(page) - 1) == "Instruction: [SEP] red mug [SEP] Back to Search [SEP] B0ABC"
+    assert page_view(page, limit=46) == "Instruction: [SEP] red mug"  # " [SEP] Back to Search" ends at 47
+    assert page_view(page, limit=47) == "Instruction: [SEP] red mug [SEP] Back to Search"
+    assert page_view("abcdefgh", limit=5) == "abcde"  # no element fits: the first characters
+    assert MAX_PAGE_CHARS == 1000
+
+
 def test_the_server_comes_from_the_row_then_the_environment(monkeypatch):
     monkeypatch.delenv("WEBSHOP_URL", raising=False)
     assert env_url({"extra_info": {"index": 3}}) == DEFAULT_ENV_URL == "http://127.0.0.1:36001"
@@ -125,11 +135,12 @@ def test_the_experts_tool_calls_buy_the_product_in_one_exact_sample(tokenizer, w
     assert mask == expected_mask
     assert log_probs == [-0.25 if m else 0.0 for m in mask]
     assert open_envs(webshop_server.url) == before
-    # the search's result came back as a tool message holding the results page, as the env shows it
+    # the search's result came back as a tool message holding the results page cut to its first elements
     results = page_after(webshop_server.url, GOAL, actions[0])
-    assert "[SEP] Page 1 (Total results: " in results
+    assert "[SEP] Page 1 (Total results: " in results and len(results) > MAX_PAGE_CHARS
+    assert results.startswith(page_view(results)) and len(page_view(results)) > MAX_PAGE_CHARS - 200
     assert decode(tokenizer, prompts[1][len(prompts[0]) + len(replies[0]) :]) == (
-        f"\n<|im_start|>tool\n{results}<|im_end|>\n<|im_start|>assistant\n"
+        f"\n<|im_start|>tool\n{page_view(results)}<|im_end|>\n<|im_start|>assistant\n"
     )
 
 
