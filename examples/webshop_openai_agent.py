@@ -6,7 +6,7 @@ AgentGym protocol (``/create``, ``/reset``, ``/step``, ``/close``), resets it to
 ``click(target)``.  Each turn is one chat completion; each tool call becomes the action
 ``search[query]`` / ``click[target]`` and its result, the new page, a tool message.  Each page is cut to its
 whole elements within ``MAX_PAGE_CHARS`` characters (`page_view`), as the built-in agent cuts observations to
-``agent.max_obs_length`` tokens: a whole results page runs to about 600 tokens, and ten of them would not fit the
+``agent.max_obs_length`` tokens: a whole results page runs to about 650 tokens, and ten of them would not fit the
 run's token budget.  The conversation only grows, so every call of an episode extends one sample.  A reply without a
 tool call gets a user message asking for one.  The episode ends when the env says done (Buy Now),
 after ``max_turns`` completions, or when the conversation no longer fits the endpoint's context
