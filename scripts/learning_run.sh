@@ -5,7 +5,7 @@
 #
 #   scripts/learning_run.sh [--env_name webshop] [--n_demos 32] [--steps 14] [--eval_limit 500] [--base_limit 100]
 #                           [--out results/learning] [--program PACKAGE.MODULE:FUNCTION] [--arm NAME]
-#                           [--seeds 1,2,3] [--test_freq 3] [--dev_tasks 64]
+#                           [--seeds 1,2,3] [--test_freq 3] [--dev_tasks 64] [--action_format react|xml|tool_call]
 #                           [trainer overrides, e.g. algorithm.adv_estimator=gigpo trainer.max_minutes=70]
 #
 # One RL step is 4 tasks x 4 samples = 16 trajectories and one optimiser step (so the old log-probs come from the
@@ -30,6 +30,9 @@
 # (`python -m openmanus_rl.eval seeds`: each seed's paired gain, and the pooled gain with a bootstrap over seeds and
 # tasks). A seed's arm takes as long as one run's RL and evaluation.
 #
+# --action_format writes the built-in agent's demonstrations, plays its evaluations and runs RL in that action format
+# (default: agent.action_format of ppo_trainer.yaml, react); the warm start is cached per format.
+#
 # --program trains and evaluates an agent program through the gateway instead of the built-in agent (e.g.
 # examples.webshop_openai_agent:play): the warm start's demonstrations are the program's own episodes with the expert
 # answering its calls (scripts/warm_start.py --program), every evaluation plays the program (openmanus_rl.eval --program), and a WebShop server on --env_port (36001)
@@ -47,7 +50,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ENV=webshop; N_DEMOS=32; STEPS=14; EVAL_LIMIT=500; BASE_LIMIT=100; OUT=results/learning; OVERRIDES=(); PROGRAM=""
-ENV_PORT=36001; ARM_NAME=""; SEEDS=""; TEST_FREQ=3; DEV_TASKS=64
+ENV_PORT=36001; ARM_NAME=""; SEEDS=""; TEST_FREQ=3; DEV_TASKS=64; FORMAT=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --env_name) ENV="$2"; shift 2 ;;
@@ -62,9 +65,11 @@ while [[ $# -gt 0 ]]; do
         --seeds) SEEDS="$2"; shift 2 ;;
         --test_freq) TEST_FREQ="$2"; shift 2 ;;
         --dev_tasks) DEV_TASKS="$2"; shift 2 ;;
+        --action_format) FORMAT="$2"; shift 2 ;;
         *=*) OVERRIDES+=("$1"); shift ;;
         *) echo "usage: scripts/learning_run.sh [--env_name ENV] [--n_demos N] [--steps N] [--eval_limit N] [--base_limit N] [--out DIR]" \
                 "[--program PACKAGE.MODULE:FUNCTION] [--env_port PORT] [--arm NAME] [--seeds 1,2,3] [--test_freq 3] [--dev_tasks 64]" \
+                "[--action_format FORMAT]" \
                 "[overrides]" >&2; exit 2 ;;
     esac
 done
@@ -78,6 +83,10 @@ ARM=grpo
 for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do [[ "$item" == algorithm.adv_estimator=* ]] && ARM="${item#*=}"; done
 [[ -z "$ARM_NAME" ]] || ARM="$ARM_NAME"
 WARM_ARGS=(); EVAL_ARGS=(); RL_ARGS=()
+if [[ -n "$FORMAT" ]]; then
+    [[ -z "$PROGRAM" || "$FORMAT" == tool_call ]] || { echo "--action_format: a program speaks tool_call, got $FORMAT" >&2; exit 2; }
+    WARM_ARGS=(--action_format "$FORMAT"); EVAL_ARGS=(--action_format "$FORMAT"); RL_ARGS=("agent.action_format=$FORMAT")
+fi
 if [[ -n "$PROGRAM" ]]; then
     WARM_ARGS=(--program "$PROGRAM")
     EVAL_ARGS=(--program "$PROGRAM")
