@@ -7,7 +7,7 @@ import torch
 
 from verl.trainer.ppo.config import load_config, resolve_precision
 from verl.utils.batch import packed_proto
-from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
+from verl.utils.precision import Precision, best_rates, matmul_probe, read_cpu_flags, resolve_dtype
 from verl.utils.typed_config import ConfigError
 from verl.workers.config import ActorRolloutRefConfig, resolve_policy_precision
 
@@ -190,3 +190,39 @@ def test_step0_kl_is_zero_in_bf16(tiny_model_path):
         assert float(old.abs().sum()) > 0
     finally:
         worker.shutdown()
+
+
+def test_probe_rounds_alternate_the_dtypes_so_a_burst_of_load_slows_both():
+    # fp32 takes 2 ms, bf16 1 ms; a burst of load makes 8 timings in a row 10x slower. Timed back to back
+    # (8 of fp32, then 8 of bf16), a burst over bf16's eight would read bf16 at 0.2x fp32; in rounds of 4 it
+    # covers bf16's round 1 and fp32's round 2, and each dtype keeps a quiet best.
+    calls = []
+
+    def seconds(name):
+        calls.append(name)
+        quiet = {"float32": 2e-3, "bfloat16": 1e-3}[name]
+        return quiet * 10 if 5 <= len(calls) <= 12 else quiet
+
+    rates = best_rates(seconds, flops=2e9, rounds=3, repeats=4)
+    assert calls == (["float32"] * 4 + ["bfloat16"] * 4) * 3
+    assert rates == {"float32": 1000.0, "bfloat16": 2000.0}
+
+
+def test_matmul_probe_measures_both_dtypes():
+    rates = matmul_probe(size=64, rounds=2, repeats=2)
+    assert sorted(rates) == ["bfloat16", "float32"]
+    assert all(rate > 0 for rate in rates.values())
+
+
+def test_a_cached_probe_from_an_older_probe_is_measured_again(tmp_path, monkeypatch):
+    import verl.utils.precision as precision
+
+    monkeypatch.setenv("OPENMANUS_CACHE", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(precision, "matmul_probe", lambda: measured.append(1) or {"float32": 170.0, "bfloat16": 380.0})
+    key = "vm|AMD EPYC|x86_64|torch 2.13.0+cpu"  # the key the first probe wrote: no probe version
+    (tmp_path / "precision_probe.json").write_text(json.dumps({"key": key, "gflops": {"float32": 174, "bfloat16": 34}}))
+    assert precision.cached_probe() == {"float32": 170.0, "bfloat16": 380.0}
+    assert precision.cached_probe() == {"float32": 170.0, "bfloat16": 380.0}  # now cached: measured once
+    assert len(measured) == 1
+    assert json.loads((tmp_path / "precision_probe.json").read_text())["key"].endswith("|probe 2")
