@@ -96,7 +96,7 @@ def matmul_probe(size: int = 512, rounds: int = 6, repeats: int = 4) -> dict[str
     """GFLOP/s of a ``size``^3 matmul in fp32 and bf16 on the current torch threads (see `best_rates`)."""
     import torch
 
-    operands = {name: (torch.randn(size, size).to(getattr(torch, name)),) * 2 for name in PROBE_DTYPES}
+    operands = {name: [torch.randn(size, size).to(getattr(torch, name)) for _ in range(2)] for name in PROBE_DTYPES}
 
     def seconds(name: str) -> float:
         a, b = operands[name]
@@ -129,7 +129,7 @@ def _probe_cache_file() -> Path:
 
 
 def cached_probe() -> dict[str, float]:
-    """`matmul_probe`, run once per (machine, CPU, torch version) and cached on disk."""
+    """`matmul_probe`, run once per (machine, CPU, torch version, `PROBE_VERSION`) and cached on disk."""
     import torch
 
     key = f"{platform.node()}|{cpu_model_name()}|{platform.machine()}|torch {torch.__version__}|probe {PROBE_VERSION}"
