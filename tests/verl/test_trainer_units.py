@@ -290,14 +290,17 @@ def test_tracking_jsonl_and_plot(tmp_path, capsys):
 
     t = Tracking("p", "e", ["console", "jsonl"], str(tmp_path))
     t.log({"env/success_rate": 0.5, "env/reward/mean": 0.25, "note": "skipped", "bad": float("nan")}, step=1)
-    t.log({"env/success_rate": 0.75, "val/webshop/success_rate": 1.0}, step=2)
+    t.log({"env/success_rate": 0.75, "filter/kept_success_rate": 0.5, "val/webshop/success_rate": 1.0}, step=2)
     t.close()
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines == [
         {"step": 1, "env/success_rate": 0.5, "env/reward/mean": 0.25},
-        {"step": 2, "env/success_rate": 0.75, "val/webshop/success_rate": 1.0},
+        {"step": 2, "env/success_rate": 0.75, "filter/kept_success_rate": 0.5, "val/webshop/success_rate": 1.0},
     ]
-    assert "[step 1] succ=0.5 reward=0.25" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert (
+        "[step 1] succ=0.5 reward=0.25" in out and "[step 2] succ=0.75 kept_succ=0.5 val/webshop/success_rate=1" in out
+    )
     png = plot_metrics(tmp_path / "metrics.jsonl", tmp_path / "m.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=r"unknown logger\(s\) \['fax'\]"):
@@ -430,6 +433,7 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     assert batch.batch["response_mask"].tolist() == [[1, 0], [1, 0], [1, 1], [1, 1]]
     assert metrics["filter/dropped_groups"] == 2.0 and metrics["filter/refill_rounds"] == 1.0
     assert metrics["filter/shortfall_groups"] == 0.0 and metrics["env/success_rate"] == 0.5
+    assert metrics["filter/kept_success_rate"] == 0.5  # task 1 (0, 1) and task 3 (1, 0.5); round 1 had 3 of 4
     assert trainer.train_loader.state_dict()["batch_in_epoch"] == 2  # the refill is in the checkpointed position
 
     # rounds run out: dropped groups fill the batch so its size (and divisibility) holds
@@ -438,6 +442,7 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     batch, metrics = collected.batch, collected.metrics
     assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0
     assert list(batch.non_tensor_batch["uid"]) == ["task4", "task4", "task5", "task5"]
+    assert metrics["filter/kept_success_rate"] == 0.5
 
 
 class StepRollout:
@@ -506,6 +511,8 @@ def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_di
     assert trainer.rollout.calls == [[0, 1], [2, 3]]
     assert list(collected.batch.non_tensor_batch["uid"]) == ["task0"] * 3 + ["refill1-task2"] * 2
     assert collected.metrics["filter/dropped_groups"] == 2.0 and collected.metrics["filter/refill_rounds"] == 1.0
+    # trajectories, not rows: task 0's two successes (3 rows) and task 2's one of two give 3 of 4 (rows: 4 of 5)
+    assert collected.metrics["filter/kept_success_rate"] == 0.75
 
 
 class GreedyRollout:

@@ -14,6 +14,7 @@ BACKENDS = ("console", "jsonl", "tensorboard", "wandb")
 # the few numbers the one-line console summary shows, in order
 CONSOLE_KEYS = (
     ("env/success_rate", "succ"),
+    ("filter/kept_success_rate", "kept_succ"),
     ("env/reward/mean", "reward"),
     ("env/turns/mean", "turns"),
     ("actor/pg_loss", "pg"),

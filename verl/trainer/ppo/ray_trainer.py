@@ -379,6 +379,8 @@ class RayPPOTrainer:
         The step keeps ``data.train_batch_size`` groups: the first informative ones in rollout order;
         when the rounds run out, dropped groups fill the rest (``filter/shortfall_groups``). Refills
         draw from the training dataloader, so its checkpointed position covers them and resume stays exact.
+        The ``env/*`` metrics describe the first round; ``filter/kept_success_rate`` is the success rate of
+        the trajectories the update trains on (`_success_rate`).
         """
         target, max_rounds = self.config.data.train_batch_size, self.config.algorithm.filter_groups.max_rounds
         kept: list[DataProto] = []
@@ -402,7 +404,9 @@ class RayPPOTrainer:
                 "filter/shortfall_groups": float(shortfall),
             }
         )
-        return concat_padded(chosen, self.rollout.pad_id)
+        batch = concat_padded(chosen, self.rollout.pad_id)
+        metrics["filter/kept_success_rate"] = _success_rate(batch)
+        return batch
 
     def _check_failures(self, batch: DataProto) -> None:
         """`TooManyFailures` when the failed share of the batch's trajectories is above
@@ -869,6 +873,15 @@ class RayPPOTrainer:
         )
         print(f"[trainer] stopping: {cause}", flush=True)
         raise RunStopped(f"{cause}\n{where}")
+
+
+def _success_rate(batch: DataProto) -> float:
+    """The share of ``batch``'s live trajectories that succeeded: each counted once (step-wise rows by
+    ``traj_uid``), failed ones left out; 0.0 when none is live."""
+    nt = batch.non_tensor_batch
+    keys = nt["traj_uid"] if "traj_uid" in nt else range(len(batch))
+    by_trajectory = {key: bool(ok) for key, ok, failed in zip(keys, nt["success"], nt["failed"]) if not failed}
+    return sum(by_trajectory.values()) / len(by_trajectory) if by_trajectory else 0.0
 
 
 def _groups(batch: DataProto) -> list[DataProto]:
