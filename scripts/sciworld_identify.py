@@ -20,10 +20,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from agentgym.registry import get_env_spec
 from agentgym.sciworld.data import task, task_ids
 from agentgym.sciworld.env import SciWorldEnv
 from agentgym.sciworld.expert import SciWorldExpert
-from agentgym.sciworld.spec import SPEC
 from openmanus_rl.envs.client import first_observation
 
 MAX_ACTIONS = 100  # the expert table's action limit (docs/environments.md)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             for data_idx in ids:
                 env.reset(data_idx, gold_path=True)
                 row["gold_path_too_long"] += len(env.gold_path()) > MAX_ACTIONS
-                observation = first_observation(SPEC, env.reset(data_idx))
+                observation = first_observation(get_env_spec("sciworld"), env.reset(data_idx))
                 row["n"] += 1
                 row["starts_alike"] += len(expert.candidates(observation)) > 1
                 row["expert_wins"] += wins(env, observation, expert)

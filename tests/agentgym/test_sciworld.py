@@ -209,13 +209,13 @@ def test_the_expert_recognises_the_task_and_wins_over_http() -> None:
 def test_variations_that_start_alike_are_told_apart_by_a_later_observation(env: SciWorldEnv, data_idx: int) -> None:
     """3038 and 3188 (find a living thing) show the same task and the same first room; their gold paths part after
     the look around outside, which shows which one this is: the expert wins either, keeping only the right one."""
+    from agentgym.registry import get_env_spec
     from agentgym.sciworld.expert import SciWorldExpert
-    from agentgym.sciworld.spec import SPEC
     from openmanus_rl.envs.client import first_observation
 
     expert = SciWorldExpert()
     try:
-        observation = first_observation(SPEC, env.reset(data_idx))
+        observation = first_observation(get_env_spec("sciworld"), env.reset(data_idx))
         assert expert.candidates(observation) == [3038, 3188]
         expert.reset()
         for _ in range(100):
