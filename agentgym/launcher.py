@@ -9,7 +9,7 @@
 
 Each server runs one uvicorn worker (env state lives in the process) and binds
 127.0.0.1 unless told otherwise.  The envs that can be served are those whose
-spec (``agentgym/<env>/spec.py``, `agentgym.registry`) names an ``app``: the
+spec (``agentgym/<env>/spec.toml``, `agentgym.registry`) names an ``app``: the
 module that serves it, providing ``DEFAULT_PORT``, ``add_arguments(parser)``
 and ``app_from_args(args) -> FastAPI``; importing it must be cheap (data is
 loaded in ``app_from_args``).

@@ -1,4 +1,4 @@
-"""Every environment by name: each package ``agentgym/<env>/`` with a ``spec.py`` holding ``SPEC = EnvSpec(...)``.
+"""Every environment by name: each package ``agentgym/<env>/`` with a ``spec.toml`` (`agentgym.spec.load_spec`).
 
 Adding an environment is adding that package (its spec, and its server app,
 task lists and expert where it has them); the launcher, the data preparation,
@@ -8,11 +8,9 @@ from outside the package tree.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
 
-from .spec import EnvSpec
+from .spec import EnvSpec, load_spec
 
 ENV_SPECS: dict[str, EnvSpec] = {}
 
@@ -35,15 +33,13 @@ def get_env_spec(name: str) -> EnvSpec:
 
 
 def _discover() -> None:
-    root = Path(__file__).parent
-    for package in sorted(m.name for m in pkgutil.iter_modules([str(root)]) if m.ispkg):
-        if (root / package / "spec.py").is_file():
-            spec = importlib.import_module(f"{__package__}.{package}.spec").SPEC
-            if spec.name != package:
-                raise ValueError(
-                    f"agentgym/{package}/spec.py declares env {spec.name!r}; the package must carry its name"
-                )
-            register_env(spec)
+    for path in sorted(Path(__file__).parent.glob("*/spec.toml")):
+        spec = load_spec(path)
+        if spec.name != path.parent.name:
+            raise ValueError(
+                f"agentgym/{path.parent.name}/spec.toml declares env {spec.name!r}; the package must carry its name"
+            )
+        register_env(spec)
 
 
 _discover()

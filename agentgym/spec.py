@@ -1,4 +1,8 @@
-"""`EnvSpec`: everything about one environment that is not its server code, declared in ``agentgym/<env>/spec.py``.
+"""`EnvSpec`: everything about one environment that is not its server code, declared in ``agentgym/<env>/spec.toml``.
+
+A spec file's keys are the fields below (`load_spec` reads it: lists become tuples, an unknown or missing key is an
+error naming the file); its ``[[tools]]`` tables are the tools, each with ``name``, ``description``, ``action``
+and ``[tools.properties.<argument>]`` JSON-schema tables (`agentgym.tools.EnvTool`).
 
 * Wire details, for clients: ``family`` "A" names the env ``env_idx`` and
   ``/create`` answers a bare int; "B" names it ``id`` and answers ``{"id": n}``.
@@ -40,7 +44,7 @@
 * ``reward_score``: the reward module (by name, `verl.utils.reward_score`)
   that scores this env's rows; by default ``episode``, the episode's composed reward.
 * Where the rest lives, as dotted paths loaded only when needed (so a spec
-  imports without the env's heavy extra): ``app``, the module that serves the
+  loads without the env's heavy extra): ``app``, the module that serves the
   env (``DEFAULT_PORT``, ``add_arguments(parser)``, ``app_from_args(args)``);
   ``tasks``, ``"module:function"`` giving ``[(task id, instruction)]`` for a
   split (``train``, ``dev`` or ``test``, described by ``splits``); ``expert``,
@@ -52,11 +56,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from .tools import EnvTool
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,26 @@ class EnvSpec:
         """Tokens a trajectory may hold, prompt included: the run's ``max_trajectory_length``, or this env's own
         budget when it is None."""
         return self.max_trajectory_length if max_trajectory_length is None else max_trajectory_length
+
+
+def load_spec(path: Path) -> EnvSpec:
+    """The `EnvSpec` that the TOML file ``path`` declares (see the module docstring); ValueError naming the file
+    and the problem for a file that is not TOML, an unknown or missing key, or a tool that does not hold together."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    fields = dataclasses.fields(EnvSpec)
+    unknown = sorted(set(data) - {f.name for f in fields})
+    missing = [f.name for f in fields if f.name not in data and f.default is f.default_factory is dataclasses.MISSING]
+    if unknown or missing:
+        raise ValueError(f"{path}: unknown keys {unknown}, missing keys {missing}")
+    try:
+        tools = tuple(EnvTool(**tool) for tool in data.pop("tools", []))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: a [[tools]] table: {exc}") from None
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    return EnvSpec(**values, tools=tools)
 
 
 def load_object(path: str) -> Any:

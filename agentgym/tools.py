@@ -11,8 +11,8 @@ action string (``"search[{query}]"`` with ``{"query": "red shoes"}`` is ``search
 * `EnvTool.arguments_of`: the inverse of `EnvTool.action_for`, the arguments that write a given action string
   (None when this tool cannot write it); `call_for` finds the first of an env's tools that can.
 
-Argument types, built by `text`, `integer` and `choice`: a string, a JSON integer (not a boolean), one string
-of a fixed list.
+Argument types (a property's ``type``): ``"string"``, with ``enum`` one string of a fixed list; ``"integer"``, a
+JSON integer (not a boolean). A spec file writes a property as a ``[tools.properties.<argument>]`` table.
 """
 
 from __future__ import annotations
@@ -23,23 +23,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from string import Formatter
 from typing import Any, Mapping
-
-DIRECTIONS = ("up", "down", "left", "right")
-
-
-def text(description: str) -> dict[str, Any]:
-    """A string argument."""
-    return {"type": "string", "description": description}
-
-
-def integer(description: str) -> dict[str, Any]:
-    """An integer argument."""
-    return {"type": "integer", "description": description}
-
-
-def choice(description: str, *values: str) -> dict[str, Any]:
-    """A string argument that is one of ``values``."""
-    return {"type": "string", "enum": list(values), "description": description}
 
 
 def _fields(action: str) -> list[str]:

@@ -37,7 +37,7 @@ from agentgym.spec import load_object
 
 
 def rows(env: str, split: str, limit: int) -> list[dict]:
-    tasks = load_object(ENV_SPECS[env].tasks)(split)  # the env's task list, declared in agentgym/<env>/spec.py
+    tasks = load_object(ENV_SPECS[env].tasks)(split)  # the env's task list, declared in agentgym/<env>/spec.toml
     if limit > 0:
         tasks = tasks[:limit]
     return [

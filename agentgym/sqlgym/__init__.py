@@ -1,1 +1,1 @@
-"""SQL questions over databases (AgentGym's SqlGym protocol): spec only (`spec.py`); no server in this project yet."""
+"""SQL questions over databases (AgentGym's SqlGym protocol): spec only (`spec.toml`); no server in this project yet."""

@@ -13,7 +13,7 @@ same action back:
   {...}}</tool_call>``, the first of the env's tools that writes the action.
 
 An env names its expert in its spec (``expert = "module:factory"`` in
-``agentgym/<env>/spec.py``); `register_expert` adds or replaces one from
+``agentgym/<env>/spec.toml``); `register_expert` adds or replaces one from
 outside; `get_expert` builds one.
 """
 

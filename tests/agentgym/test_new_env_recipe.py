@@ -46,7 +46,7 @@ def test_a_new_env_is_one_package_that_every_shared_check_picks_up(tmp_path: Pat
         tmp_path,
     )
     summary = checked.stdout.strip().splitlines()[-1]
-    assert checked.returncode == 0 and summary.startswith("8 passed"), checked.stdout[-3000:]
+    assert checked.returncode == 0 and summary.startswith("14 passed"), checked.stdout[-3000:]
     passed = {line.split("::")[-1] for line in checked.stdout.splitlines() if line.startswith("PASSED")}
     assert {
         "test_every_env_package_is_found_by_name",

@@ -11,7 +11,7 @@ import pytest
 from agent_helpers import ScriptedGenerator, task_batch, text_policy
 
 import agentgym
-from agentgym.tools import EnvTool, call_for, integer
+from agentgym.tools import EnvTool, call_for
 from openmanus_rl.agent import OpenManusAgent, ParsedAction, get_action_template
 from openmanus_rl.agent.chat import ChatFormat
 from openmanus_rl.envs import EnvSpec, get_env_spec, register_env
@@ -20,6 +20,8 @@ from openmanus_rl.experts import format_reply
 TOOL_CALL = get_action_template("tool_call")
 WEBSHOP, TEXTCRAFT, MAZE = get_env_spec("webshop"), get_env_spec("textcraft"), get_env_spec("maze")
 BLOCK = '<tool_call>{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}</tool_call>'
+
+HOW_MUCH = {"type": "integer", "description": "how much"}
 
 
 def feedback(problem: str) -> str:
@@ -76,7 +78,7 @@ ROUND_TRIPS = [
 
 
 def test_every_env_package_declares_tools_and_is_round_tripped():
-    packages = sorted(path.parent.name for path in Path(agentgym.__file__).parent.glob("*/spec.py"))
+    packages = sorted(path.parent.name for path in Path(agentgym.__file__).parent.glob("*/spec.toml"))
     assert packages == sorted({env for env, _, _ in ROUND_TRIPS})
     assert all(get_env_spec(name).tools for name in packages)
 
@@ -111,7 +113,7 @@ def test_a_tool_uses_each_argument_once():
         match=r"^tool 'add': the action 'add \{n\} \{m\}' must use each argument \['n'\] "
         r"exactly once$",
     ):
-        EnvTool("add", "Add.", "add {n} {m}", {"n": integer("how much")})
+        EnvTool("add", "Add.", "add {n} {m}", {"n": HOW_MUCH})
 
 
 # ---------------------------------------------------------------------- parse errors
@@ -304,7 +306,7 @@ register_env(
         family="B",
         reset_field="data_idx",
         instructions="Reach the target number.",
-        tools=(EnvTool("add", "Add to the value.", "add {n}", {"n": integer("how much")}),),
+        tools=(EnvTool("add", "Add to the value.", "add {n}", {"n": HOW_MUCH}),),
     ),
     replace=True,
 )
