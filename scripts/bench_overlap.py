@@ -33,7 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_vs_trl import Job, child_env, log_tail, make_job, our_overrides, run_measured  # noqa: E402
+from bench_vs_trl import (  # noqa: E402
+    Job,
+    add_job_arguments,
+    child_env,
+    log_tail,
+    make_job,
+    our_overrides,
+    run_measured,
+)
 
 MODES = {"sync": ["trainer.staleness=0"], "one-step-off": ["trainer.staleness=1", "actor_rollout_ref.actor.tis_cap=2"]}
 
@@ -68,20 +76,12 @@ def run_mode(job: Job, work: Path, mode: str, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="HF folder (default: the prepared SmolLM2-135M-Instruct)")
-    parser.add_argument("--prompts", type=int, default=4)
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument("--prompt_len", type=int, default=256)
-    parser.add_argument("--response_len", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-6)
+    add_job_arguments(parser)
     parser.add_argument(
         "--threads", type=int, default=2, help="torch threads of the worker (generation and training each)"
     )
-    parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3, help="measured steps (one more runs last and is left out)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each mode, interleaved")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--work_dir", default=None)
     args = parser.parse_args()
 
     import psutil

@@ -76,6 +76,21 @@ class Job:
     seed: int
 
 
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments `make_job` reads but ``--threads`` (each bench says what its threads run), and ``--work_dir``."""
+    parser.add_argument("--model", default=None, help="HF folder (default: the prepared SmolLM2-135M-Instruct)")
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    parser.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO group size)")
+    parser.add_argument("--prompt_len", type=int, default=256, help="max prompt tokens (countdown prompts are ~130)")
+    parser.add_argument("--response_len", type=int, default=128, help="max response tokens")
+    parser.add_argument("--lr", type=float, default=1e-6)
+    parser.add_argument("--warmup", type=int, default=1, help="steps run first and excluded")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--work_dir", default=None, help="where data, runs and logs go (default: a new temporary folder)"
+    )
+
+
 def make_job(args: argparse.Namespace, work: Path, dtype: str, kl: float, steps: int) -> Job:
     """The countdown prompts of ``steps`` steps after ``args.warmup`` written under ``work/data``, and the job that
     trains on them (the model: ``args.model``, or the default one)."""
@@ -407,28 +422,18 @@ def report(job: Job, ours: dict[str, Any], trl: dict[str, Any], header: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="HF folder (default: the prepared SmolLM2-135M-Instruct)")
-    parser.add_argument("--prompts", type=int, default=4, help="prompts per step")
-    parser.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO group size)")
-    parser.add_argument("--prompt_len", type=int, default=256, help="max prompt tokens (countdown prompts are ~130)")
-    parser.add_argument("--response_len", type=int, default=128, help="max response tokens")
-    parser.add_argument("--lr", type=float, default=1e-6)
+    add_job_arguments(parser)
     parser.add_argument(
         "--kl", type=float, default=0.0, help="KL loss coefficient on both sides (0: off, no reference model)"
     )
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     parser.add_argument("--threads", type=int, default=2, help="torch threads of each side")
-    parser.add_argument("--warmup", type=int, default=1, help="steps run first and excluded")
     parser.add_argument("--steps", type=int, default=3, help="measured steps")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--trl_generation",
         default="auto",
         choices=["auto", "vllm", "hf"],
         help="TRL's generation: vllm (colocate), hf (generate), auto (vllm, else hf)",
-    )
-    parser.add_argument(
-        "--work_dir", default=None, help="where data, runs and logs go (default: a new temporary folder)"
     )
     parser.add_argument("--trl_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

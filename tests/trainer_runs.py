@@ -5,6 +5,8 @@ repository root, with unbuffered output.
     proc = run_entry("main_ppo", args)                          # the finished process
     rows = metric_rows(out)                                    # its metrics.jsonl rows
     step = by_step(rows, 1)                                    # step 1's metrics, merged
+
+Any other child Python (a script, ``-c`` code) runs the same way: ``last_line(run_python([script, *args], 300))``.
 """
 
 from __future__ import annotations
@@ -61,14 +63,18 @@ def run_entry(
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if import_paths:
         env["PYTHONPATH"] = os.pathsep.join([*map(str, import_paths), os.environ.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", f"verl.trainer.{entry}", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-    )
+    return run_python(["-m", f"verl.trainer.{entry}", *args], timeout_s, env)
+
+
+def run_python(args: Sequence[str], timeout_s: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python *args`` from the repository root (a script, ``-m module`` or ``-c code``), its output captured."""
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout_s, env=env)
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    """The last line ``proc`` printed, which must have exited 0 (else its stderr's tail is the failure message)."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def check_ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

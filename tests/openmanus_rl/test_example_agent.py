@@ -29,6 +29,12 @@ def rollout(tokenizer: Any, generator: Any, **limits: int) -> GatewayRollout:
     )
 
 
+def outcome(out: Any) -> tuple[int, float, bool, str, bool]:
+    """The rollout's rows, and its first row's reward, success, status and whether it failed."""
+    nt = out.non_tensor_batch
+    return len(out), nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]
+
+
 def decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
@@ -107,14 +113,8 @@ def test_the_experts_tool_calls_buy_the_product_in_one_exact_sample(tokenizer, w
     with rollout(tokenizer, generator) as r:
         out = r.run_llm_loop(task_batch([GOAL]))
 
+    assert outcome(out) == (1, 1.0, True, "done", False)
     nt = out.non_tensor_batch
-    assert (len(out), nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
-        1,
-        1.0,
-        True,
-        "done",
-        False,
-    )
     assert nt["program_info"][0] == {"success": True}
     assert actions[0].startswith("search[") and actions[-1] == "click[Buy Now]"
     assert len(generator.calls) == len(actions) == nt["num_turns"][0]
@@ -151,14 +151,8 @@ def test_a_model_that_never_calls_a_tool_stops_at_the_turn_cap(tokenizer, websho
     with rollout(tokenizer, generator) as r:
         out = r.run_llm_loop(batch)
 
+    assert outcome(out) == (1, 0.0, False, "done", False)
     nt = out.non_tensor_batch
-    assert (len(out), nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
-        1,
-        0.0,
-        False,
-        "done",
-        False,
-    )
     assert nt["program_info"][0] == {"success": False}
     assert len(generator.calls) == nt["num_turns"][0] == MAX_TURNS == 10
     last = decode(tokenizer, generator.calls[-1]["prompts"][0])
@@ -180,11 +174,5 @@ def test_an_episode_that_outgrows_the_token_budget_ends_truncated_with_reward_0(
     with rollout(tokenizer, generator, max_trajectory_length=1024 + 128) as r:
         out = r.run_llm_loop(task_batch([GOAL]))
 
-    nt = out.non_tensor_batch
-    assert (nt["reward_total"][0], nt["success"][0], nt["status"][0], nt["failed"][0]) == (
-        0.0,
-        False,
-        "truncated",
-        False,
-    )
+    assert outcome(out) == (1, 0.0, False, "truncated", False)
     assert len(actions) == 1 and actions[0].startswith("search[")

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from demo_helpers import loss_spans, sft_argv
 from script_modules import load_script, warm_start_args
+from trainer_runs import last_line, run_python
 
 from agentgym.webshop.expert import parse_instruction, read_page, search_keywords
 from openmanus_rl.agent import OpenManusAgent, get_action_template
@@ -430,24 +432,7 @@ def test_an_agent_program_reaches_the_warm_start_and_its_key() -> None:
 def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tmp_path, action_format):
     script = load_script("make_sft_data")
     out = tmp_path / "one.parquet"
-    from model_prep import prepare_tokenizer
-
-    argv = [
-        "--n",
-        "1",
-        "--split",
-        "dev",
-        "--action_format",
-        action_format,
-        "--out",
-        str(out),
-        "--server_url",
-        server,
-        "--keep",
-        "all",
-        "--tokenizer",
-        str(prepare_tokenizer()),
-    ]
+    argv = sft_argv(server, out, "--n", "1", "--split", "dev", "--action_format", action_format)
     stats = script.main(argv)
     assert stats["played"] == 1 and stats["kept"] == 1
     sample = pd.read_parquet(out).iloc[0]
@@ -469,16 +454,7 @@ def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tm
 
     # loss_mask is 1 exactly on the expert's replies, each with its end-of-turn token
     chat = ChatFormat(tokenizer)
-    ids, mask = list(sample.input_ids), list(sample.loss_mask)
-    spans, current = [], []
-    for token, m in zip(ids, mask):
-        if m:
-            current.append(token)
-        elif current:
-            spans.append(current)
-            current = []
-    if current:
-        spans.append(current)
+    spans = loss_spans(list(sample.input_ids), list(sample.loss_mask))
     (turns,) = generator.episodes.values()
     assert [s[-1] for s in spans] == [chat.eot_id] * len(turns)
     assert [tokenizer.decode(s[:-1]) for s in spans] == [t.reply for t in turns]
@@ -501,31 +477,10 @@ def test_sft_sample_is_the_agents_sequence_token_for_token(server, tokenizer, tm
 def test_make_sft_data_script_end_to_end(server, tiny_model_path, tmp_path):
     out = tmp_path / "sft" / "webshop_react_3.parquet"
     env = dict(os.environ, PYTHONUNBUFFERED="1")  # carries the session's OPENMANUS_CACHE to the script's own server
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "make_sft_data.py"),
-            "--env_name",
-            "webshop",
-            "--n",
-            "3",
-            "--split",
-            "dev",
-            "--action_format",
-            "react",
-            "--out",
-            str(out),
-            "--tokenizer",
-            tiny_model_path,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    stats = json.loads(proc.stdout.strip().splitlines()[-1])
+    script = str(REPO / "scripts" / "make_sft_data.py")
+    args = ["--env_name", "webshop", "--n", "3", "--split", "dev", "--action_format", "react", "--out", str(out)]
+    proc = run_python([script, *args, "--tokenizer", tiny_model_path], timeout_s=300, env=env)
+    stats = json.loads(last_line(proc))
     assert stats["played"] == 3 and stats["kept"] == 3 and stats["success_rate"] == 1.0  # measured: 500-502 all solved
     assert "[sft] played 3 episodes (0 env failures), success rate 1.000" in proc.stdout
     frame = pd.read_parquet(out)

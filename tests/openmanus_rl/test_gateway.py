@@ -121,22 +121,14 @@ def test_three_turn_tool_conversation_is_one_exact_sample(tokenizer, streams):
     if streams:
         assert generator.routes == [0, 0, 0]
     metrics = out.meta_info["metrics"]
-    assert {
-        k: metrics[k]
-        for k in (
-            "gateway/calls",
-            "gateway/prefix_breaks",
-            "gateway/failed_episodes",
-            "gateway/samples",
-            "rollout/generated_tokens",
-        )
-    } == {
+    expected = {
         "gateway/calls": 3.0,
         "gateway/prefix_breaks": 0.0,
         "gateway/failed_episodes": 0.0,
         "gateway/samples": 1.0,
         "rollout/generated_tokens": float(len(r0) + len(r1) + len(r2)),
     }
+    assert {k: metrics[k] for k in expected} == expected
 
     # the reward path pays the program's reward, not the module webshop rows would pick
     assert RewardManager(tokenizer)(out) == {"reward/episode/mean": 0.75, "reward/errors": 0.0}

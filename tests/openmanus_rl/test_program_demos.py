@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from demo_helpers import loss_spans, sft_argv
 from script_modules import load_script
 
 from examples.webshop_openai_agent import SYSTEM
@@ -82,40 +83,16 @@ def test_the_reply_is_the_experts_tool_call_and_a_new_prompt_a_new_episode(token
 
 @pytest.mark.slow
 def test_demonstrations_are_the_programs_conversations(server, tokenizer, tmp_path):
-    script = load_script("make_sft_data")
-    from model_prep import prepare_tokenizer
-
     out = tmp_path / "demos.parquet"
-    stats = script.main(
-        [
-            "--n",
-            "4",
-            "--program",
-            PROGRAM,
-            "--out",
-            str(out),
-            "--server_url",
-            server,
-            "--keep",
-            "all",
-            "--tokenizer",
-            str(prepare_tokenizer()),
-        ]
-    )
+    stats = load_script("make_sft_data").main(sft_argv(server, out, "--n", "4", "--program", PROGRAM))
     rows = pd.read_parquet(out)
     assert (stats["played"], stats["env_failures"], stats["kept"]) == (4, 0, 4)
     assert list(rows.task_id) == [700, 701, 702, 703] and set(rows.action_format) == {"tool_call"}
     assert list(rows.success) == [r == 1.0 for r in rows.env_reward]
     eot = ChatFormat(tokenizer).eot_id
     for sample in rows.itertuples():
-        ids, mask = list(sample.input_ids), list(sample.loss_mask)
-        assert SYSTEM in tokenizer.decode(ids)  # the program's own system prompt, not the built-in agent's
-        spans, current = [], []
-        for token, m in zip(ids + [None], mask + [0]):
-            if m:
-                current.append(token)
-            elif current:
-                spans, current = spans + [current], []
+        assert SYSTEM in tokenizer.decode(list(sample.input_ids))  # the program's own system prompt, not the agent's
+        spans = loss_spans(list(sample.input_ids), list(sample.loss_mask))
         assert len(spans) == sample.num_turns and all(span[-1] == eot for span in spans)
         calls = [read_call(TOOL_CALL.search(tokenizer.decode(span[:-1])).group(1)) for span in spans]
         assert calls[0][0] == "search" and all(name in ("search", "click") for name, _ in calls)

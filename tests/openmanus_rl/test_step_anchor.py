@@ -32,74 +32,69 @@ def test_normalize_observation(text, expected):
     assert normalize_observation(text) == expected
 
 
-def episode(uid, copy, events, reward=1.0, status="done"):
-    """A trajectory built the way the agent builds one: ``events`` are ``("obs", text)`` (env observation),
-    ``("feedback", text)`` (the agent's invalid-action feedback) and ``("model", ids)`` (a model turn)."""
+class Feedback(str):
+    """The agent's invalid-action feedback, among `episode`'s observations: not an env state."""
+
+
+def episode(uid, copy, first_token, observations, reward=1.0, status="done"):
+    """A trajectory built the way the agent builds one: the reset observation ``observations[0]``, then for each
+    later entry a model turn ``[first_token + i, EOT]`` and what came back: an env observation, or a `Feedback`."""
     t = Trajectory(row=0, copy=copy, uid=uid, task_id=3, data_source="toy", seed=copy, prompt_ids=[5, 6])
-    first = True
-    for kind, value in events:
-        if kind == "model":
-            t.windows.append(t.window_start(1))
-            t.add_model_turn(value, [-0.5] * len(value), EOT)
-            t.model_texts.append("Action: add 1")
-            t.turns.append({"role": "assistant", "text": "Action: add 1", "valid": True})
-        elif first:  # the reset observation, recorded by _build_prompt (no "feedback" key)
-            t.turns.append({"role": "observation", "text": value, "in_sequence": True})
-            first = False
-        else:
-            t.add_observation_turn([7, 8])
-            t.turns.append({"role": "observation", "text": value, "feedback": kind == "feedback", "in_sequence": True})
+    # the reset observation, recorded by _build_prompt (no "feedback" key)
+    t.turns.append({"role": "observation", "text": observations[0], "in_sequence": True})
+    for token, text in enumerate(observations[1:], first_token):
+        t.windows.append(t.window_start(1))
+        t.add_model_turn([token, EOT], [-0.5] * 2, EOT)
+        t.model_texts.append("Action: add 1")
+        t.turns.append({"role": "assistant", "text": "Action: add 1", "valid": True})
+        t.add_observation_turn([7, 8])
+        feedback = isinstance(text, Feedback)
+        t.turns.append({"role": "observation", "text": str(text), "feedback": feedback, "in_sequence": True})
     t.step_rewards.append(reward)
     t.status = status
     return t
 
 
+INVALID = Feedback("Invalid action: x")
+OUT_OF_TURNS = {"reward": 0.0, "status": "turn_limit"}  # lost at the turn limit
+
+
 def three_episodes():
     """Task 3 won (a) and lost (b, whose second turn is invalid), task 4 failed (c)."""
-    a = episode(
-        "g",
-        0,
-        [
-            ("obs", "Task 3:  Value 0."),
-            ("model", [11, EOT]),
-            ("obs", "VALUE 1"),
-            ("model", [12, EOT]),
-            ("obs", "value 2"),
-            ("model", [13, EOT]),
-            ("obs", "value 3"),
-        ],
-    )
+    a = episode("g", 0, 11, ["Task 3:  Value 0.", "VALUE 1", "value 2", "value 3"])
     # turn 1 is invalid: the feedback is not a state, so turn 2 acts on the reset state again
-    b = episode(
-        "g",
-        1,
-        [
-            ("obs", "task 3: value 0.\n"),
-            ("model", [21, EOT]),
-            ("feedback", "Invalid action: reply with 'Action: ...'."),
-            ("model", [22, EOT]),
-            ("obs", "Value 1"),
-            ("model", [23, EOT]),
-            ("obs", "value 2"),
-        ],
-        reward=0.0,
-        status="turn_limit",
-    )
-    c = episode(
-        "h",
-        0,
-        [
-            ("obs", "Task 4: value 0."),
-            ("model", [31, EOT]),
-            ("feedback", "Invalid action: x"),
-            ("model", [32, EOT]),
-            ("feedback", "Invalid action: x"),
-        ],
-        reward=0.0,
-        status="turn_limit",
-    )
+    format_feedback = Feedback("Invalid action: reply with 'Action: ...'.")
+    b = episode("g", 1, 21, ["task 3: value 0.\n", format_feedback, "Value 1", "value 2"], **OUT_OF_TURNS)
+    c = episode("h", 0, 31, ["Task 4: value 0.", INVALID, INVALID], **OUT_OF_TURNS)
     c.fail("EnvClientError: boom")  # a failed trajectory still gets its anchors (GiGPO skips it by its mask)
     return [a, b, c], [(1.0, {"goal": 1.0}), (0.0, {"goal": 0.0}), (0.0, {"goal": 0.0})]
+
+
+# GiGPO's advantages of the three episodes: group g has R = 1 (a), 0 (b)
+#   episode: mean 0.5, std sqrt(0.5) -> A_E = +-0.5/sqrt(0.5) = +-1/sqrt2 (epsilon 0)
+#   anchor "task 3: value 0.": G = 0.25 (a, k=0, K=3), 0 (b, k=0), 0 (b, k=1) -> mean 1/12,
+#     deviations 1/6, -1/12, -1/12, unbiased var (1/36 + 1/144 + 1/144)/2 = 1/48, std 1/sqrt48
+#     -> A_S = (1/6)*sqrt48 = 1.1547005383792515, -(1/12)*sqrt48 = -0.5773502691896258 (twice)
+#   anchor "value 1": G = 0.5 (a, k=1), 0 (b, k=2) -> +-1/sqrt2;   anchor "value 2": a alone -> 0
+#   group h is failed (mask 0) -> 0
+R2, S48 = 0.5**0.5, 48**0.5
+WON_TURNS = (R2 + S48 / 6, R2 + R2, R2 + 0.0)  # a's turns
+LOST_TURNS = (-R2 - S48 / 12, -R2 - S48 / 12, -R2 - R2)  # b's turns
+
+
+def gigpo_advantages(out):
+    """The rows of ``out`` through the episode reward path, then GiGPO (step_gamma 0.5, epsilon 0)."""
+    RewardManager(NoText(), "episode")(out)  # the reward path: every row of a trajectory carries its R
+    adv, _ = compute_gigpo_advantage(
+        out.batch["token_level_scores"],
+        out.batch["response_mask"].float(),
+        np.array(out.non_tensor_batch["uid"], dtype=object),
+        out.non_tensor_batch,
+        scores=out.batch["outcome_scores"],
+        step_gamma=0.5,
+        epsilon=0.0,
+    )
+    return adv
 
 
 def test_anchor_per_row_skips_invalid_action_feedback():
@@ -124,27 +119,9 @@ def test_anchor_per_row_skips_invalid_action_feedback():
     assert out.batch["responses"].tolist() == [[11, 2], [12, 2], [13, 2], [21, 2], [22, 2], [23, 2], [31, 2], [32, 2]]
     assert out.batch["response_mask"].tolist() == [[1, 1]] * 6 + [[0, 0]] * 2
 
-    # the columns feed GiGPO as they are: group g has R = 1 (a), 0 (b)
-    #   episode: mean 0.5, std sqrt(0.5) -> A_E = +-0.5/sqrt(0.5) = +-1/sqrt2 (epsilon 0)
-    #   anchor "task 3: value 0.": G = 0.25 (a, k=0, K=3), 0 (b, k=0), 0 (b, k=1) -> mean 1/12,
-    #     deviations 1/6, -1/12, -1/12, unbiased var (1/36 + 1/144 + 1/144)/2 = 1/48, std 1/sqrt48
-    #     -> A_S = (1/6)*sqrt48 = 1.1547005383792515, -(1/12)*sqrt48 = -0.5773502691896258 (twice)
-    #   anchor "value 1": G = 0.5 (a, k=1), 0 (b, k=2) -> +-1/sqrt2;   anchor "value 2": a alone -> 0
-    #   group h is failed (mask 0) -> 0
-    index = np.array(nt["uid"], dtype=object)
-    RewardManager(NoText(), "episode")(out)  # the reward path: every row of a trajectory carries its R
-    adv, _ = compute_gigpo_advantage(
-        out.batch["token_level_scores"],
-        out.batch["response_mask"].float(),
-        index,
-        nt,
-        scores=out.batch["outcome_scores"],
-        step_gamma=0.5,
-        epsilon=0.0,
-    )
-    r2, s48 = 0.5**0.5, 48**0.5
-    expected = [r2 + s48 / 6, r2 + r2, r2 + 0.0, -r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2, 0.0, 0.0]
-    assert adv[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
+    # the columns feed GiGPO as they are
+    adv = gigpo_advantages(out)
+    assert adv[:, 0].tolist() == pytest.approx([*WON_TURNS, *LOST_TURNS, 0.0, 0.0], abs=1e-6)
 
 
 def test_whole_trajectory_rows_carry_each_turns_anchor_and_get_the_same_advantages():
@@ -159,19 +136,8 @@ def test_whole_trajectory_rows_carry_each_turns_anchor_and_get_the_same_advantag
         ["task 3: value 0.", "task 3: value 0.", "value 1"],
         [],
     ]
-    RewardManager(NoText(), "episode")(out)
-    index = np.array(nt["uid"], dtype=object)
-    adv, _ = compute_gigpo_advantage(
-        out.batch["token_level_scores"],
-        out.batch["response_mask"].float(),
-        index,
-        nt,
-        scores=out.batch["outcome_scores"],
-        step_gamma=0.5,
-        epsilon=0.0,
-    )
-    r2, s48 = 0.5**0.5, 48**0.5
-    a, b = (r2 + s48 / 6, r2 + r2, r2), (-r2 - s48 / 12, -r2 - s48 / 12, -r2 - r2)
+    adv = gigpo_advantages(out)
+    a, b = WON_TURNS, LOST_TURNS
     assert adv[0].tolist()[:10] == pytest.approx([a[0], a[0], 0, 0, a[1], a[1], 0, 0, a[2], a[2]], abs=1e-6)
     assert adv[1].tolist()[:10] == pytest.approx([b[0], b[0], 0, 0, b[1], b[1], 0, 0, b[2], b[2]], abs=1e-6)
     assert not adv[2].any()
@@ -185,7 +151,7 @@ class NoText:
 
 
 def test_inconsistent_turn_record_is_an_error():
-    t = episode("g", 0, [("obs", "value 0"), ("model", [11, EOT]), ("obs", "value 1")])
+    t = episode("g", 0, 11, ["value 0", "value 1"])
     t.turns = [t.turns[0]]  # the assistant entry is missing
     with pytest.raises(RuntimeError, match=r"trajectory g/0 records 0 assistant turns but has 1 model turns"):
         build_step_batch([t], [(1.0, {"goal": 1.0})], {"toy": SPEC}, pad_id=0, dataset_columns={})
@@ -236,27 +202,12 @@ def test_step_rows_carry_what_each_turn_earned_on_the_way():
     from openmanus_rl.rewards import RewardComposer
 
     composer = RewardComposer.from_config({"goal": 2.0, "length": {"weight": 0.1, "max_length": 1}}, "toy-scored")
-    t = episode(
-        "g",
-        0,
-        [
-            ("obs", "score 0"),
-            ("model", [11, EOT]),
-            ("obs", "score 10"),
-            ("model", [12, EOT]),
-            ("feedback", "Invalid action: x"),
-            ("model", [13, EOT]),
-            ("obs", "score 35"),
-            ("model", [14, EOT]),
-            ("obs", "score 35"),
-        ],
-        reward=35.0,
-    )
+    t = episode("g", 0, 11, ["score 0", "score 10", INVALID, "score 35", "score 35"], reward=35.0)
     assistant = [e for e in t.turns if e["role"] == "assistant"]
     for entry, reward in zip(assistant, (10.0, None, 35.0, 35.0)):  # turn 1 was invalid: no env step, no reward
         if reward is not None:
             entry["reward"] = reward
-    failed = episode("h", 0, [("obs", "score 0"), ("model", [21, EOT]), ("obs", "score 50")], reward=50.0)
+    failed = episode("h", 0, 21, ["score 0", "score 50"], reward=50.0)
     failed.turns[1]["reward"] = 50.0
     failed.fail("EnvClientError: boom")
     t.env = failed.env = "toy-scored"

@@ -23,25 +23,24 @@ def objects(values):
     return arr
 
 
-# One row per step: (index, traj_uid, step, anchor_obs, R, live).  step_gamma = 0.5 below.
+def steps(index, traj_uid, anchors, score, live=True):
+    """One trajectory's rows, one per step: (index, traj_uid, step, anchor_obs, R, live)."""
+    return [(index, traj_uid, k, anchor, score, live) for k, anchor in enumerate(anchors)]
+
+
+# One row per step (see `steps`).  step_gamma = 0.5 below.
 #   g1: t1 R=4 K=3 anchors a,b,c;  t2 R=0 K=2 anchors a,b;  t3 R=2 K=1 anchor a;
 #       t4 failed (mask all 0) but left in g1 on purpose, at anchor a with a score of 5: the mask alone must exclude it
 #   g2: t5 R=1 K=2 anchors a,e;  t6 R=3 K=2 anchors a,f   (anchor "a" here is not g1's "a": groups are per index)
 #   g3: t7 R=1 K=2 anchors h,h   (a single trajectory revisiting one state)
 ROWS = [
-    ("g1", "t1", 0, "a", 4.0, True),
-    ("g1", "t1", 1, "b", 4.0, True),
-    ("g1", "t1", 2, "c", 4.0, True),
-    ("g1", "t2", 0, "a", 0.0, True),
-    ("g1", "t2", 1, "b", 0.0, True),
-    ("g1", "t3", 0, "a", 2.0, True),
-    ("g1", "t4", 0, "a", 5.0, False),
-    ("g2", "t5", 0, "a", 1.0, True),
-    ("g2", "t5", 1, "e", 1.0, True),
-    ("g2", "t6", 0, "a", 3.0, True),
-    ("g2", "t6", 1, "f", 3.0, True),
-    ("g3", "t7", 0, "h", 1.0, True),
-    ("g3", "t7", 1, "h", 1.0, True),
+    *steps("g1", "t1", "abc", 4.0),
+    *steps("g1", "t2", "ab", 0.0),
+    *steps("g1", "t3", "a", 2.0),
+    *steps("g1", "t4", "a", 5.0, live=False),
+    *steps("g2", "t5", "ae", 1.0),
+    *steps("g2", "t6", "af", 3.0),
+    *steps("g3", "t7", "hh", 1.0),
 ]
 # each row: 2 model tokens and a padding slot (mask 1, 1, 0); the failed row is all 0
 MASK = torch.tensor([[1.0, 1.0, 0.0] if live else [0.0, 0.0, 0.0] for *_, live in ROWS], **f64)
@@ -160,13 +159,7 @@ def test_failed_row_is_excluded_even_when_the_trainer_regroups_it():
 def test_step_gamma_and_step_weight():
     # one group: u1 R=1 K=3 anchors s,x,y;  u2 R=1 K=1 anchor s.  Equal R -> A_E = 0 (centred: R - mean = 0).
     # anchor s: G(u1, k=0) = step_gamma**2 * 1, G(u2, k=0) = 1 -> centred -(1 - step_gamma**2)/2, +(1 - step_gamma**2)/2
-    rows = [
-        ("g", "u1", 0, "s", 1.0, True),
-        ("g", "u1", 1, "x", 1.0, True),
-        ("g", "u1", 2, "y", 1.0, True),
-        ("g", "u2", 0, "s", 1.0, True),
-    ]
-    rewards, mask, index, nt, scores = batch(rows)
+    rewards, mask, index, nt, scores = batch([*steps("g", "u1", "sxy", 1.0), *steps("g", "u2", "s", 1.0)])
     kw = dict(scores=scores, norm_by_std=False)
     adv, _ = gigpo.compute_gigpo_advantage(rewards, mask, index, nt, step_gamma=0.9, **kw)
     close(adv, per_token([-0.095, 0.0, 0.0, 0.095], mask))  # (1 - 0.81) / 2 = 0.095
@@ -248,14 +241,7 @@ def test_registered_and_callable_by_keyword():
 #   anchor s: 0.475, 0.25 -> mean 0.3625 -> centred +-0.1125;  anchor x: 0.55, 0.5 -> mean 0.525 -> +-0.025
 #   anchors y1, y2: one row each -> 0
 # Without the step rewards both have G = 0.25, 0.5, 1: every advantage would be 0.
-PAID = [
-    ("g", "u1", 0, "s", 1.0, True),
-    ("g", "u1", 1, "x", 1.0, True),
-    ("g", "u1", 2, "y1", 1.0, True),
-    ("g", "u2", 0, "s", 1.0, True),
-    ("g", "u2", 1, "x", 1.0, True),
-    ("g", "u2", 2, "y2", 1.0, True),
-]
+PAID = [*steps("g", "u1", ["s", "x", "y1"], 1.0), *steps("g", "u2", ["s", "x", "y2"], 1.0)]
 STEP_REWARD = [0.2, 0.3, 0.9, 0.0, 0.0, 0.0]
 
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from typing import Iterator
 
 import pytest
 from test_trainer_e2e import main_ppo, run_main
-from trainer_runs import REPO, by_step, metric_rows
+from trainer_runs import by_step, last_line, metric_rows, run_python
 
 from agentgym.spawn import free_port
 
@@ -169,15 +167,7 @@ print(json.dumps(found))
 
 def test_a_server_killed_on_the_env_node_is_restarted_there(cluster, tmp_path):
     address, _, env_node = cluster
-    proc = subprocess.run(
-        [sys.executable, "-c", RESTART_DRILL, address, str(tmp_path / "logs")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = json.loads(last_line(run_python(["-c", RESTART_DRILL, address, str(tmp_path / "logs")], timeout_s=300)))
     port = found["url"].rsplit(":", 1)[1]
     assert found == {
         "node": env_node,

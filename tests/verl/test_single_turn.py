@@ -141,20 +141,13 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
     assert list(nt["num_turns"]) == [1] * 3 and list(nt["env_reward"]) == [0.0] * 3
     assert len(set(nt["uid"])) == 3
     metrics = out.meta_info["metrics"]
-    assert {
-        k: metrics[k]
-        for k in (
-            "rollout/trajectories",
-            "rollout/generated_tokens",
-            "rollout/response_length/mean",
-            "rollout/truncated_trajectories",
-        )
-    } == {
+    expected = {
         "rollout/trajectories": 3.0,
         "rollout/generated_tokens": 11.0,
         "rollout/response_length/mean": 11 / 3,
         "rollout/truncated_trajectories": 1.0,
     }
+    assert {k: metrics[k] for k in expected} == expected
     assert 0 <= metrics["timing_s/generation"] <= metrics["timing_s/rollout_total"]
 
     records = [json.loads(line) for line in (tmp_path / "step_5.jsonl").read_text().splitlines()]

@@ -50,6 +50,17 @@ def load(*args):
     return load_config(list(args))
 
 
+GROUPS_OF_TWO = ("algorithm.adv_estimator=grpo", "agent.n=2")  # GRPO over 2 samples a task
+IN_ORDER = ("data.train_batch_size=2", "data.shuffle=false")  # batches of 2 tasks: 0, 1, then 2, 3, ...
+
+
+def make_trainer(tiny_model_path, task_files, *extra):
+    """A `RayPPOTrainer` without Ray on ``overrides(tiny_model_path, task_files, *extra)``, decoding by `TEXT_STUB`."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    return RayPPOTrainer(load(*overrides(tiny_model_path, task_files, *extra)), TEXT_STUB)
+
+
 # ----------------------------------------------------------------------------- config
 
 
@@ -407,21 +418,8 @@ class ScriptedRollout:
 
 
 def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(tiny_model_path, task_files):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
-    cfg = load(
-        *overrides(
-            tiny_model_path,
-            task_files,
-            "algorithm.adv_estimator=grpo",
-            "agent.n=2",
-            "data.train_batch_size=2",
-            "data.shuffle=false",
-            "algorithm.filter_groups.enable=true",
-            "algorithm.filter_groups.max_rounds=2",
-        )
-    )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    filtering = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=2")
+    trainer = make_trainer(tiny_model_path, task_files, *GROUPS_OF_TWO, *IN_ORDER, *filtering)
     # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
     trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
     collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
@@ -481,22 +479,9 @@ class StepRollout:
 
 
 def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_differ(tiny_model_path, task_files):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
-    cfg = load(
-        *overrides(
-            tiny_model_path,
-            task_files,
-            "algorithm.adv_estimator=gigpo",
-            "agent.n=2",
-            "agent.history_window=1",
-            "data.train_batch_size=2",
-            "data.shuffle=false",
-            "algorithm.filter_groups.enable=true",
-            "algorithm.filter_groups.max_rounds=1",
-        )
-    )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    step_wise = ("algorithm.adv_estimator=gigpo", "agent.n=2", "agent.history_window=1")
+    filtering = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=1")
+    trainer = make_trainer(tiny_model_path, task_files, *step_wise, *IN_ORDER, *filtering)
     trainer.rollout = StepRollout(
         [
             # task 0: both R = 1, but one met state s one turn before the end (G = 0.95)
@@ -546,19 +531,9 @@ class GreedyRollout:
 
 
 def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_baseline(tiny_model_path, task_files):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, TooManyFailures
+    from verl.trainer.ppo.ray_trainer import TooManyFailures
 
-    cfg = load(
-        *overrides(
-            tiny_model_path,
-            task_files,
-            "algorithm.adv_estimator=remax",
-            "agent.n=2",
-            "data.train_batch_size=2",
-            "data.shuffle=false",
-        )
-    )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    trainer = make_trainer(tiny_model_path, task_files, "algorithm.adv_estimator=remax", "agent.n=2", *IN_ORDER)
     tasks = trainer.train_loader.next_batch()
     batch = ScriptedRollout([[(1.0, 0.0), (0.5, 0.25)]]).run_llm_loop(tasks)  # task 0: 1, 0; task 1: 0.5, 0.25
     batch.non_tensor_batch["status"] = np.array(["done"] * 4, dtype=object)
@@ -601,12 +576,8 @@ def test_an_estimator_gets_its_own_options_and_no_other_estimators(
     tiny_model_path, task_files, monkeypatch, estimator, extra, own
 ):
     from verl import core_algos
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    trainer = RayPPOTrainer(
-        load(*overrides(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2", *extra)),
-        TEXT_STUB,
-    )
+    trainer = make_trainer(tiny_model_path, task_files, f"algorithm.adv_estimator={estimator}", "agent.n=2", *extra)
     seen = {}
 
     def spy(**kwargs):
@@ -723,12 +694,7 @@ def test_a_reward_module_from_one_file_scores_the_rows(tiny_model_path, task_fil
 
 
 def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_nowhere(tiny_model_path, task_files):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
-    cfg = load(
-        *overrides(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2", "agent.history_window=1")
-    )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)  # ppo_mini_batch_size 4
+    trainer = make_trainer(tiny_model_path, task_files, *GROUPS_OF_TWO, "agent.history_window=1")  # mini-batch 4
     batch = rollout_like_batch()
     batch.non_tensor_batch["uid"] = np.array(["a", "b"], dtype=object)
     batch.non_tensor_batch["status"] = np.array(["done", "done"], dtype=object)
@@ -771,9 +737,7 @@ def test_worker_calls_carry_only_the_keys_they_read():
 def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimiser_step(
     tiny_model_path, task_files, extra, rows, reused
 ):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
-    trainer = RayPPOTrainer(load(*overrides(tiny_model_path, task_files, *extra)), TEXT_STUB)
+    trainer = make_trainer(tiny_model_path, task_files, *extra)
     assert trainer._old_log_probs_from_update(DataProto.from_dict({"x": torch.zeros(rows)})) is reused
 
 
@@ -786,20 +750,8 @@ class SavingGroup:
 
 
 def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_path, task_files, tmp_path):
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
-    cfg = load(
-        *overrides(
-            tiny_model_path,
-            task_files,
-            "trainer.keep_best=true",
-            "trainer.max_ckpt_to_keep=1",
-            f"trainer.output_dir={tmp_path}",
-            "algorithm.adv_estimator=grpo",
-            "agent.n=2",
-        )
-    )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)
+    run = (f"trainer.output_dir={tmp_path}", *GROUPS_OF_TWO)
+    trainer = make_trainer(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.max_ckpt_to_keep=1", *run)
     trainer.actor_rollout_wg, trainer.critic_wg = SavingGroup(), None
     best = tmp_path / "checkpoints" / "best_dev.json"
 
@@ -835,18 +787,7 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
         "global_step_6",
     ]
 
-    off = RayPPOTrainer(
-        load(
-            *overrides(
-                tiny_model_path,
-                task_files,
-                f"trainer.output_dir={tmp_path}",
-                "algorithm.adv_estimator=grpo",
-                "agent.n=2",
-            )
-        ),
-        TEXT_STUB,
-    )
+    off = make_trainer(tiny_model_path, task_files, *run)
     assert off._is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
     with pytest.raises(ConfigError, match="trainer.keep_best .* needs trainer.test_freq >= 1"):
         load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.test_freq=0"))
@@ -854,19 +795,10 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
 
 def test_a_validation_of_several_batches_prints_its_progress(tiny_model_path, task_files, capsys, monkeypatch):
     from verl.trainer.ppo import ray_trainer
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    cfg = load(
-        *overrides(
-            tiny_model_path,
-            task_files,
-            "algorithm.adv_estimator=grpo",
-            "agent.n=2",
-            "data.val_batch_size=2",
-            "data.val_max_samples=-1",
-        )
+    trainer = make_trainer(
+        tiny_model_path, task_files, *GROUPS_OF_TWO, "data.val_batch_size=2", "data.val_max_samples=-1"
     )
-    trainer = RayPPOTrainer(cfg, TEXT_STUB)
     trainer.val_rollout = ScriptedRollout([[(1.0, 0.0), (0.0, 0.0)], [(1.0, 1.0), (0.5, 0.0)]])
     clock = iter([100.0, 110.0, 130.0, 130.0])  # start, after batch 1, after batch 2, the timing metric
     monkeypatch.setattr(ray_trainer.time, "perf_counter", lambda: next(clock))
