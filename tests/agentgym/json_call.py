@@ -1,14 +1,17 @@
 """`call`: one HTTP request to an env server that must answer JSON with the expected status; the answer, parsed.
-`server_of(name)`: a test module's ``server`` fixture, the session's shared server of env ``name``."""
+`server_of(name)`: a test module's ``server`` fixture, the session's shared server of env ``name``.
+`own_server(name)`: a server of the test's own (ids start at 0), checked healthy; `assert_closes_the_only_env`: its
+env 0 closes and leaves none."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import pytest
 import requests
 
-from agentgym.spawn import ServerUrl
+from agentgym.spawn import ServerUrl, serve_subprocess
 
 
 def call(
@@ -29,3 +32,19 @@ def server_of(name: str) -> Any:
         return env_server(name)
 
     return server
+
+
+@contextmanager
+def own_server(name: str, timeout_s: float = 60.0, **options: Any) -> Iterator[ServerUrl]:
+    """A server of env ``name`` for the ``with`` block, the test's own, so ids start at 0 (``serve_subprocess``
+    with ``options``); it answers ``GET /`` with "ok"."""
+    with serve_subprocess(name, timeout_s=timeout_s, **options) as url:
+        assert call(url, "GET", "/") == "ok"
+        yield url
+
+
+def assert_closes_the_only_env(url: str, timeout_s: float = 10.0) -> None:
+    """Env 0 is the only env listed; ``POST /close`` of it answers true, and none is left."""
+    assert call(url, "GET", "/list_envs", timeout_s=timeout_s) == [0]
+    assert call(url, "POST", "/close", {"id": 0}, timeout_s=timeout_s) is True
+    assert call(url, "GET", "/list_envs", timeout_s=timeout_s) == []

@@ -7,7 +7,8 @@ from __future__ import annotations
 import episode_play
 import gymnasium
 import pytest
-from json_call import call, server_of
+from game_checks import assert_noise_refused, assert_split_ids
+from json_call import assert_closes_the_only_env, call, own_server, server_of
 from task0_views import TASK0_OBS, TASK0_TURNED, TASK0_WON
 
 from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level, task_list
@@ -16,7 +17,6 @@ from agentgym.babyai.plan import FORWARD, LEFT, RIGHT, Reach, play
 from agentgym.babyai.view import Thing, thing_sentence, where
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("babyai")
 # task 26 (UnlockPickupDist, seed 0): a locked green door on the left, a wall ahead, its key behind
@@ -55,16 +55,13 @@ def test_levels_splits_and_task_ids_are_stable() -> None:
         ("GoToRedBall", 1),
         ("BossLevelNoUnlock", 99),
     )
-    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
-    assert (test, dev, train) == (list(range(200)), list(range(200, 400)), list(range(400, 4000)))
+    assert_split_ids(task_ids, range(200), range(200, 400), range(400, 4000))
     assert task_list("test")[:2] == [
         (0, "BabyAI level GoToRedBallGrey, seed 0"),
         (1, "BabyAI level GoToRedBall, seed 0"),
     ]
     assert task_list("dev")[0] == (200, "BabyAI level GoToRedBallGrey, seed 5")
     assert task_list("train")[-1] == (3999, "BabyAI level BossLevelNoUnlock, seed 99")
-    with pytest.raises(ValueError, match="unknown split 'val'"):
-        task_ids("val")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"data_idx 4000 out of range: expected 0 <= data_idx < 4000"):
         task_level(4000)
 
@@ -281,8 +278,7 @@ def test_expert_replies_in_each_template_and_noise_only_changes_the_pace() -> No
     noisy, env = get_expert("babyai", noise=0.5, seed=1), BabyAIEnv()
     played = episode_play.play(env, noisy.act, env.reset(21), 60)  # PutNextLocalS6N4
     assert played.result.reward > 0 and len(played.actions) > 14  # the noiseless expert takes 14 actions
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
-        get_expert("babyai", noise=2)
+    assert_noise_refused("babyai", 2)
 
 
 # ---------------------------------------------------------------------- over HTTP
@@ -292,8 +288,7 @@ server = server_of("babyai")
 
 
 def test_literal_protocol_exchange() -> None:
-    with serve_subprocess("babyai", timeout_s=60) as u:  # a server of its own, so ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("babyai") as u:
         assert call(u, "POST", "/create") == {"id": 0}
         no_episode = {"error": "no episode yet: POST /reset first"}
         assert call(u, "GET", "/observation", params={"id": 0}, status=409) == no_episode
@@ -320,9 +315,7 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}, status=409) == {
             "error": "episode is done: POST /reset to start a new one"
         }
-        assert call(u, "GET", "/list_envs") == [0]
-        assert call(u, "POST", "/close", {"id": 0}) is True
-        assert call(u, "GET", "/list_envs") == []
+        assert_closes_the_only_env(u)
         assert call(u, "POST", "/create", {"ignored": True}) == {"id": 1}
 
 

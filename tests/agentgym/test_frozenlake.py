@@ -4,14 +4,15 @@ the family-B protocol of a real server (literal exchange, the expert over HTTP).
 from __future__ import annotations
 
 import pytest
-from episode_play import play, play_task
-from json_call import call, server_of
+from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play, play_task, started
+from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
+from json_call import assert_closes_the_only_env, call, own_server, server_of
 
 from agentgym.frozenlake.data import task_ids, task_list, task_map
 from agentgym.frozenlake.env import FrozenLakeEnv
 from agentgym.frozenlake.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.server import EpisodeStateError
 from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("frozenlake")
@@ -58,8 +59,7 @@ def view(message: str, rows: list[str], status: str) -> str:
 
 # ---------------------------------------------------------------------- maps and splits
 def test_splits_are_disjoint_complete_and_stable() -> None:
-    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
-    assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 1300)))
+    assert_split_ids(task_ids, range(200), range(200, 300), range(300, 1300))
     assert task_list("test")[:3] == [
         (0, "cross the 4x4 frozen lake"),
         (1, "cross the 5x5 frozen lake"),
@@ -69,8 +69,6 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
         1299,
         "cross the 4x4 frozen lake",
     )
-    with pytest.raises(ValueError, match="unknown split 'val'"):
-        task_ids("val")  # type: ignore[arg-type]
 
 
 def test_a_task_id_gives_the_same_map_every_time() -> None:
@@ -93,17 +91,14 @@ def test_oracle_solves_every_test_task_with_reward_only_on_the_last_step() -> No
     for task_id in task_ids("test"):
         env.reset(task_id)
         actions = oracle(task_id)
-        results = [env.step(a) for a in actions]
-        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
-        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        results = assert_wins_at_the_end(env, actions, task_id)
         assert results[-1].observation.startswith(f"You moved {actions[-1]} and reached the goal.\n"), task_id
         lengths.append(len(actions))
     assert (len(lengths), min(lengths), max(lengths), sum(lengths)) == (200, 6, 12, 1600)
 
 
 def test_a_play_with_every_kind_of_message() -> None:
-    env = FrozenLakeEnv()
-    env.reset(0)
+    env = started(FrozenLakeEnv(), 0)
     script = [
         (
             "up",
@@ -129,11 +124,10 @@ def test_a_play_with_every_kind_of_message() -> None:
         ("left", "You moved left.", ["S P F F", "H H F F", "F H H F", "H F F G"], "You are at row 1, column 2", 26),
     ]
     for action, message, rows, where, left in script:
-        result = env.step(action)
-        status = f"{where}; the goal is at row 4, column 4. Moves left: {left}."
-        assert (result.observation, result.reward, result.done) == (view(message, rows, status), 0.0, False), action
-    fell = env.step("down")
-    assert (fell.observation, fell.reward, fell.done) == (
+        assert_step(env, action, view(message, rows, f"{where}; the goal is at row 4, column 4. Moves left: {left}."))
+    assert_step(
+        env,
+        "down",
         view(
             "You moved down into a hole.",
             ["S F F F", "H P F F", "F H H F", "H F F G"],
@@ -148,19 +142,15 @@ def test_a_play_with_every_kind_of_message() -> None:
 
 
 def test_the_last_move_ends_the_episode_without_reward() -> None:
-    env = FrozenLakeEnv()
-    env.reset(0)
-    for _ in range(29):
-        assert env.step("left").done is False
-    last = env.step("left")
-    assert (last.observation, last.reward, last.done) == (
+    assert_runs_out(
+        started(FrozenLakeEnv(), 0),
+        "left",
+        30,
         view(
             "You cannot move left: the edge of the lake is there. Nothing changed. You are out of moves.",
             ["P F F F", "H H F F", "F H H F", "H F F G"],
             "You are at row 1, column 1; the goal is at row 4, column 4. Moves left: 0. The episode is over.",
         ),
-        0.0,
-        True,
     )
 
 
@@ -169,29 +159,17 @@ INVALID = ["jump", "", "north", "up up", "move", "right now", "upp", "left!"]
 
 @pytest.mark.parametrize("action", INVALID)
 def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
-    env = FrozenLakeEnv()
-    env.reset(0)
-    env.step("right")
-    result = env.step(action)
+    env = started(FrozenLakeEnv(), 0, "right")
     message = f'Invalid action "{action}": the actions are up, down, left and right. Nothing changed.'
     status = "You are at row 1, column 2; the goal is at row 4, column 4. Moves left: 28."
-    assert (result.observation, result.reward, result.done) == (
-        view(message, ["S P F F", "H H F F", "F H H F", "H F F G"], status),
-        0.0,
-        False,
-    )
+    assert_step(env, action, view(message, ["S P F F", "H H F F", "F H H F", "H F F G"], status))
     assert env.position() == (0, 1)
 
 
 def test_reset_refuses_unknown_tasks_and_step_needs_an_episode() -> None:
     env = FrozenLakeEnv()
-    with pytest.raises(EpisodeStateError, match="no episode yet"):
-        env.step("up")
-    for task_id in (-1, 1300, 10**30):
-        with pytest.raises(
-            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"
-        ):
-            env.reset(task_id)
+    assert_needs_an_episode(env, "up")
+    assert_refuses_out_of_range(env.reset, "data_idx", 1300)
 
 
 def test_shortest_path_avoids_holes_and_reports_none() -> None:
@@ -245,8 +223,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_safe_detours() -> N
     assert played.first_lines == [f"You moved {a}." for a in actions[:-1]] + [
         f"You moved {actions[-1]} and reached the goal."
     ]
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
-        get_expert("frozenlake", noise=2)
+    assert_noise_refused("frozenlake", 2)
 
 
 # ---------------------------------------------------------------------- over HTTP
@@ -257,8 +234,7 @@ server = server_of("frozenlake")
 
 @pytest.mark.slow
 def test_literal_protocol_exchange() -> None:
-    with serve_subprocess("frozenlake", timeout_s=60) as u:  # a server of its own, so ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("frozenlake") as u:
         assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
             "id": 0,
@@ -293,9 +269,7 @@ def test_literal_protocol_exchange() -> None:
         answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(0)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 5 + [(1.0, True)]
         assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
-        assert call(u, "GET", "/list_envs") == [0]
-        assert call(u, "POST", "/close", {"id": 0}) is True
-        assert call(u, "GET", "/list_envs") == []
+        assert_closes_the_only_env(u)
         assert call(u, "POST", "/create", {"ignored": True}) == {
             "id": 1,
             "observation": TASK1_OBS,

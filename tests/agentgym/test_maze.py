@@ -5,15 +5,15 @@ over HTTP)."""
 from __future__ import annotations
 
 import pytest
-from episode_play import play_task
-from json_call import call, server_of
+from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play_task, started
+from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
+from json_call import call, own_server, server_of
 
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
 from agentgym.maze.env import MazeEnv, describe_walls
 from agentgym.maze.plan import oracle, shortest_path
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import serve_subprocess
+from agentgym.server import EpisodeStateError
 
 SPEC = get_env_spec("maze")
 WHERE = "The goal is at position 8, 6. Your current position is at position"
@@ -34,23 +34,19 @@ def test_the_map_has_26_starts_and_the_goal_at_8_6() -> None:
     assert len(STARTS) == len(set(STARTS)) == 26 and open_cells == set(STARTS) | {GOAL}
     assert not is_open((1, 6)) and not is_open((-1, 0)) and not is_open((10, 6))
     assert [start_of(i) for i in (0, 25, 26, 259)] == [(1, 1), (7, 6), (1, 1), (7, 6)]
-    for task_id in (-1, 260, 10**30):
-        with pytest.raises(ValueError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
-            start_of(task_id)
+    assert_refuses_out_of_range(start_of, "game", 260, ValueError)
 
 
 def test_splits_are_disjoint_complete_and_stable() -> None:
-    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
-    assert (test, dev, train) == (list(range(26)), list(range(26, 52)), list(range(52, 260))) and NUM_TASKS == 260
-    assert [start_of(i) for i in test] == list(STARTS)  # the test split walks from every start once
+    assert_split_ids(task_ids, range(26), range(26, 52), range(52, 260))
+    assert NUM_TASKS == 260
+    assert [start_of(i) for i in task_ids("test")] == list(STARTS)  # the test split walks from every start once
     assert task_list("test")[:2] == [
         (0, "walk from position 1, 1 to the goal at position 8, 6"),
         (1, "walk from position 1, 2 to the goal at position 8, 6"),
     ]
     assert task_list("dev")[0] == (26, "walk from position 1, 1 to the goal at position 8, 6")
     assert task_list("train")[-1] == (259, "walk from position 7, 6 to the goal at position 8, 6")
-    with pytest.raises(ValueError, match="unknown split 'val'"):
-        task_ids("val")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------- the game
@@ -60,9 +56,7 @@ def test_oracle_solves_every_test_task_with_reward_only_on_the_last_step() -> No
     for task_id in task_ids("test"):
         assert env.reset(task_id).startswith(f"{WHERE} {start_of(task_id)[0]}, {start_of(task_id)[1]}. ")
         actions = oracle(task_id)
-        results = [env.step(a) for a in actions]
-        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
-        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        results = assert_wins_at_the_end(env, actions, task_id)
         assert results[-1].observation.startswith(f"You moved {actions[-1][5:]} and reached the goal. "), task_id
         lengths.append(len(actions))
     assert lengths == ORACLE_LENGTHS
@@ -96,27 +90,19 @@ def test_a_play_with_every_kind_of_message() -> None:
         ),
     ]
     for action, message, here, left in script:
-        result = env.step(action)
-        assert (result.observation, result.reward, result.done) == (
-            f"{message} {WHERE} {here} Moves left: {left}.",
-            0.0,
-            False,
-        ), action
+        assert_step(env, action, f"{message} {WHERE} {here} Moves left: {left}.")
     assert env.position == (2, 3) and env.steps == 5
     assert env.reset(3) == TASK3_OBS and env.position == (1, 4) and env.steps == 0 and not env.done
 
 
 def test_the_last_move_ends_the_episode_without_reward() -> None:
-    env = MazeEnv()
-    env.reset(0)
-    for _ in range(49):
-        assert env.step("move up").done is False
-    last = env.step("move up")
-    assert (last.observation, last.reward, last.done) == (
+    env = started(MazeEnv(), 0)
+    assert_runs_out(
+        env,
+        "move up",
+        50,
         f"You cannot move up: there is a wall above you. Nothing changed. You are out of moves. {WHERE} 1, 1. There "
         "are walls above you, below you, to your left. Moves left: 0. The episode is over.",
-        0.0,
-        True,
     )
     with pytest.raises(EpisodeStateError, match="episode is done: POST /maze/reset to start a new one"):
         env.step("move right")
@@ -127,34 +113,21 @@ INVALID = ["jump", "", "north", "move", "move up up", "go up", "up!", "move diag
 
 @pytest.mark.parametrize("action", INVALID)
 def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
-    env = MazeEnv()
-    env.reset(0)
-    env.step("move right")
-    result = env.step(action)
+    env = started(MazeEnv(), 0, "move right")
     message = (
         f'Invalid action "{action}": the actions are move up, move down, move left and move right. Nothing changed.'
     )
-    assert (result.observation, result.reward, result.done) == (
-        f"{message} {WHERE} 1, 2. There are walls above you, below you. Moves left: 48.",
-        0.0,
-        False,
-    )
+    assert_step(env, action, f"{message} {WHERE} 1, 2. There are walls above you, below you. Moves left: 48.")
     assert env.position == (1, 2)
 
 
 def test_reset_refuses_unknown_tasks_and_step_and_observation_need_an_episode() -> None:
     env = MazeEnv()
-    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
-        env.step("move up")
-    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /maze/reset first"):
-        _ = env.observation
-    for task_id in (-1, 260, 10**30):
-        with pytest.raises(InvalidRequestError, match=rf"game {task_id} out of range: expected 0 <= game < 260"):
-            env.reset(task_id)
+    assert_needs_an_episode(env, "move up", r"no episode yet: POST /maze/reset first", observation=True)
+    assert_refuses_out_of_range(env.reset, "game", 260)
     env.reset(0)
     env.close()
-    with pytest.raises(EpisodeStateError, match="no episode yet"):
-        env.step("move right")
+    assert_needs_an_episode(env, "move right")
 
 
 def test_walls_are_named_above_below_left_right_and_paths_are_shortest() -> None:
@@ -215,8 +188,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     noisy = [play_task(get_expert("maze", noise=1.0, seed=0), env, task_id, 50) for task_id in (0, 9, 21)]
     assert [played.result.reward for played in noisy] == [1.0, 1.0, 1.0]
     assert all(len(played.actions) > length for played, length in zip(noisy, (12, 12, 2)))
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got -1"):
-        get_expert("maze", noise=-1)
+    assert_noise_refused("maze", -1)
 
 
 # ---------------------------------------------------------------------- over HTTP
@@ -226,8 +198,7 @@ server = server_of("maze")
 
 
 def test_literal_protocol_exchange() -> None:
-    with serve_subprocess("maze", timeout_s=60) as u:  # a server of its own, so ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("maze") as u:
         assert call(u, "POST", "/maze/create") == {"id": 0}
         assert call(u, "POST", "/maze/reset", {"id": 0, "game": 3}) == {
             "id": 0,

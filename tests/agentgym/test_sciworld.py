@@ -32,6 +32,17 @@ BATHROOM = (
     "open, a substance called water.\nYou also see:\n\tA door to the kitchen (that is closed)"
 )
 NO_MATCH = "No known action matches that input."
+# task 21's reset answer, in process and over HTTP
+TASK21_START = {
+    "task_name": "boil",
+    "var_num": 21,
+    "task_description": BOIL_LEAD,
+    "observation": BATHROOM,
+    "reward": 0.0,
+    "score": 0.0,
+    "deleted": False,
+    "done": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +81,7 @@ def test_splits_follow_scienceworld_and_match_the_jar(env: SciWorldEnv) -> None:
 
 
 def test_reset_step_and_invalid_actions(env: SciWorldEnv) -> None:
-    assert env.reset(21) == {
-        "task_name": "boil",
-        "var_num": 21,
-        "task_description": BOIL_LEAD,
-        "observation": BATHROOM,
-        "reward": 0.0,
-        "score": 0.0,
-        "deleted": False,
-        "done": False,
-    }
+    assert env.reset(21) == TASK21_START
     for action in ("dance wildly", "", "open door to nowhere"):
         result = env.step(action)
         assert (result.observation, result.reward, result.extra["score"], result.done) == (NO_MATCH, 0.0, 0.0, False)
@@ -134,23 +136,13 @@ def jvms(pid: int) -> list[psutil.Process]:
 
 
 def test_literal_protocol_exchange_and_close_ends_the_jvm() -> None:
-    with serve_subprocess("sciworld", timeout_s=60) as u:
-        assert call(u, "GET", "/") == "ok"
+    with json_call.own_server("sciworld") as u:
         assert call(u, "POST", "/create") == {"id": 0}
         assert len(jvms(u.pid)) == 1
         assert call(u, "POST", "/step", {"id": 0, "action": "look around"}, status=409) == {
             "error": "no episode yet: POST /reset first"
         }
-        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 21}) == {
-            "task_name": "boil",
-            "var_num": 21,
-            "task_description": BOIL_LEAD,
-            "observation": BATHROOM,
-            "reward": 0.0,
-            "score": 0.0,
-            "deleted": False,
-            "done": False,
-        }
+        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 21}) == TASK21_START
         assert call(u, "POST", "/step", {"id": 0, "action": "open door to kitchen"}) == {
             "observation": "The door is now open.",
             "reward": 0.0,

@@ -4,15 +4,15 @@ process, and the family-B protocol of a real server (literal exchange, the exper
 from __future__ import annotations
 
 import pytest
-from episode_play import play, play_task
-from json_call import call, server_of
+from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play, play_on, play_task, started
+from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
+from json_call import assert_closes_the_only_env, call, own_server, server_of
 
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.server import EpisodeStateError
 from agentgym.sokoban.data import Board, level, parse_board, room_shape, task_ids, task_list
 from agentgym.sokoban.env import SokobanEnv
 from agentgym.sokoban.plan import oracle, solve
-from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("sokoban")
 LEGEND = "Legend: # wall, _ floor, @ you, $ box, . target, * box on a target, + you on a target."
@@ -52,8 +52,7 @@ def view(message: str, rows: list[str], status: str) -> str:
 
 # ---------------------------------------------------------------------- levels and splits
 def test_splits_are_disjoint_complete_and_stable() -> None:
-    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
-    assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 1300)))
+    assert_split_ids(task_ids, range(200), range(200, 300), range(300, 1300))
     assert task_list("test")[:4] == [
         (0, "push 1 box onto a target in a 6x6 room"),
         (1, "push 1 box onto a target in a 7x7 room"),
@@ -61,8 +60,6 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
         (3, "push 2 boxes onto targets in a 7x7 room"),
     ]
     assert task_list("dev")[0] == (200, "push 1 box onto a target in a 6x6 room")
-    with pytest.raises(ValueError, match="unknown split 'val'"):
-        task_ids("val")  # type: ignore[arg-type]
 
 
 def test_a_task_id_gives_the_same_level_every_time() -> None:
@@ -136,9 +133,7 @@ def test_oracle_solves_test_tasks_with_reward_only_on_the_last_step() -> None:
     for task_id in task_ids("test")[:40]:
         env.reset(task_id)
         actions = oracle(task_id)
-        results = [env.step(a) for a in actions]
-        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
-        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        results = assert_wins_at_the_end(env, actions, task_id)
         assert results[-1].observation.startswith(
             f"You pushed a box {actions[-1]} onto a target. Every box is on a target.\n"
         ), task_id
@@ -146,8 +141,7 @@ def test_oracle_solves_test_tasks_with_reward_only_on_the_last_step() -> None:
 
 
 def test_a_play_with_every_kind_of_move_and_message() -> None:
-    env = SokobanEnv()
-    env.reset(0)
+    env = started(SokobanEnv(), 0)
     env.board = parse_board(RULES_ROWS)
     script = [
         ("right", "You cannot push the box right: another box is behind it. Nothing changed.", RULES_ROWS),
@@ -172,10 +166,10 @@ def test_a_play_with_every_kind_of_move_and_message() -> None:
         on = 1 if step >= 6 else 0
         status = f"You are at row {row + 1}, column {col + 1}. Boxes on targets: {on} of 2. Moves left: {60 - step}."
         assert (result.observation, result.reward, result.done) == (view(message, rows, status), 0.0, False), action
-    for action in ("up", "left", "left", "down", "right"):
-        assert env.step(action).done is False
-    solved = env.step("right")
-    assert (solved.observation, solved.reward, solved.done) == (
+    play_on(env, ["up", "left", "left", "down", "right"])
+    assert_step(
+        env,
+        "right",
         view(
             "You pushed a box right onto a target. Every box is on a target.",
             ["# # # # # #", "# _ _ _ _ #", "# _ _ @ * #", "# _ _ * _ #", "# # # # # #"],
@@ -190,19 +184,15 @@ def test_a_play_with_every_kind_of_move_and_message() -> None:
 
 
 def test_the_last_move_ends_the_episode_without_reward() -> None:
-    env = SokobanEnv()
-    env.reset(0)
-    for _ in range(59):
-        assert env.step("left").done is False
-    last = env.step("left")
-    assert (last.observation, last.reward, last.done) == (
+    assert_runs_out(
+        started(SokobanEnv(), 0),
+        "left",
+        60,
         view(
             "You cannot move left: a wall is there. Nothing changed. You are out of moves.",
             TASK0_ROWS,
             "You are at row 5, column 2. Boxes on targets: 0 of 1. Moves left: 0. The episode is over.",
         ),
-        0.0,
-        True,
     )
 
 
@@ -211,27 +201,19 @@ INVALID = ["jump", "", "north", "up up", "move", "push right", "upp", "left!"]
 
 @pytest.mark.parametrize("action", INVALID)
 def test_an_invalid_action_changes_nothing_and_says_so(action: str) -> None:
-    env = SokobanEnv()
-    env.reset(0)
-    env.step("up")
+    env = started(SokobanEnv(), 0, "up")
     before = env.board
-    result = env.step(action)
     message = f'Invalid action "{action}": the actions are up, down, left and right. Nothing changed.'
     rows = ["# # # # # #", "# _ _ _ _ #", "# . $ # _ #", "# @ _ _ _ #", "# _ _ _ _ #", "# # # # # #"]
     status = "You are at row 4, column 2. Boxes on targets: 0 of 1. Moves left: 58."
-    assert (result.observation, result.reward, result.done) == (view(message, rows, status), 0.0, False)
+    assert_step(env, action, view(message, rows, status))
     assert env.board == before
 
 
 def test_reset_refuses_unknown_tasks_and_step_needs_an_episode() -> None:
     env = SokobanEnv()
-    with pytest.raises(EpisodeStateError, match="no episode yet"):
-        env.step("up")
-    for task_id in (-1, 1300, 10**30):
-        with pytest.raises(
-            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 1300"
-        ):
-            env.reset(task_id)
+    assert_needs_an_episode(env, "up")
+    assert_refuses_out_of_range(env.reset, "data_idx", 1300)
 
 
 def test_parse_board_and_solve_refuse_what_they_cannot_read_or_solve() -> None:
@@ -304,8 +286,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_detours() -> None:
     assert sum(line.startswith("You pushed") for line in said) == sum(
         m.startswith("You pushed") for m in _played(oracle(1))
     )
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
-        get_expert("sokoban", noise=2)
+    assert_noise_refused("sokoban", 2)
 
 
 def _played(actions: list[str]) -> list[str]:
@@ -323,8 +304,7 @@ server = server_of("sokoban")
 
 @pytest.mark.slow
 def test_literal_protocol_exchange() -> None:
-    with serve_subprocess("sokoban", timeout_s=60) as u:  # a server of its own, so ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("sokoban") as u:
         assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
             "id": 0,
@@ -378,9 +358,7 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
             "error": "episode is done: POST /reset to start a new one"
         }
-        assert call(u, "GET", "/list_envs") == [0]
-        assert call(u, "POST", "/close", {"id": 0}) is True
-        assert call(u, "GET", "/list_envs") == []
+        assert_closes_the_only_env(u)
         assert call(u, "POST", "/create") == {"id": 1, "observation": TASK1_OBS, "done": False, "reward": 0.0}
 
 

@@ -7,12 +7,12 @@ import re
 from collections import Counter
 
 import pytest
-from episode_play import play_task
-from json_call import call, server_of
+from episode_play import assert_step, assert_wins_at_the_end, play_task, started
+from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range
+from json_call import assert_closes_the_only_env, call, own_server, server_of
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import serve_subprocess
 from agentgym.textcraft.data import cookbook, task_ids, task_list
 from agentgym.textcraft.env import TextCraftEnv, first_observation
 from agentgym.textcraft.plan import NoPlan, oracle, plan
@@ -103,17 +103,14 @@ def test_oracle_solves_every_task_with_reward_only_on_the_last_step() -> None:
     for task_id in range(544):
         env.reset(task_id)
         actions = oracle(task_id)
-        results = [env.step(a) for a in actions]
-        assert [r.reward for r in results] == [0.0] * (len(actions) - 1) + [1.0], task_id
-        assert [r.done for r in results] == [False] * (len(actions) - 1) + [True], task_id
+        results = assert_wins_at_the_end(env, actions, task_id)
         assert not any(r.observation.startswith("Could not") for r in results), task_id
         lengths.append(len(actions))
     assert (min(lengths), max(lengths)) == (2, 48)
 
 
 def test_a_play_with_every_kind_of_action_and_message() -> None:
-    env = TextCraftEnv(cookbook())
-    env.reset(CRAFTING_TABLE)
+    env = started(TextCraftEnv(cookbook()), CRAFTING_TABLE)
     script = [
         ("inventory", "Inventory: You are not carrying anything."),
         ("  GET 2 Oak_Logs. ", "Got 2 oak logs"),
@@ -182,25 +179,18 @@ INVALID = [
 
 @pytest.mark.parametrize(("action", "message"), INVALID, ids=[a for a, _ in INVALID])
 def test_an_invalid_action_changes_nothing_and_says_why(action: str, message: str) -> None:
-    env = TextCraftEnv(cookbook())
-    env.reset(CRAFTING_TABLE)
+    env = started(TextCraftEnv(cookbook()), CRAFTING_TABLE)
     env.inventory.update({"oak planks": 2, "oak logs": 1})
     before = env.step("inventory").observation
     assert before == "Inventory: [oak planks] (2) [oak logs] (1)"
-    result = env.step(action)
-    assert (result.observation, result.reward, result.done) == (message, 0.0, False)
+    assert_step(env, action, message)
     assert env.step("inventory").observation == before
 
 
 def test_reset_and_start_refuse_unknown_tasks_and_goals() -> None:
     env = TextCraftEnv(cookbook())
-    with pytest.raises(EpisodeStateError, match="no episode yet"):
-        env.step("inventory")
-    for task_id in (-1, 544, 10**30):
-        with pytest.raises(
-            InvalidRequestError, match=rf"data_idx {task_id} out of range: expected 0 <= data_idx < 544"
-        ):
-            env.reset(task_id)
+    assert_needs_an_episode(env, "inventory")
+    assert_refuses_out_of_range(env.reset, "data_idx", 544)
     with pytest.raises(InvalidRequestError, match="goal 'oak logs' is not an item that a recipe makes"):
         env.start("oak logs")
     assert env.start("minecraft:Crafting_Table", "craft 1 crafting table using 4 planks") == (
@@ -265,8 +255,7 @@ def test_expert_replies_in_each_template_and_noise_only_adds_inventory_checks() 
     blind = get_expert("textcraft")
     assert blind.act("Got 1 oak logs") == "inventory"
     assert blind.last_thought == "I cannot plan from what I see, so I check what I hold."
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 2"):
-        get_expert("textcraft", noise=2)
+    assert_noise_refused("textcraft", 2)
 
 
 # ---------------------------------------------------------------------- over HTTP
@@ -277,8 +266,7 @@ server = server_of("textcraft")
 
 @pytest.mark.slow
 def test_literal_protocol_exchange() -> None:
-    with serve_subprocess("textcraft", timeout_s=60) as u:  # a server of its own, so ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("textcraft") as u:
         created = call(u, "POST", "/create", {"commands": None, "goal": None})
         assert created == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
         episode = {"id": 0, "observation": CRAFTING_TABLE_OBS, "done": False, "reward": 0.0}
@@ -301,9 +289,7 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "POST", "/step", {"id": 0, "action": "inventory"}, status=409) == {
             "error": "episode is done (crafted crafting table): POST /reset to start a new one"
         }
-        assert call(u, "GET", "/list_envs") == [0]
-        assert call(u, "POST", "/close", {"id": 0}) is True
-        assert call(u, "GET", "/list_envs") == []
+        assert_closes_the_only_env(u)
         assert call(u, "POST", "/create") == {
             "id": 1,
             "observation": "Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\nGoal: craft acacia wood.",

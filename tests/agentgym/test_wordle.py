@@ -8,11 +8,12 @@ import sys
 from collections import Counter
 
 import pytest
-from json_call import call, server_of
+from episode_play import assert_step, play, play_task, started
+from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
+from json_call import call, own_server, server_of
 
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
-from agentgym.spawn import serve_subprocess
+from agentgym.server import EpisodeStateError
 from agentgym.wordle.data import (
     NUM_TASKS,
     answers,
@@ -61,8 +62,7 @@ def test_word_lists_are_shipped_and_consistent() -> None:
 
 
 def test_splits_are_disjoint_complete_and_stable() -> None:
-    test, dev, train = task_ids("test"), task_ids("dev"), task_ids("train")
-    assert (test, dev, train) == (list(range(200)), list(range(200, 300)), list(range(300, 2135)))
+    assert_split_ids(task_ids, range(200), range(200, 300), range(300, 2135))
     assert [secret_of(i) for i in range(5)] == ["angst", "dregs", "fussy", "muter", "girth"]
     assert (secret_of(199), secret_of(200), secret_of(2134)) == ("snarl", "scald", "black")
     assert task_list("test")[:2] == [
@@ -70,8 +70,6 @@ def test_splits_are_disjoint_complete_and_stable() -> None:
         (1, "find the secret five-letter word in at most 6 guesses"),
     ]
     assert task_list("train")[-1] == (2134, "find the secret five-letter word in at most 6 guesses")
-    with pytest.raises(ValueError, match="unknown split 'val'"):
-        task_ids("val")  # type: ignore[arg-type]
     for task_id in (-1, 2135):
         with pytest.raises(ValueError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
             secret_of(task_id)
@@ -103,25 +101,22 @@ def test_oracle_wins_every_test_task_on_the_first_guess() -> None:
 def test_a_play_with_every_kind_of_message() -> None:
     env = WordleEnv()
     assert env.reset(0) == START_OBS
-    first = env.step("r a i s e")
-    assert (first.observation, first.reward, first.done) == (RAISE_ON_0, 0.0, False)
-    unknown = env.step("x y z z y")
-    assert (unknown.observation, unknown.reward, unknown.done) == (
+    assert_step(env, "r a i s e", RAISE_ON_0)
+    assert_step(
+        env,
+        "x y z z y",
         view(
             'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
             "Guess 1: r a i s e -> b y b g b",
             "Guesses left: 5.",
         ),
-        0.0,
-        False,
     )
     unspaced = env.step("angst")
     assert unspaced.observation.split("\n")[0] == (
         'invalid word: "angst" is not five letters separated by spaces (e.g. s h i r e). Nothing changed; no guess '
         "was used."
     )
-    won = env.step(" A N G S T. ")
-    assert (won.observation, won.reward, won.done) == (WON_0, 1.0, True)
+    assert_step(env, " A N G S T. ", WON_0, 1.0, True)
     assert env.observation == WON_0 and env.history == [("raise", "b y b g b"), ("angst", "g g g g g")]
     with pytest.raises(EpisodeStateError, match="episode is done: POST /wordle/reset to start a new one"):
         env.step("a n g s t")
@@ -162,33 +157,25 @@ INVALID = [
 
 @pytest.mark.parametrize(("action", "why"), INVALID)
 def test_an_invalid_guess_changes_nothing_and_says_so(action: str, why: str) -> None:
-    env = WordleEnv()
-    env.reset(0)
-    env.step("r a i s e")
-    result = env.step(action)
+    env = started(WordleEnv(), 0, "r a i s e")
     shown = action.lower() if why == UNKNOWN else action
     suffix = " (e.g. s h i r e)" if why == SHAPE else ""
-    assert (result.observation, result.reward, result.done) == (
+    assert_step(
+        env,
+        action,
         view(
             f'invalid word: "{shown}" is {why}{suffix}. Nothing changed; no guess was used.',
             "Guess 1: r a i s e -> b y b g b",
             "Guesses left: 5.",
         ),
-        0.0,
-        False,
     )
     assert env.history == [("raise", "b y b g b")]
 
 
 def test_reset_refuses_unknown_seeds_and_step_and_observation_need_an_episode() -> None:
     env = WordleEnv()
-    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
-        env.step("r a i s e")
-    with pytest.raises(EpisodeStateError, match=r"no episode yet: POST /wordle/reset first"):
-        _ = env.observation
-    for task_id in (-1, 2135, 10**30):
-        with pytest.raises(InvalidRequestError, match=rf"seed {task_id} out of range: expected 0 <= seed < 2135"):
-            env.reset(task_id)
+    assert_needs_an_episode(env, "r a i s e", r"no episode yet: POST /wordle/reset first", observation=True)
+    assert_refuses_out_of_range(env.reset, "seed", 2135)
 
 
 # ---------------------------------------------------------------------- the solver and the expert, in process
@@ -211,18 +198,11 @@ def test_expert_wins_every_test_task_from_the_colours_alone() -> None:
     expert, env, used = get_expert("wordle"), WordleEnv(), []
     assert isinstance(expert, WordleExpert)
     for task_id in task_ids("test"):
-        expert.reset(seed=task_id)
-        observation, actions = env.reset(task_id), []
-        for _ in range(6):
-            actions.append(expert.act(observation))
-            result = env.step(actions[-1])
-            observation = result.observation
-            if result.done:
-                break
-        assert result.reward == 1.0, task_id
-        used.append(len(actions))
+        played = play_task(expert, env, task_id, 6)
+        assert played.result.reward == 1.0, task_id
+        used.append(len(played.actions))
         if task_id == 0:
-            assert actions == ["r a i s e", "s l a s h", "a n g s t"]
+            assert played.actions == ["r a i s e", "s l a s h", "a n g s t"]
     assert (len(used), sum(used) / len(used), Counter(used)) == (200, 3.545, {2: 8, 3: 95, 4: 78, 5: 18, 6: 1})
 
 
@@ -246,21 +226,15 @@ def test_expert_replies_in_each_template_and_noise_guesses_other_fitting_words()
     assert expert.last_thought == "Only this word fits the colours so far, so I guess angst."
 
     noisy, env = get_expert("wordle", noise=1.0, seed=3), WordleEnv()
-    observation, actions = env.reset(0), []
-    for _ in range(6):
-        actions.append(noisy.act(observation))
-        result = env.step(actions[-1])
-        observation = result.observation
-        if result.done:
-            break
+    played = play(env, noisy.act, env.reset(0), 6)
+    actions = played.actions
     assert (
         actions[0] == "r a i s e"
         and actions[1] != "s l a s h"
         and actions[1].replace(" ", "") in consistent([("raise", "b y b g b")])
     )
-    assert result.reward == 1.0
-    with pytest.raises(ValueError, match=r"noise must be in \[0, 1\], got 1.5"):
-        get_expert("wordle", noise=1.5)
+    assert played.result.reward == 1.0
+    assert_noise_refused("wordle", 1.5)
 
 
 # ---------------------------------------------------------------------- over HTTP
@@ -270,8 +244,7 @@ server = server_of("wordle")
 
 
 def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
-    with serve_subprocess("lmrlgym", timeout_s=60, command=LMRLGYM) as u:  # ids start at 0
-        assert call(u, "GET", "/") == "ok"
+    with own_server("lmrlgym", command=LMRLGYM) as u:
         assert call(u, "POST", "/wordle/create") == {"id": 0}
         assert call(u, "POST", "/wordle/reset", {"id": 0, "seed": 0}) == {
             "id": 0,
