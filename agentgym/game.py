@@ -1,12 +1,15 @@
-"""What the envs' game classes share: the result of a step, the episode-state check and the parsing of moves."""
+"""What the envs' game classes share: the result of a step, the task lookup, the episode-state check and the parsing
+of moves."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
-from .server import EpisodeStateError
+from .server import EpisodeStateError, InvalidRequestError
+
+T = TypeVar("T")
 
 DIRECTIONS = ("up", "down", "left", "right")
 
@@ -25,6 +28,14 @@ class StepResult:
     def answer(self) -> dict[str, Any]:
         """The ``/step`` answer: ``{"observation", "reward", <the extra fields>, "done"}``."""
         return {"observation": self.observation, "reward": self.reward, **self.extra, "done": self.done}
+
+
+def task_of(lookup: Callable[[int], T], task_id: int) -> T:
+    """``lookup(task_id)``, a task's data; its ValueError (an id out of range) becomes `InvalidRequestError` (400)."""
+    try:
+        return lookup(task_id)
+    except ValueError as bad:
+        raise InvalidRequestError(f"invalid request: {bad}") from None
 
 
 def require_episode(started: bool, done: bool, reset_route: str = "/reset") -> None:

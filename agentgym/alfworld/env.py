@@ -42,8 +42,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from ..game import StepResult
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, require_episode, task_of
 from .data import Game, generated_game
 
 DEFAULT_MAX_STEPS = 50
@@ -174,10 +173,7 @@ class AlfWorldEnv:
 
         ``plan``: also keep the planner's plan from the start in ``self.plan`` (the oracle's, see `plan.oracle`).
         """
-        try:
-            game = self.games(game_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        game = task_of(self.games, game_id)
         if self.engine is None:
             self.engine = Engine()
         state = self.engine.reset(game, plan)
@@ -194,10 +190,7 @@ class AlfWorldEnv:
         }
 
     def step(self, action: str) -> StepResult:
-        if self.engine is None or self.game is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
-        if self.done:
-            raise EpisodeStateError("episode is done: POST /reset to start a new one")
+        require_episode(self.engine is not None and self.game is not None, self.done)
         self.steps += 1
         command, reward = normalize(action, self.available_actions), 0.0
         if command in self.available_actions:

@@ -66,8 +66,7 @@ import gymnasium
 import minigrid  # noqa: F401  (registers the BabyAI-* ids)
 import numpy as np
 
-from ..game import StepResult, require_episode
-from ..server import InvalidRequestError
+from ..game import StepResult, require_episode, task_of
 from .data import gym_id, task_level
 from .plan import DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE, WAIT, Reach
 from .view import Thing, describe, look, visible_cells
@@ -110,10 +109,7 @@ class BabyAIEnv:
 
     # ------------------------------------------------------------------ episode
     def reset(self, task_id: int) -> str:
-        try:
-            level_id, (_, seed) = gym_id(task_id), task_level(task_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        level_id, (_, seed) = task_of(gym_id, task_id), task_of(task_level, task_id)
         if self.gym is None or level_id != self.gym_id:
             self.close()
             self.gym, self.gym_id = gymnasium.make(level_id, disable_env_checker=True).unwrapped, level_id

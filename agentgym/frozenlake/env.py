@@ -33,8 +33,7 @@ from typing import Any
 
 import gymnasium
 
-from ..game import StepResult, parse_move, require_episode
-from ..server import InvalidRequestError
+from ..game import StepResult, parse_move, require_episode, task_of
 from .data import task_map
 from .plan import MOVES
 
@@ -55,10 +54,7 @@ class FrozenLakeEnv:
         self.steps = 0
 
     def reset(self, task_id: int) -> str:
-        try:
-            rows = task_map(task_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        rows = task_of(task_map, task_id)
         self.close()
         self.gym = gymnasium.make("FrozenLake-v1", desc=list(rows), is_slippery=False, render_mode="ansi")
         self.gym.reset(seed=task_id)

@@ -28,8 +28,7 @@
 from __future__ import annotations
 
 from .. import game
-from ..game import StepResult, require_episode
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, require_episode, task_of
 from .data import GOAL, MAX_STEPS, Cell, is_open, start_of
 from .plan import MOVES, SIDES
 
@@ -61,15 +60,11 @@ class MazeEnv:
     @property
     def observation(self) -> str:
         """The last observation; `EpisodeStateError` before the first reset."""
-        if self.position is None:
-            raise EpisodeStateError("no episode yet: POST /maze/reset first")
+        require_episode(self.position is not None, False, "/maze/reset")
         return self._observation
 
     def reset(self, task_id: int) -> str:
-        try:
-            start = start_of(task_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        start = task_of(start_of, task_id)
         self.position, self.done, self.steps = start, False, 0
         return self._observe("")
 

@@ -23,8 +23,8 @@ import os
 import subprocess
 from typing import Any
 
-from ..game import StepResult, require_episode
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, require_episode, task_of
+from ..server import InvalidRequestError
 from .data import Task, task
 
 DEFAULT_MAX_STEPS = 100
@@ -70,10 +70,7 @@ class SciWorldEnv:
 
     def reset(self, data_idx: int, gold_path: bool = False) -> dict[str, Any]:
         """Load task ``data_idx`` (``gold_path``: also have the simulator plan its gold path, ~0.3 s more)."""
-        try:
-            self.task = task(data_idx)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        self.task = task_of(task, data_idx)
         try:
             self.sim.load(self.task.name, self.task.variation, self.simplifications, generateGoldPath=gold_path)
         except ValueError as bad:  # e.g. noElectricalAction on an electrical task
@@ -107,13 +104,11 @@ class SciWorldEnv:
         return [str(a) for a in self.sim.get_gold_action_sequence()]
 
     def action_hint(self) -> list[str]:
-        if self.task is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
+        require_episode(self.task is not None, False)
         return [str(a) for a in self.sim.get_valid_action_object_combinations()]
 
     def task_description(self) -> str:
-        if self.task is None:
-            raise EpisodeStateError("no episode yet: POST /reset first")
+        require_episode(self.task is not None, False)
         return str(self.sim.get_task_description())
 
     def close(self) -> None:

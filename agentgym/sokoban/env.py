@@ -29,8 +29,7 @@
 
 from __future__ import annotations
 
-from ..game import StepResult, parse_move, require_episode
-from ..server import InvalidRequestError
+from ..game import StepResult, parse_move, require_episode, task_of
 from .data import MOVES, Board, advance, level
 
 MAX_STEPS = 60
@@ -47,10 +46,7 @@ class SokobanEnv:
         self.steps = 0
 
     def reset(self, task_id: int) -> str:
-        try:
-            self.board = level(task_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        self.board = task_of(level, task_id)
         self.done, self.steps = False, 0
         side = self.board.height
         return self._observe(f"Sokoban room {side}x{side}: push every box onto a target.")

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import re
 
-from ..game import StepResult, require_episode
-from ..server import EpisodeStateError, InvalidRequestError
+from ..game import StepResult, require_episode, task_of
 from .data import MAX_GUESSES, feedback, guesses, secret_of, spell
 
 START = "Let's start Wordle!"
@@ -61,15 +60,11 @@ class WordleEnv:
     @property
     def observation(self) -> str:
         """The last observation; `EpisodeStateError` before the first reset."""
-        if self.secret is None:
-            raise EpisodeStateError("no episode yet: POST /wordle/reset first")
+        require_episode(self.secret is not None, False, "/wordle/reset")
         return self._observation
 
     def reset(self, task_id: int) -> str:
-        try:
-            secret = secret_of(task_id)
-        except ValueError as bad:
-            raise InvalidRequestError(f"invalid request: {bad}") from None
+        secret = task_of(secret_of, task_id)
         self.secret, self.history, self.done = secret, [], False
         return self._observe(START)
 
