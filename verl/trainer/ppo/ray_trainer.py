@@ -585,15 +585,10 @@ class RayPPOTrainer:
             self.reward_manager(out)
             nt = out.non_tensor_batch
             totals = out.batch["outcome_scores"].tolist()
-            trajectory = list(nt["traj_uid"]) if "traj_uid" in nt else range(len(totals))
-            first_rows = {}  # trajectory -> its first row
-            for i, uid in enumerate(trajectory):
-                first_rows.setdefault(uid, i)
-            for i in first_rows.values():
+            for i in _trajectory_rows(out):
                 source = str(nt["data_source"][i])
-                if bool(
-                    nt["failed"][i]
-                ):  # an env or reward error says nothing about the policy: count it, do not score it
+                # an env or reward error says nothing about the policy: count it, do not score it
+                if bool(nt["failed"][i]):
                     failed[source] = failed.get(source, 0) + 1
                 else:
                     rows.setdefault(source, []).append((totals[i], bool(nt["success"][i])))
@@ -875,13 +870,24 @@ class RayPPOTrainer:
         raise RunStopped(f"{cause}\n{where}")
 
 
-def _success_rate(batch: DataProto) -> float:
-    """The share of ``batch``'s live trajectories that succeeded: each counted once (step-wise rows by
-    ``traj_uid``), failed ones left out; 0.0 when none is live."""
+def _trajectory_rows(batch: DataProto) -> list[int]:
+    """The first row of each trajectory in ``batch``: every row in trajectory mode; in step-wise mode (one row per
+    turn, each carrying its trajectory's outcome) the first row of each ``traj_uid``."""
     nt = batch.non_tensor_batch
-    keys = nt["traj_uid"] if "traj_uid" in nt else range(len(batch))
-    by_trajectory = {key: bool(ok) for key, ok, failed in zip(keys, nt["success"], nt["failed"]) if not failed}
-    return sum(by_trajectory.values()) / len(by_trajectory) if by_trajectory else 0.0
+    if "traj_uid" not in nt:
+        return list(range(len(batch)))
+    first: dict[object, int] = {}
+    for row, uid in enumerate(nt["traj_uid"]):
+        first.setdefault(uid, row)
+    return list(first.values())
+
+
+def _success_rate(batch: DataProto) -> float:
+    """The share of ``batch``'s live trajectories that succeeded, each counted once (`_trajectory_rows`), failed
+    ones left out; 0.0 when none is live."""
+    nt = batch.non_tensor_batch
+    live = [row for row in _trajectory_rows(batch) if not nt["failed"][row]]
+    return sum(bool(nt["success"][row]) for row in live) / len(live) if live else 0.0
 
 
 def _groups(batch: DataProto) -> list[DataProto]:
