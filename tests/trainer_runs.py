@@ -72,15 +72,15 @@ def run_python(args: Sequence[str], timeout_s: float, env: dict[str, str] | None
 
 
 def last_line(proc: subprocess.CompletedProcess) -> str:
-    """The last line ``proc`` printed, which must have exited 0 (else its stderr's tail is the failure message)."""
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
+    """The last line ``proc`` printed, which must have exited 0 (`check_ok`)."""
+    return check_ok(proc).stdout.strip().splitlines()[-1]
 
 
 def check_ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     """``proc``, which must have exited 0 (else its output's tails are the failure message)."""
     assert proc.returncode == 0, (
-        f"{proc.args[2]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        f"{' '.join(map(str, proc.args[1:3]))[:200]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+        f"{proc.stderr[-5000:]}"
     )
     return proc
 
