@@ -8,7 +8,7 @@ import torch
 
 from verl.trainer.ppo.config import load_config, resolve_precision
 from verl.utils.batch import packed_proto
-from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
+from verl.utils.precision import Precision, bf16_round_bits, read_cpu_flags, resolve_dtype, to_bf16_stochastic
 from verl.utils.typed_config import ConfigError
 from verl.workers.config import ActorRolloutRefConfig, resolve_policy_precision
 
@@ -154,3 +154,27 @@ def test_step0_kl_is_zero_in_bf16(tiny_model_path):
         assert float(old.abs().sum()) > 0
     finally:
         worker.shutdown()
+
+
+def test_bf16_stochastic_rounding_is_unbiased_over_every_noise_value():
+    """1 + 2^-9 lies a quarter of the way from bf16's 1 to 1 + 2^-7 (its dropped bits are 2^14): it rounds
+    up for 2^14 of the 2^16 noise values, so the mean is the value itself; nearest rounding gives 1."""
+    noise = torch.arange(1 << 16, dtype=torch.int32)
+    for x, down, up in [(1 + 2**-9, 1.0, 1 + 2**-7), (-(1 + 2**-9), -1.0, -(1 + 2**-7))]:
+        r = bf16_round_bits(torch.full((1 << 16,), x), noise).double()
+        assert set(r.tolist()) == {down, up}
+        assert int((r == up).sum()) == 1 << 14
+        assert r.mean().item() == x
+        assert torch.tensor(x).to(torch.bfloat16).item() == down
+    on_grid = bf16_round_bits(torch.full((1 << 16,), 0.375), noise)
+    assert set(on_grid.float().tolist()) == {0.375}  # already bf16: never moves
+
+
+def test_bf16_stochastic_rounding_follows_its_generator():
+    x = torch.linspace(-1, 1, 1000) * (1 + 2**-12)
+    a = to_bf16_stochastic(x, torch.Generator().manual_seed(0))
+    b = to_bf16_stochastic(x, torch.Generator().manual_seed(0))
+    c = to_bf16_stochastic(x, torch.Generator().manual_seed(1))
+    assert a.dtype == torch.bfloat16 and torch.equal(a, b) and not torch.equal(a, c)
+    step = (x.abs().to(torch.bfloat16).float() * 2**-7).clamp_min(2**-133)  # a bf16 step at |x|, at most
+    assert bool(((a.float() - x).abs() <= step).all())

@@ -90,3 +90,56 @@ def test_a_prefix_cache_hit_covers_whole_blocks(tiny_model_path, block_size, hit
         assert (after["queries"] - before["queries"], after["hits"] - before["hits"]) == (104, hits)
     finally:
         engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def on_grid_and_nudged(tiny_model_path, tmp_path_factory):
+    """Two fp32 copies of the tiny model: ``on_grid`` with every weight rounded to bf16 (as SmolLM2 ships),
+    and ``nudged``, each weight moved away from 0 by 0.3 of its bf16 step: a change that nearest rounding undoes."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(f"{tiny_model_path}/model.safetensors")
+    on_grid = {k: v.to(torch.bfloat16).float() for k, v in weights.items()}
+    step = {k: 2.0 ** (torch.floor(torch.log2(v.abs().clamp_min(2**-100))) - 7) for k, v in on_grid.items()}
+    nudged = {k: v + 0.3 * step[k] * v.sign() for k, v in on_grid.items()}  # away from 0: the step below a power of 2 is half
+    folders = {}
+    for label, state in (("on_grid", on_grid), ("nudged", nudged)):
+        folder = tmp_path_factory.mktemp(label)
+        shutil.copytree(tiny_model_path, folder, dirs_exist_ok=True)
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        folders[label] = (str(folder), state)
+    return folders
+
+
+@pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
+def test_a_bf16_engine_sees_a_change_under_half_a_step_only_when_rounding_stochastically(on_grid_and_nudged, rounding):
+    """Nearest rounding turns the nudged weights back into the on-grid ones (the same log-probs to the last bit),
+    whether they come from the folder or from the trainer; stochastic rounding keeps the change (in expectation)."""
+    from verl.workers.config import RolloutConfig
+    from verl.workers.rollout.base import SamplingParams
+    from verl.workers.rollout.vllm_rollout import VLLMRollout
+
+    cfg = RolloutConfig(dtype="bfloat16", kv_cache_gb=0.25, max_model_len=256, weight_rounding=rounding)
+    prompts = [[100 + 7 * j for j in range(40)]]
+    params = [SamplingParams(temperature=1.0, max_tokens=6, seed=0)]
+
+    def log_probs(engine: VLLMRollout) -> list[float]:
+        return engine.generate(prompts, params)[0].log_probs
+
+    on_grid, nudged = on_grid_and_nudged["on_grid"], on_grid_and_nudged["nudged"]
+    results = {}
+    for label in ("on_grid", "nudged"):
+        engine = VLLMRollout(on_grid_and_nudged[label][0], cfg, num_threads=1)
+        try:
+            results[label] = log_probs(engine)
+            if label == "on_grid":
+                engine.update_weights(nudged[1].items())
+                results["updated"] = log_probs(engine)
+        finally:
+            engine.shutdown()
+    same = rounding == "nearest"
+    assert (results["nudged"] == results["on_grid"]) is same
+    assert (results["updated"] == results["on_grid"]) is same

@@ -176,11 +176,13 @@ class RolloutConfig:
     gpu_memory_utilization: float
     cpu_threads_bind: str
     in_process: bool
+    weight_rounding: str  # fp32 weights into a bf16 engine: stochastic (unbiased) or nearest
     seed: int
 
     def validate(self, where: str) -> None:
         _choice(self.name, ("vllm", "hf"), f"{where}.name")
         _choice(self.dtype, DTYPES, f"{where}.dtype")
+        _choice(self.weight_rounding, ("stochastic", "nearest"), f"{where}.weight_rounding")
         if not self.kv_cache_gb > 0:
             raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")
         if self.block_size is not None and (

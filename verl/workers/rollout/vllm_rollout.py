@@ -8,6 +8,10 @@ in seconds instead of tens of seconds, and new weights are handed over as
 tensors. Otherwise weights travel as safetensors through ``/dev/shm``. After
 every update the prefix cache is reset (it holds KV computed with the old
 weights).
+
+A bf16 engine gets fp32 weights (the trainer's, or a folder saved in fp32) rounded
+stochastically (``rollout.weight_rounding``, `verl.utils.precision.to_bf16_stochastic`):
+rounded to nearest, a fine-tune's changes smaller than half a bf16 step vanish.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Iterable
 
 import torch
 
-from verl.utils.precision import resolve_dtype
+from verl.utils.precision import resolve_dtype, to_bf16_stochastic
 from verl.utils.quiet_logs import quiet_vllm, set_torch_threads
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
@@ -164,6 +168,37 @@ class VLLMRollout(RolloutEngine):
             set_torch_threads(num_threads)
         self._unfinished: dict[str, int] = {}  # submitted request id -> its top_logprobs
         self._cache_manager = self._count_prefix_cache()
+        self._rounding = torch.Generator().manual_seed(cfg.seed)
+        if self._rounds_stochastically():
+            self._reload_fp32_folder(model_path)
+
+    def _rounds_stochastically(self) -> bool:
+        return self.dtype == "bfloat16" and self.cfg.weight_rounding == "stochastic"
+
+    def _reload_fp32_folder(self, model_path: str) -> None:
+        """The engine loaded ``model_path`` rounding to nearest; if the folder stores fp32 weights, hand
+        them over again, rounded stochastically."""
+        from pathlib import Path
+
+        from safetensors import safe_open
+
+        files = sorted(Path(model_path).glob("*.safetensors")) if os.path.isdir(model_path) else []
+        tensors: dict[str, torch.Tensor] = {}
+        for f in files:
+            with safe_open(str(f), framework="pt") as st:
+                names = list(st.keys())
+                if names and st.get_slice(names[0]).get_dtype() != "F32":
+                    return
+                tensors.update((n, st.get_tensor(n)) for n in names)
+        if tensors:
+            self.update_weights(tensors.items())
+
+    def _engine_copy(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` in the engine's dtype, on the CPU; fp32 to bf16 stochastically when configured."""
+        t = t.detach()
+        if t.dtype == torch.float32 and self._rounds_stochastically():
+            return to_bf16_stochastic(t.cpu(), self._rounding)
+        return t.to(getattr(torch, self.dtype)).cpu().contiguous()
 
     def _count_prefix_cache(self):
         """The in-process scheduler's KV cache manager, set to count prefix-cache lookups; None
@@ -276,8 +311,7 @@ class VLLMRollout(RolloutEngine):
         return [self._output(out.outputs[0], p.top_logprobs) for out, p in zip(outs, params)]
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        dtype = getattr(torch, self.dtype)
-        weights = [(name, t.detach().to(dtype).cpu().contiguous()) for name, t in named_tensors]
+        weights = [(name, self._engine_copy(t)) for name, t in named_tensors]
         if not weights or any(t.numel() == 0 for _, t in weights):
             raise ValueError(
                 "refusing a weight update with missing or empty tensors (a failed reload kills the engine)"
