@@ -8,7 +8,8 @@ import torch
 
 from verl.trainer.ppo.config import load_config, resolve_precision
 from verl.utils.batch import packed_proto
-from verl.utils.precision import Precision, bf16_round_bits, read_cpu_flags, resolve_dtype, to_bf16_stochastic
+from verl.utils.bf16_rounding import bf16_round_bits, round_linears_stochastically, to_bf16_stochastic
+from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
 from verl.utils.typed_config import ConfigError
 from verl.workers.config import ActorRolloutRefConfig, resolve_policy_precision
 
@@ -170,11 +171,44 @@ def test_bf16_stochastic_rounding_is_unbiased_over_every_noise_value():
     assert set(on_grid.float().tolist()) == {0.375}  # already bf16: never moves
 
 
-def test_bf16_stochastic_rounding_follows_its_generator():
+def test_bf16_stochastic_rounding_is_fixed_by_the_name():
     x = torch.linspace(-1, 1, 1000) * (1 + 2**-12)
-    a = to_bf16_stochastic(x, torch.Generator().manual_seed(0))
-    b = to_bf16_stochastic(x, torch.Generator().manual_seed(0))
-    c = to_bf16_stochastic(x, torch.Generator().manual_seed(1))
+    a, b, c = to_bf16_stochastic(x, "w"), to_bf16_stochastic(x.clone(), "w"), to_bf16_stochastic(x, "v")
     assert a.dtype == torch.bfloat16 and torch.equal(a, b) and not torch.equal(a, c)
-    step = (x.abs().to(torch.bfloat16).float() * 2**-7).clamp_min(2**-133)  # a bf16 step at |x|, at most
+    step = 2.0 ** (torch.floor(torch.log2(x.abs())) - 7)  # the bf16 step at each |x|
     assert bool(((a.float() - x).abs() <= step).all())
+    assert bool(((a.float() - x).abs() > step / 2).any())  # not always the nearer neighbour
+
+
+def test_linears_under_bf16_autocast_compute_with_the_stochastic_view_and_train_the_fp32_weight():
+    """A linear layer on the bf16 grid, nudged by 0.3 of a step: nearest rounding (plain autocast) computes
+    with the old weights, the stochastic view with a bf16 copy that moves in proportion, renewed after each
+    optimiser step; the gradient reaches the fp32 weight unchanged."""
+    torch.manual_seed(0)
+    plain, rounded = torch.nn.Linear(64, 32, bias=False), torch.nn.Linear(64, 32, bias=False)
+    with torch.no_grad():
+        plain.weight.copy_(plain.weight.to(torch.bfloat16).float())
+        before = plain.weight.to(torch.bfloat16).float()
+        step = 2.0 ** (torch.floor(torch.log2(plain.weight.abs())) - 7)
+        plain.weight.add_(0.3 * step * plain.weight.sign())
+        rounded.weight.copy_(plain.weight)
+    module = torch.nn.Sequential(rounded)
+    round_linears_stochastically(module)
+    round_linears_stochastically(module)  # again: a no-op
+    x = torch.randn(8, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y_plain, y = plain(x), module(x)
+    assert torch.equal(y_plain, torch.nn.functional.linear(x.to(torch.bfloat16), before.to(torch.bfloat16)))
+    view = rounded._bf16_view
+    assert torch.equal(view, to_bf16_stochastic(rounded.weight, "0.weight"))
+    moved = (view.float() != before).float().mean().item()
+    assert 0.25 < moved < 0.35  # each weight moves a whole step with probability 0.3
+    y.float().sum().backward()
+    y_plain.float().sum().backward()
+    assert rounded.weight.grad.dtype == torch.float32 and torch.equal(rounded.weight.grad, plain.weight.grad)
+    torch.optim.SGD(module.parameters(), lr=0.5).step()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        module(x)
+    assert torch.equal(rounded._bf16_view, to_bf16_stochastic(rounded.weight, "0.weight"))
+    assert not torch.equal(rounded._bf16_view, view)
+    assert torch.equal(module(x), x @ rounded.weight.T)  # fp32 outside autocast

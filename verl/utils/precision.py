@@ -14,11 +14,8 @@ in fp32 0.390 (and 0.180 / 0.245 with the two precisions crossed), for 1.4x fast
 An explicit dtype always wins. `resolve_dtype` returns the choice with its
 reason; `announce` prints it once per process.
 
-Weights trained in fp32 reach a bf16 engine by stochastic rounding (`to_bf16_stochastic`), not to nearest:
-SmolLM2's published weights lie exactly on the bf16 grid, and SFT moves about half of the weights it changes by
-less than half a bf16 step, so rounding to nearest puts them back where they started. On box A the default warm
-start scored 0.235 on 200 WebShop test goals with its weights rounded to nearest (computed in fp32), 0.400 with
-them rounded stochastically (computed in bf16), 0.390 in fp32.
+Where bf16 is chosen, fp32 weights become bf16 by stochastic rounding, not to nearest
+(`verl.utils.bf16_rounding`).
 """
 
 from __future__ import annotations
@@ -126,29 +123,6 @@ def resolve_dtype(
     return Precision(
         "float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"
     )
-
-
-def bf16_round_bits(x: "torch.Tensor", noise: "torch.Tensor") -> "torch.Tensor":
-    """fp32 ``x`` to bf16, rounding each magnitude up when its low 16 bits plus ``noise`` (int32 in
-    ``[0, 2**16)``) carry into bit 16, else down.
-
-    bf16 keeps fp32's top 16 bits. With ``noise`` uniform over ``[0, 2**16)`` a value whose dropped bits
-    are ``r`` rounds up with probability ``r / 2**16``, so ``E[result] = x``: over all ``2**16`` noise values
-    the mean is ``x`` exactly. Values already on the bf16 grid (``r = 0``) never move.
-    """
-    import torch
-
-    bits = x.detach().to(torch.float32).contiguous().view(torch.int32)
-    return ((bits + noise) & -(1 << 16)).view(torch.float32).to(torch.bfloat16)
-
-
-def to_bf16_stochastic(x: "torch.Tensor", generator: "torch.Generator") -> "torch.Tensor":
-    """``x`` rounded to bf16 stochastically (`bf16_round_bits` with uniform noise from ``generator``): unbiased,
-    so changes smaller than half a bf16 step survive in expectation instead of vanishing."""
-    import torch
-
-    noise = torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32, device=generator.device)
-    return bf16_round_bits(x.to(generator.device), noise)
 
 
 _announced: set[str] = set()

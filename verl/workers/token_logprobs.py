@@ -63,11 +63,15 @@ def _chunk_stats(
 def _head_replaced(module: torch.nn.Module, forward):
     head = module.get_output_embeddings()
     original = head.forward
+    own = head.__dict__.get("forward")  # a forward set on this layer (`verl.utils.bf16_rounding`) stays
     head.forward = partial(forward, original)
     try:
         yield
     finally:
-        del head.forward  # back to the class's forward
+        if own is None:
+            del head.forward  # back to the class's forward
+        else:
+            head.forward = own
 
 
 def head_stats_at(

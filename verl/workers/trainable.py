@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from verl.protocol import DataProto
 from verl.utils import fsdp_utils
+from verl.utils.bf16_rounding import round_linears_stochastically
 from verl.utils.memory import release_free_heap
 from verl.utils.prefix_tree import plan_tree_micro_batches, use_tree_attention
 from verl.utils.torch_functional import plan_micro_batches
@@ -106,6 +107,8 @@ class TrainableModule:
         than SDPA ``auto`` is ``off`` and ``on`` raises ``ValueError``."""
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.device, self.mixed_precision, self.grad_clip = device, mixed_precision, grad_clip
+        if mixed_precision == "bfloat16":
+            round_linears_stochastically(module)  # autocast's rounding to nearest would hide small updates
         if tree_packing != "off":
             try:
                 use_tree_attention(module)

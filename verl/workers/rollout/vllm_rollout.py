@@ -10,8 +10,9 @@ every update the prefix cache is reset (it holds KV computed with the old
 weights).
 
 A bf16 engine gets fp32 weights (the trainer's, or a folder saved in fp32) rounded
-stochastically (``rollout.weight_rounding``, `verl.utils.precision.to_bf16_stochastic`):
-rounded to nearest, a fine-tune's changes smaller than half a bf16 step vanish.
+stochastically (``rollout.weight_rounding``, `verl.utils.bf16_rounding`), with the trainer's
+dither, so both hold the same bf16 weights: rounded to nearest, a fine-tune's changes smaller than
+half a bf16 step vanish.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Iterable
 
 import torch
 
-from verl.utils.precision import resolve_dtype, to_bf16_stochastic
+from verl.utils.bf16_rounding import to_bf16_stochastic
+from verl.utils.precision import resolve_dtype
 from verl.utils.quiet_logs import quiet_vllm, set_torch_threads
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
@@ -168,7 +170,6 @@ class VLLMRollout(RolloutEngine):
             set_torch_threads(num_threads)
         self._unfinished: dict[str, int] = {}  # submitted request id -> its top_logprobs
         self._cache_manager = self._count_prefix_cache()
-        self._rounding = torch.Generator().manual_seed(cfg.seed)
         if self._rounds_stochastically():
             self._reload_fp32_folder(model_path)
 
@@ -193,11 +194,11 @@ class VLLMRollout(RolloutEngine):
         if tensors:
             self.update_weights(tensors.items())
 
-    def _engine_copy(self, t: torch.Tensor) -> torch.Tensor:
+    def _engine_copy(self, name: str, t: torch.Tensor) -> torch.Tensor:
         """``t`` in the engine's dtype, on the CPU; fp32 to bf16 stochastically when configured."""
         t = t.detach()
         if t.dtype == torch.float32 and self._rounds_stochastically():
-            return to_bf16_stochastic(t.cpu(), self._rounding)
+            return to_bf16_stochastic(t.cpu(), name)
         return t.to(getattr(torch, self.dtype)).cpu().contiguous()
 
     def _count_prefix_cache(self):
@@ -311,7 +312,7 @@ class VLLMRollout(RolloutEngine):
         return [self._output(out.outputs[0], p.top_logprobs) for out, p in zip(outs, params)]
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        weights = [(name, self._engine_copy(t)) for name, t in named_tensors]
+        weights = [(name, self._engine_copy(name, t)) for name, t in named_tensors]
         if not weights or any(t.numel() == 0 for _, t in weights):
             raise ValueError(
                 "refusing a weight update with missing or empty tensors (a failed reload kills the engine)"
