@@ -101,6 +101,7 @@ def cache_key(args: argparse.Namespace, model: Path, dtype: str) -> str:
         "sft": sorted(args.sft_overrides),
         "sft_defaults": (ROOT / "verl" / "trainer" / "config" / "sft_trainer.yaml").read_text(),
         "sft_dtype": dtype,
+        "bf16_weights": "stochastic rounding",  # the warm starts trained under nearest rounding scored 16 points less
     }
     if args.program:
         fields["program"] = [args.program, program_source_sha256(args.program)]

@@ -1,5 +1,4 @@
-"""dtype ``auto``: bf16 only where the hardware runs it much faster (AMX, a bf16-capable GPU); explicit dtypes win;
-the choice reaches config.json."""
+"""dtype ``auto``: bf16 only where the hardware runs it fast; explicit dtypes win; the choice reaches config.json."""
 
 import json
 
@@ -9,7 +8,7 @@ import torch
 from verl.trainer.ppo.config import load_config, resolve_precision
 from verl.utils.batch import packed_proto
 from verl.utils.bf16_rounding import bf16_round_bits, round_linears_stochastically, to_bf16_stochastic
-from verl.utils.precision import Precision, read_cpu_flags, resolve_dtype
+from verl.utils.precision import Precision, best_rates, matmul_probe, read_cpu_flags, resolve_dtype
 from verl.utils.typed_config import ConfigError
 from verl.workers.config import ActorRolloutRefConfig, resolve_policy_precision
 
@@ -24,6 +23,18 @@ MODEL = "actor_rollout_ref.model.path=/not/checked"  # check_files=False: the pa
 NEOVERSE = "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd sve bf16 i8mm\n"
 
 
+def no_probe():
+    raise AssertionError("the matmul probe must not run when the CPU flags decide")
+
+
+def zen4_probe():  # GFLOP/s with the 2.6x bf16/fp32 ratio measured on a 2-core AMD EPYC with AVX512_BF16 (box A)
+    return {"float32": 80.0, "bfloat16": 208.0}
+
+
+def hidden_amx_probe():  # a 2048^3 matmul measured on a 2-core Intel Xeon listing avx512_bf16 but not AMX (box E)
+    return {"float32": 288.4, "bfloat16": 164.9}
+
+
 def test_cpu_flags_are_parsed_for_x86_and_arm():
     assert read_cpu_flags(ZEN4) == {"fpu", "sse", "avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni"}
     assert read_cpu_flags(NEOVERSE) == {"fp", "asimd", "sve", "bf16", "i8mm"}
@@ -34,26 +45,51 @@ def test_cpu_flags_are_parsed_for_x86_and_arm():
     "cpuinfo, dtype, reason",
     [
         (SPR, "bfloat16", "the CPU runs bf16 natively (amx_bf16, avx512_bf16)"),
-        (ZEN4, "float32", "avx512_bf16 without AMX: bf16 gains too little for its loss of accuracy"),
-        (NEOVERSE, "float32", "bf16 without AMX: bf16 gains too little for its loss of accuracy"),
         (
             SKX,
             "float32",
             "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32",
         ),
-        ("processor\t: 0\n", "float32", "the CPU flags cannot be read"),
     ],
-    ids=["AMX", "AVX512_BF16", "Arm bf16", "AVX512", "unreadable"],
 )
-def test_auto_on_cpu_is_bf16_only_with_amx(cpuinfo, dtype, reason):
+def test_auto_on_cpu_follows_the_flags_where_they_decide(cpuinfo, dtype, reason):
     for purpose in ("train", "infer"):
-        assert resolve_dtype("auto", "cpu", purpose, cpuinfo=cpuinfo) == Precision(dtype, reason)
+        assert resolve_dtype("auto", "cpu", purpose, cpuinfo=cpuinfo, probe=no_probe) == Precision(dtype, reason)
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, probe, dtype, reason",
+    [
+        (ZEN4, zen4_probe, "bfloat16", "avx512_bf16 without AMX, matmul probe: bf16 runs 2.6x the fp32 rate"),
+        (
+            ZEN4,
+            hidden_amx_probe,
+            "float32",
+            "avx512_bf16 without AMX, matmul probe: bf16 runs only 0.57x the fp32 rate",
+        ),
+        (NEOVERSE, zen4_probe, "bfloat16", "bf16 without AMX, matmul probe: bf16 runs 2.6x the fp32 rate"),
+    ],
+)
+def test_bf16_instructions_without_amx_are_probed(cpuinfo, probe, dtype, reason):
+    for purpose in ("train", "infer"):
+        assert resolve_dtype("auto", "cpu", purpose, cpuinfo=cpuinfo, probe=probe) == Precision(dtype, reason)
 
 
 def test_explicit_dtype_wins_over_the_hardware():
-    assert resolve_dtype("bfloat16", "cpu", cpuinfo=SKX) == Precision("bfloat16", "set explicitly in the config")
-    assert resolve_dtype("float32", "cpu", cpuinfo=SPR).dtype == "float32"
+    assert resolve_dtype("bfloat16", "cpu", cpuinfo=SKX, probe=no_probe) == Precision(
+        "bfloat16", "set explicitly in the config"
+    )
+    assert resolve_dtype("float32", "cpu", cpuinfo=SPR, probe=no_probe).dtype == "float32"
     assert resolve_dtype("float16", "cuda", cuda_bf16=True).dtype == "float16"
+
+
+def test_unreadable_flags_fall_back_to_the_matmul_probe():
+    fast = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 100.0, "bfloat16": 300.0})
+    slow = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 218.0, "bfloat16": 49.0})
+    even = resolve_dtype("auto", "cpu", cpuinfo="", probe=lambda: {"float32": 100.0, "bfloat16": 110.0})
+    assert fast == Precision("bfloat16", "matmul probe: bf16 runs 3.0x the fp32 rate")
+    assert slow == Precision("float32", "matmul probe: bf16 runs only 0.22x the fp32 rate")
+    assert even.dtype == "float32"  # below the 1.2x threshold
 
 
 def test_auto_on_cuda():
@@ -155,6 +191,42 @@ def test_step0_kl_is_zero_in_bf16(tiny_model_path):
         assert float(old.abs().sum()) > 0
     finally:
         worker.shutdown()
+
+
+def test_probe_rounds_alternate_the_dtypes_so_a_burst_of_load_slows_both():
+    # fp32 takes 2 ms, bf16 1 ms; a burst of load makes 8 timings in a row 10x slower. Timed back to back
+    # (8 of fp32, then 8 of bf16), a burst over bf16's eight would read bf16 at 0.2x fp32; in rounds of 4 it
+    # covers bf16's round 1 and fp32's round 2, and each dtype keeps a quiet best.
+    calls = []
+
+    def seconds(name):
+        calls.append(name)
+        quiet = {"float32": 2e-3, "bfloat16": 1e-3}[name]
+        return quiet * 10 if 5 <= len(calls) <= 12 else quiet
+
+    rates = best_rates(seconds, flops=2e9, rounds=3, repeats=4)
+    assert calls == (["float32"] * 4 + ["bfloat16"] * 4) * 3
+    assert rates == {"float32": 1000.0, "bfloat16": 2000.0}
+
+
+def test_matmul_probe_measures_both_dtypes():
+    rates = matmul_probe(size=64, rounds=2, repeats=2)
+    assert sorted(rates) == ["bfloat16", "float32"]
+    assert all(rate > 0 for rate in rates.values())
+
+
+def test_a_cached_probe_from_an_older_probe_is_measured_again(tmp_path, monkeypatch):
+    import verl.utils.precision as precision
+
+    monkeypatch.setenv("OPENMANUS_CACHE", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(precision, "matmul_probe", lambda: measured.append(1) or {"float32": 170.0, "bfloat16": 380.0})
+    key = "vm|AMD EPYC|x86_64|torch 2.13.0+cpu"  # the key the first probe wrote: no probe version
+    (tmp_path / "precision_probe.json").write_text(json.dumps({"key": key, "gflops": {"float32": 174, "bfloat16": 34}}))
+    assert precision.cached_probe() == {"float32": 170.0, "bfloat16": 380.0}
+    assert precision.cached_probe() == {"float32": 170.0, "bfloat16": 380.0}  # now cached: measured once
+    assert len(measured) == 1
+    assert json.loads((tmp_path / "precision_probe.json").read_text())["key"].endswith("|probe 2")
 
 
 def test_bf16_stochastic_rounding_is_unbiased_over_every_noise_value():

@@ -104,7 +104,9 @@ def on_grid_and_nudged(tiny_model_path, tmp_path_factory):
     weights = load_file(f"{tiny_model_path}/model.safetensors")
     on_grid = {k: v.to(torch.bfloat16).float() for k, v in weights.items()}
     step = {k: 2.0 ** (torch.floor(torch.log2(v.abs().clamp_min(2**-100))) - 7) for k, v in on_grid.items()}
-    nudged = {k: v + 0.3 * step[k] * v.sign() for k, v in on_grid.items()}  # away from 0: the step below a power of 2 is half
+    nudged = {
+        k: v + 0.3 * step[k] * v.sign() for k, v in on_grid.items()
+    }  # away from 0: the step below a power of 2 is half
     folders = {}
     for label, state in (("on_grid", on_grid), ("nudged", nudged)):
         folder = tmp_path_factory.mktemp(label)
@@ -129,7 +131,7 @@ def test_a_bf16_engine_sees_a_change_under_half_a_step_only_when_rounding_stocha
     def log_probs(engine: VLLMRollout) -> list[float]:
         return engine.generate(prompts, params)[0].log_probs
 
-    on_grid, nudged = on_grid_and_nudged["on_grid"], on_grid_and_nudged["nudged"]
+    nudged = on_grid_and_nudged["nudged"]
     results = {}
     for label in ("on_grid", "nudged"):
         engine = VLLMRollout(on_grid_and_nudged[label][0], cfg, num_threads=1)

@@ -40,7 +40,7 @@ class LoopConfig:
     max_token_len: int  # tokens per micro-batch
     tree_packing: str  # on | off | auto: rows that share a prefix run it once (verl/utils/prefix_tree.py)
     epochs: int
-    mixed_precision: str  # auto: bf16 on AMX CPUs and bf16 GPUs, else fp32
+    mixed_precision: str  # auto: bf16 where the hardware runs it fast (AMX, a probe, a bf16 GPU), else fp32
     grad_clip: float
     eval_freq: int  # also evaluate every N steps (0: only after each epoch)
     patience: int  # evaluations without a better dev figure before stopping

@@ -1,4 +1,5 @@
-"""Where training keeps what it builds once and reuses (models prepared from their packages and the warm start).
+"""Where training keeps what it builds once and reuses (models prepared from their packages, the warm start,
+the precision probe).
 
 The rule, the same as `agentgym.cache`'s (that package cannot be imported
 from here): ``$OPENMANUS_CACHE`` when it is set to a non-empty value, else

@@ -1,34 +1,46 @@
 """Which floating-point dtype to compute in, chosen from the hardware (``dtype: auto``).
 
-bf16 only pays where the hardware runs it much faster, because it costs accuracy: on box A (AMD EPYC with
-AVX512_BF16, no AMX) the default warm start trained and evaluated in bf16 scored 0.230 on 200 WebShop test goals,
-in fp32 0.390 (and 0.180 / 0.245 with the two precisions crossed), for 1.4x faster SFT and decoding. So:
+bf16 is chosen where the hardware runs it fast. Measured on 2-core boxes, a
+bf16 2048^3 matmul against fp32: with AMX 5x faster; with AVX512_BF16 and no
+AMX 2.6x faster on an AMD EPYC (box A) but 1.75x slower on an Intel Xeon whose
+AMX is not exposed (165 vs 288 GFLOP/s; a training step 1.6x slower); without
+either (plain AVX512, bf16 emulated) 4.5x slower. bf16 costs no accuracy since
+its weights are rounded stochastically (`verl.utils.bf16_rounding`): on box A
+the default warm start scored 0.395 on 200 WebShop test goals in bf16 (SFT and
+evaluation) against 0.390 in fp32, and 0.230 when bf16 rounded to nearest. So:
 
 * CUDA: bf16 where ``torch.cuda.is_bf16_supported()``; otherwise fp16 for
   inference (rollout, reference) and fp32 for training autocast (fp16 training
   would need loss scaling, which the trainer does not do).
-* CPU: bf16 when ``/proc/cpuinfo`` lists ``amx_bf16`` (a bf16 matmul ran 5x fp32); fp32 otherwise: with
-  AVX512_BF16 (``bf16`` on Arm) and no AMX, bf16 ran 1.4x faster on box A and 1.75x slower on an Intel Xeon
-  whose AMX is not exposed; without them it is emulated (4.5x slower); where the flags cannot be read, fp32.
+* CPU: bf16 when ``/proc/cpuinfo`` lists ``amx_bf16``; fp32 when it lists no
+  bf16 instructions at all. With ``avx512_bf16`` (``bf16`` on Arm) but no AMX,
+  or where the flags cannot be read (not Linux), a short matmul probe decides:
+  bf16 when it runs at least 1.2x the fp32 rate. The probe's result is cached
+  per machine under the cache directory.
 
 An explicit dtype always wins. `resolve_dtype` returns the choice with its
 reason; `announce` prints it once per process.
-
-Where bf16 is chosen, fp32 weights become bf16 by stochastic rounding, not to nearest
-(`verl.utils.bf16_rounding`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from verl.utils.cache import cache_root
 
 DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_CHOICES = ("auto", *DTYPES)
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 (AMX, AVX512), Arm (FEAT_BF16)
 AMX_FLAG = "amx_bf16"
+PROBE_MIN_SPEEDUP = 1.2
+PROBE_DTYPES = ("float32", "bfloat16")
+PROBE_VERSION = 2  # part of the cache key: a new probe measures again
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,63 @@ def describe_cpu(torch_threads: bool = True) -> str:
     return line
 
 
+def matmul_probe(size: int = 512, rounds: int = 6, repeats: int = 4) -> dict[str, float]:
+    """GFLOP/s of a ``size``^3 matmul in fp32 and bf16 on the current torch threads (see `best_rates`)."""
+    import torch
+
+    operands = {name: [torch.randn(size, size).to(getattr(torch, name)) for _ in range(2)] for name in PROBE_DTYPES}
+
+    def seconds(name: str) -> float:
+        a, b = operands[name]
+        start = time.perf_counter()
+        a @ b
+        return time.perf_counter() - start
+
+    for name in PROBE_DTYPES:
+        seconds(name)  # warm-up: the first call builds the kernels
+    return best_rates(seconds, 2 * size**3, rounds, repeats)
+
+
+def best_rates(seconds: Callable[[str], float], flops: float, rounds: int, repeats: int) -> dict[str, float]:
+    """GFLOP/s per dtype of `PROBE_DTYPES`, ``flops / best time``, the best over ``rounds`` x ``repeats`` timings.
+
+    The rounds alternate the dtypes (``repeats`` timings of fp32, then of bf16, then fp32 again ...), so a burst
+    of load from another process slows one round of one dtype, not the whole of one dtype's measurement: timed
+    back to back beside a busy test suite, bf16 once read 0.19x the fp32 rate on a box where it runs 2.2x.
+    """
+    best = dict.fromkeys(PROBE_DTYPES, float("inf"))
+    for _ in range(rounds):
+        for name in PROBE_DTYPES:
+            for _ in range(repeats):
+                best[name] = min(best[name], seconds(name))
+    return {name: flops / t / 1e9 for name, t in best.items()}
+
+
+def _probe_cache_file() -> Path:
+    return cache_root() / "precision_probe.json"
+
+
+def cached_probe() -> dict[str, float]:
+    """`matmul_probe`, run once per (machine, CPU, torch version, `PROBE_VERSION`) and cached on disk."""
+    import torch
+
+    key = f"{platform.node()}|{cpu_model_name()}|{platform.machine()}|torch {torch.__version__}|probe {PROBE_VERSION}"
+    path = _probe_cache_file()
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached["gflops"]
+    except (OSError, ValueError, KeyError):
+        pass
+    rates = matmul_probe()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "gflops": rates}))
+    except OSError:
+        pass  # an unwritable cache only costs a re-probe next time
+    return rates
+
+
 def resolve_dtype(
     requested: str,
     device: str,
@@ -90,11 +159,14 @@ def resolve_dtype(
     *,
     cpuinfo: str | None = None,
     cuda_bf16: bool | None = None,
+    probe=cached_probe,
 ) -> Precision:
     """The dtype to compute in on ``device`` (``cpu`` or ``cuda[:k]``) for ``purpose`` (``train`` or ``infer``).
 
-    ``requested`` other than ``auto`` is returned as it is. ``cpuinfo`` (the text of ``/proc/cpuinfo``) and
-    ``cuda_bf16`` default to what this machine reports.
+    ``requested`` other than ``auto`` is returned as it is. ``cpuinfo`` (the
+    text of ``/proc/cpuinfo``) and ``cuda_bf16`` default to what this machine
+    reports; ``probe`` (returning GFLOP/s per dtype) is only called when the
+    CPU flags cannot decide: bf16 instructions without AMX, or no flags.
     """
     if requested not in DTYPE_CHOICES:
         raise ValueError(f"dtype must be one of {list(DTYPE_CHOICES)}, got {requested!r}")
@@ -113,16 +185,22 @@ def resolve_dtype(
             return Precision("float16", "the GPU has no bf16; fp16 for inference")
         return Precision("float32", "the GPU has no bf16, and fp16 training would need loss scaling")
     flags = read_cpu_flags(cpuinfo)
-    if flags is None:
-        return Precision("float32", "the CPU flags cannot be read")
-    native = [f for f in NATIVE_BF16_FLAGS if f in flags]
-    if AMX_FLAG in native:
-        return Precision("bfloat16", f"the CPU runs bf16 natively ({', '.join(native)})")
-    if native:
-        return Precision("float32", f"{', '.join(native)} without AMX: bf16 gains too little for its loss of accuracy")
-    return Precision(
-        "float32", "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32"
-    )
+    why = ""
+    if flags is not None:
+        native = [f for f in NATIVE_BF16_FLAGS if f in flags]
+        if AMX_FLAG in native:
+            return Precision("bfloat16", f"the CPU runs bf16 natively ({', '.join(native)})")
+        if not native:
+            return Precision(
+                "float32",
+                "the CPU has no native bf16 (no amx_bf16 / avx512_bf16): bf16 would be emulated, slower than fp32",
+            )
+        why = f"{', '.join(native)} without AMX, "
+    rates = probe()
+    speedup = rates["bfloat16"] / rates["float32"]
+    if speedup >= PROBE_MIN_SPEEDUP:
+        return Precision("bfloat16", f"{why}matmul probe: bf16 runs {speedup:.1f}x the fp32 rate")
+    return Precision("float32", f"{why}matmul probe: bf16 runs only {speedup:.2f}x the fp32 rate")
 
 
 _announced: set[str] = set()
