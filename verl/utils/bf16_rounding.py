@@ -1,11 +1,11 @@
 """fp32 weights to bf16 by stochastic rounding, for the trainer's bf16 autocast and for a bf16 rollout engine.
 
 bf16 keeps fp32's top 16 bits. Rounding to nearest keeps a weight where it was until it has moved half a bf16
-step (1/256 of its size): SmolLM2's published weights lie exactly on the bf16 grid, and SFT moved 52% of the
-weights it changed by less than that, so a bf16 view rounded to nearest undoes much of a fine-tune. On box A
+step (1/512 to 1/256 of its size): SmolLM2's published weights lie exactly on the bf16 grid, and SFT moved 52%
+of all weights by less than that, so a bf16 view rounded to nearest undoes much of a fine-tune. On box A
 the default warm start scored 0.235 on 200 WebShop test goals with its weights rounded to nearest (computed in
 fp32), 0.400 and 0.395 rounded stochastically (computed in bf16), 0.390 in fp32; bf16 SFT under autocast
-lagged fp32 by a step (dev loss 0.268 against 0.186 after an epoch) and scored 0.180.
+lagged fp32 by a step (dev loss 0.268 against 0.186 after an epoch) and scored 0.180 (0.230 evaluated in bf16).
 
 Stochastic rounding rounds a weight up with probability (dropped bits) / 2^16, so its expected value is the
 fp32 weight. The random draw here is a dither fixed by the tensor's name (`dither`): the same fp32 tensor
