@@ -179,7 +179,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2, help="engine threads")
-    parser.add_argument("--dtype", default="auto", help="engine dtype; auto: bf16 on an AMX CPU, else fp32")
+    parser.add_argument(
+        "--dtype", default="auto", help="engine dtype; auto: bf16 where the CPU runs it fast, else fp32"
+    )
     parser.add_argument("--kv-cache-gb", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each of async and sync (medians compared)")
     parser.add_argument("--no-baseline", action="store_true")

@@ -15,7 +15,7 @@ a batch (one PPO epoch, one mini-batch); AdamW with ``--lr``, weight decay 0.01,
 schedule, gradient clipping at 1.0; clip ratio 0.2; advantages normalised by the group's std;
 token-mean loss over the whole batch (ours ``loss_agg_mode=token-mean``; TRL ``loss_type="dapo"``,
 which divides by the active tokens of the whole accumulated batch, the same sum); weights in fp32
-with the compute dtype ``--dtype`` (``auto``: bf16 on an AMX CPU, as our trainer
+with the compute dtype ``--dtype`` (``auto``: bf16 where the CPU runs it fast, as our trainer
 decides) as autocast on both; KL off (``--kl 0``: no reference model on either side) or, with
 ``--kl C``, the k3 KL loss with coefficient C on both; ``--threads`` torch threads each.
 

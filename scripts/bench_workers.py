@@ -470,7 +470,7 @@ def main() -> None:
         "--dtype",
         default="auto",
         choices=["auto", "bfloat16", "float32"],
-        help="auto (the trainer's default): bf16 on an AMX CPU, else fp32",
+        help="auto (the trainer's default): bf16 where the CPU runs it fast, else fp32",
     )
     parser.add_argument("--no_precision_compare", action="store_true", help="skip the fp32-vs-bf16 rows")
     parser.add_argument(
