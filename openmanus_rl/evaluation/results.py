@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,18 +25,8 @@ class TaskResult:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "sample": self.sample,
-            "success": self.success,
-            "env_reward": self.env_reward,
-            "turns": self.turns,
-            "invalid_actions": self.invalid_actions,
-            "failed": self.failed,
-            "data_source": self.data_source,
-            "status": self.status,
-            "error": self.error,
-        }
+        """Every field by name, as one line of ``NAME.tasks.jsonl`` holds it (`from_json` reads it back)."""
+        return asdict(self)
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> "TaskResult":
