@@ -1,7 +1,9 @@
 """`call`: one HTTP request to an env server that must answer JSON with the expected status; the answer, parsed.
 `server_of(name)`: a test module's ``server`` fixture, the session's shared server of env ``name``.
 `own_server(name)`: a server of the test's own (ids start at 0), checked healthy; `assert_closes_the_only_env`: its
-env 0 closes and leaves none."""
+env 0 closes and leaves none.
+`step_answer` and `episode_answer`: the JSON a ``/step`` answers, and the one a ``/create`` or ``/reset`` answers
+when it starts an episode."""
 
 from __future__ import annotations
 
@@ -21,6 +23,18 @@ def call(
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == "application/json"
     return r.json()
+
+
+def step_answer(observation: str, reward: float = 0.0, done: bool = False, **extra: Any) -> dict[str, Any]:
+    """A ``/step`` answer: ``observation``, ``reward``, ``done`` and the env's own fields ``extra`` (BabyAI's and
+    SciWorld's ``score``, ALFWorld's ``available_actions``)."""
+    return {"observation": observation, "reward": reward, "done": done, **extra}
+
+
+def episode_answer(observation: str, env_id: int = 0, **extra: Any) -> dict[str, Any]:
+    """The answer that starts an episode of env ``env_id`` at ``observation`` (a family-B ``/create``, a
+    ``/reset``): the id and a `step_answer` that pays nothing and is not done."""
+    return {"id": env_id, **step_answer(observation, **extra)}
 
 
 def server_of(name: str) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from functools import partial
+from typing import Any
 
 import json_call
 import pytest
@@ -28,6 +29,11 @@ SPEC = get_env_spec("alfworld")
 
 def shown(text: str, actions: list[str]) -> str:
     return f"{text}\nAVAILABLE ACTIONS: {', '.join(actions)}"
+
+
+def answer(text: str, actions: list[str], reward: float = 0.0, done: bool = False) -> dict[str, Any]:
+    """ALFWorld's ``/step`` answer: ``text`` with ``actions`` shown, and ``actions`` as its available actions."""
+    return json_call.step_answer(shown(text, actions), reward, done, available_actions=actions)
 
 
 # ---------------------------------------------------------------------- games and splits
@@ -254,51 +260,25 @@ def test_literal_protocol_exchange() -> None:
         assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
             "error": "no episode yet: POST /reset first"
         }
-        assert call(u, "POST", "/reset", {"id": 0, "game": 1, "world_type": "Text"}) == {
-            "id": 0,
-            "observation": shown(ROOM1, START1),
-            "available_actions": START1,
-            "task_type": "look_at_obj_in_light",
-            "reward": 0.0,
-            "done": False,
-        }
-        arrived = shown(
-            "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2.",
-            AT_SIDETABLE2,
+        assert call(u, "POST", "/reset", {"id": 0, "game": 1, "world_type": "Text"}) == json_call.episode_answer(
+            shown(ROOM1, START1), available_actions=START1, task_type="look_at_obj_in_light"
         )
-        assert call(u, "POST", "/step", {"id": 0, "action": "go to sidetable 2"}) == {
-            "observation": arrived,
-            "reward": 0.0,
-            "available_actions": AT_SIDETABLE2,
-            "done": False,
-        }
-        assert call(u, "GET", "/observation", params={"id": 0}) == arrived
-        assert call(u, "POST", "/step", {"id": 0, "action": "take laptop 2 from sidetable 2"}) == {
-            "observation": shown("You pick up the laptop 2 from the sidetable 2.", HOLDING),
-            "reward": 0.0,
-            "available_actions": HOLDING,
-            "done": False,
-        }
-        assert call(u, "POST", "/step", {"id": 0, "action": "fly to the moon"}) == {
-            "observation": shown('Nothing happens: "fly to the moon" is not one of the available actions.', HOLDING),
-            "reward": 0.0,
-            "available_actions": HOLDING,
-            "done": False,
-        }
+        arrived = "You arrive at sidetable 2. On the sidetable 2, you see a box 1, a cellphone 2, and a laptop 2."
+        assert call(u, "POST", "/step", {"id": 0, "action": "go to sidetable 2"}) == answer(arrived, AT_SIDETABLE2)
+        assert call(u, "GET", "/observation", params={"id": 0}) == shown(arrived, AT_SIDETABLE2)
+        assert call(u, "POST", "/step", {"id": 0, "action": "take laptop 2 from sidetable 2"}) == answer(
+            "You pick up the laptop 2 from the sidetable 2.", HOLDING
+        )
+        assert call(u, "POST", "/step", {"id": 0, "action": "fly to the moon"}) == answer(
+            'Nothing happens: "fly to the moon" is not one of the available actions.', HOLDING
+        )
         assert call(u, "GET", "/available_actions", params={"id": 0}) == HOLDING
-        assert call(u, "POST", "/step", {"id": 0, "action": "go to tvstand 1"}) == {
-            "observation": shown("You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.", AT_TVSTAND),
-            "reward": 0.0,
-            "available_actions": AT_TVSTAND,
-            "done": False,
-        }
-        won = shown("You turn on the floorlamp 1.", AT_TVSTAND)
-        assert call(u, "POST", "/step", {"id": 0, "action": "use floorlamp 1"}) == {
-            "observation": won,
-            "reward": 1.0,
-            "available_actions": AT_TVSTAND,
-            "done": True,
-        }
+        assert call(u, "POST", "/step", {"id": 0, "action": "go to tvstand 1"}) == answer(
+            "You arrive at tvstand 1. On the tvstand 1, you see a floorlamp 1.", AT_TVSTAND
+        )
+        assert call(u, "POST", "/step", {"id": 0, "action": "use floorlamp 1"}) == answer(
+            "You turn on the floorlamp 1.", AT_TVSTAND, 1.0, True
+        )
         assert call(u, "POST", "/step", {"id": 0, "action": "look"}, status=409) == {
             "error": "episode is done: POST /reset to start a new one"
         }

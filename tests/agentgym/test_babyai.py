@@ -8,7 +8,7 @@ import episode_play
 import gymnasium
 import pytest
 from game_checks import assert_noise_refused, assert_split_ids
-from json_call import assert_closes_the_only_env, call, own_server, server_of
+from json_call import assert_closes_the_only_env, call, own_server, server_of, step_answer
 from task0_views import TASK0_OBS, TASK0_TURNED, TASK0_WON
 
 from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level, task_list
@@ -293,23 +293,13 @@ def test_literal_protocol_exchange() -> None:
         no_episode = {"error": "no episode yet: POST /reset first"}
         assert call(u, "GET", "/observation", params={"id": 0}, status=409) == no_episode
         assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}, status=409) == no_episode
-        fresh = {"observation": TASK0_OBS, "reward": 0.0, "score": 0.0, "deleted": False, "done": False}
+        fresh = step_answer(TASK0_OBS, score=0.0, deleted=False)
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 0}) == fresh
-        assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}) == {
-            "observation": TASK0_TURNED,
-            "reward": 0.0,
-            "score": 0.0,
-            "done": False,
-        }
-        assert call(u, "GET", "/observation", params={"id": 0}) == {
-            "observation": TASK0_TURNED,
-            "reward": 0.0,
-            "score": 0.0,
-            "done": False,
-            "deleted": False,
-        }
+        turned = step_answer(TASK0_TURNED, score=0.0)
+        assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}) == turned
+        assert call(u, "GET", "/observation", params={"id": 0}) == {**turned, "deleted": False}
         assert call(u, "POST", "/reset", {"id": 0}) == fresh  # data_idx defaults to 0
-        won = {"observation": TASK0_WON, "reward": 0.8875, "score": 0.8875, "done": True}
+        won = step_answer(TASK0_WON, 0.8875, True, score=0.8875)
         assert call(u, "POST", "/step", {"id": 0, "action": "go to red ball 1"}) == won
         assert call(u, "GET", "/observation", params={"id": 0}) == {**won, "deleted": False}
         assert call(u, "POST", "/step", {"id": 0, "action": "turn left"}, status=409) == {

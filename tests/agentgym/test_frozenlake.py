@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
-from json_call import assert_closes_the_only_env, call, own_server, server_of
+from json_call import assert_closes_the_only_env, call, episode_answer, own_server, server_of, step_answer
 
 from agentgym.frozenlake.data import task_ids, task_list, task_map
 from agentgym.frozenlake.env import FrozenLakeEnv
@@ -235,47 +235,30 @@ server = server_of("frozenlake")
 @pytest.mark.slow
 def test_literal_protocol_exchange() -> None:
     with own_server("frozenlake") as u:
-        assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
-        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
-            "id": 0,
-            "observation": TASK1_OBS,
-            "done": False,
-            "reward": 0.0,
-        }
-        assert call(u, "POST", "/step", {"id": 0, "action": "down"}) == {
-            "observation": view(
-                "You moved down.",
-                ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
-                "You are at row 2, column 1; the goal is at row 5, column 5. Moves left: 29.",
-            ),
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/create") == episode_answer(TASK0_OBS)
+        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == episode_answer(TASK1_OBS)
+        moved = view(
+            "You moved down.",
+            ["S H F H F", "P H F F F", "F F F F F", "F F F F F", "F F F H G"],
+            "You are at row 2, column 1; the goal is at row 5, column 5. Moves left: 29.",
+        )
+        assert call(u, "POST", "/step", {"id": 0, "action": "down"}) == step_answer(moved)
         fell = view(
             "You moved right into a hole.",
             ["S H F H F", "F P F F F", "F F F F F", "F F F F F", "F F F H G"],
             "You are at row 2, column 2; the goal is at row 5, column 5. Moves left: 28. The episode is over.",
         )
-        assert call(u, "POST", "/step", {"id": 0, "action": "right"}) == {
-            "observation": fell,
-            "reward": 0.0,
-            "done": True,
-        }
+        assert call(u, "POST", "/step", {"id": 0, "action": "right"}) == step_answer(fell, done=True)
         assert call(u, "GET", "/observation", params={"id": 0}) == fell
         assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
             "error": "episode is done: POST /reset to start a new one"
         }
-        assert call(u, "POST", "/reset", {"id": 0}) == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
+        assert call(u, "POST", "/reset", {"id": 0}) == episode_answer(TASK0_OBS)
         answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(0)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 5 + [(1.0, True)]
-        assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
+        assert answers[-1] == step_answer(TASK0_WON, 1.0, True)
         assert_closes_the_only_env(u)
-        assert call(u, "POST", "/create", {"ignored": True}) == {
-            "id": 1,
-            "observation": TASK1_OBS,
-            "done": False,
-            "reward": 0.0,
-        }
+        assert call(u, "POST", "/create", {"ignored": True}) == episode_answer(TASK1_OBS, env_id=1)
     assert u.log.name.startswith("agentgym-frozenlake-") and not u.log.exists()  # a clean block deletes its log
 
 

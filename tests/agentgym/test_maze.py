@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
-from json_call import call, own_server, server_of
+from json_call import call, episode_answer, own_server, server_of, step_answer
 
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
 from agentgym.maze.env import MazeEnv, describe_walls
@@ -200,36 +200,19 @@ server = server_of("maze")
 def test_literal_protocol_exchange() -> None:
     with own_server("maze") as u:
         assert call(u, "POST", "/maze/create") == {"id": 0}
-        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 3}) == {
-            "id": 0,
-            "observation": TASK3_OBS,
-            "reward": 0.0,
-            "done": False,
-        }
-        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}) == {
-            "observation": (
-                f"You cannot move up: there is a wall above you. Nothing changed. {WHERE} 1, 4. There are walls above "
-                "you, below you. Moves left: 49."
-            ),
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 3}) == episode_answer(TASK3_OBS)
+        walled = (
+            f"You cannot move up: there is a wall above you. Nothing changed. {WHERE} 1, 4. There are walls above "
+            "you, below you. Moves left: 49."
+        )
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}) == step_answer(walled)
         moved = f"You moved left. {WHERE} 1, 3. There is a wall above you. Moves left: 48."
-        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move left"}) == {
-            "observation": moved,
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/maze/step", {"id": 0, "action": "move left"}) == step_answer(moved)
         assert call(u, "GET", "/maze/observation", params={"id": 0}) == moved
-        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 0}) == {
-            "id": 0,
-            "observation": TASK0_OBS,
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/maze/reset", {"id": 0, "game": 0}) == episode_answer(TASK0_OBS)
         answers = [call(u, "POST", "/maze/step", {"id": 0, "action": a}) for a in oracle(0)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 11 + [(1.0, True)]
-        assert answers[-1] == {"observation": TASK0_WON, "reward": 1.0, "done": True}
+        assert answers[-1] == step_answer(TASK0_WON, 1.0, True)
         assert call(u, "POST", "/maze/step", {"id": 0, "action": "move up"}, status=409) == {
             "error": "episode is done: POST /maze/reset to start a new one"
         }

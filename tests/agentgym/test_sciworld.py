@@ -143,25 +143,11 @@ def test_literal_protocol_exchange_and_close_ends_the_jvm() -> None:
             "error": "no episode yet: POST /reset first"
         }
         assert call(u, "POST", "/reset", {"id": 0, "data_idx": 21}) == TASK21_START
-        assert call(u, "POST", "/step", {"id": 0, "action": "open door to kitchen"}) == {
-            "observation": "The door is now open.",
-            "reward": 0.0,
-            "score": 0.0,
-            "done": False,
-        }
-        assert call(u, "POST", "/step", {"id": 0, "action": "fly away"}) == {
-            "observation": NO_MATCH,
-            "reward": 0.0,
-            "score": 0.0,
-            "done": False,
-        }
-        assert call(u, "GET", "/observation", params={"id": 0}) == {
-            "observation": NO_MATCH,
-            "reward": 0.0,
-            "score": 0.0,
-            "done": False,
-            "deleted": False,
-        }
+        opened = json_call.step_answer("The door is now open.", score=0.0)
+        assert call(u, "POST", "/step", {"id": 0, "action": "open door to kitchen"}) == opened
+        no_match = json_call.step_answer(NO_MATCH, score=0.0)
+        assert call(u, "POST", "/step", {"id": 0, "action": "fly away"}) == no_match
+        assert call(u, "GET", "/observation", params={"id": 0}) == {**no_match, "deleted": False}
         assert call(u, "GET", "/task_description", params={"id": 0}) == BOIL_LEAD
         assert "go to kitchen" in call(u, "GET", "/action_hint", params={"id": 0})
         assert call(u, "POST", "/close", {"id": 0}) is True

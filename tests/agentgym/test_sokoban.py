@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, play, play_on, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
-from json_call import assert_closes_the_only_env, call, own_server, server_of
+from json_call import assert_closes_the_only_env, call, episode_answer, own_server, server_of, step_answer
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError
@@ -305,41 +305,30 @@ server = server_of("sokoban")
 @pytest.mark.slow
 def test_literal_protocol_exchange() -> None:
     with own_server("sokoban") as u:
-        assert call(u, "POST", "/create") == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
-        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == {
-            "id": 0,
-            "observation": TASK1_OBS,
-            "done": False,
-            "reward": 0.0,
-        }
-        assert call(u, "POST", "/step", {"id": 0, "action": "up"}) == {
-            "observation": view(
-                "You cannot move up: a wall is there. Nothing changed.",
-                TASK1_ROWS,
-                "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 59.",
-            ),
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/create") == episode_answer(TASK0_OBS)
+        assert call(u, "POST", "/reset", {"id": 0, "data_idx": 1}) == episode_answer(TASK1_OBS)
+        walled = view(
+            "You cannot move up: a wall is there. Nothing changed.",
+            TASK1_ROWS,
+            "You are at row 2, column 2. Boxes on targets: 0 of 1. Moves left: 59.",
+        )
+        assert call(u, "POST", "/step", {"id": 0, "action": "up"}) == step_answer(walled)
         answers = [call(u, "POST", "/step", {"id": 0, "action": a}) for a in oracle(1)]
         assert [(a["reward"], a["done"]) for a in answers] == [(0.0, False)] * 9 + [(1.0, True)]
-        assert answers[-4] == {
-            "observation": view(
-                "You moved right.",
-                [
-                    "# # # # # # #",
-                    "# _ _ _ . _ #",
-                    "# _ # _ _ _ #",
-                    "# _ _ _ _ _ #",
-                    "# _ _ _ $ _ #",
-                    "# _ _ _ @ _ #",
-                    "# # # # # # #",
-                ],
-                "You are at row 6, column 5. Boxes on targets: 0 of 1. Moves left: 52.",
-            ),
-            "reward": 0.0,
-            "done": False,
-        }
+        below_the_box = view(
+            "You moved right.",
+            [
+                "# # # # # # #",
+                "# _ _ _ . _ #",
+                "# _ # _ _ _ #",
+                "# _ _ _ _ _ #",
+                "# _ _ _ $ _ #",
+                "# _ _ _ @ _ #",
+                "# # # # # # #",
+            ],
+            "You are at row 6, column 5. Boxes on targets: 0 of 1. Moves left: 52.",
+        )
+        assert answers[-4] == step_answer(below_the_box)
         won = view(
             "You pushed a box up onto a target. Every box is on a target.",
             [
@@ -353,13 +342,13 @@ def test_literal_protocol_exchange() -> None:
             ],
             "You are at row 3, column 5. Boxes on targets: 1 of 1. Moves left: 49. The episode is over.",
         )
-        assert answers[-1] == {"observation": won, "reward": 1.0, "done": True}
+        assert answers[-1] == step_answer(won, 1.0, True)
         assert call(u, "GET", "/observation", params={"id": 0}) == won
         assert call(u, "POST", "/step", {"id": 0, "action": "up"}, status=409) == {
             "error": "episode is done: POST /reset to start a new one"
         }
         assert_closes_the_only_env(u)
-        assert call(u, "POST", "/create") == {"id": 1, "observation": TASK1_OBS, "done": False, "reward": 0.0}
+        assert call(u, "POST", "/create") == episode_answer(TASK1_OBS, env_id=1)
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from episode_play import assert_step, assert_wins_at_the_end, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range
-from json_call import assert_closes_the_only_env, call, own_server, server_of
+from json_call import assert_closes_the_only_env, call, episode_answer, own_server, server_of, step_answer
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError, InvalidRequestError
@@ -268,9 +268,8 @@ server = server_of("textcraft")
 def test_literal_protocol_exchange() -> None:
     with own_server("textcraft") as u:
         created = call(u, "POST", "/create", {"commands": None, "goal": None})
-        assert created == {"id": 0, "observation": TASK0_OBS, "done": False, "reward": 0.0}
-        episode = {"id": 0, "observation": CRAFTING_TABLE_OBS, "done": False, "reward": 0.0}
-        assert call(u, "POST", "/reset", {"id": 0, "data_idx": CRAFTING_TABLE}) == episode
+        assert created == episode_answer(TASK0_OBS)
+        assert call(u, "POST", "/reset", {"id": 0, "data_idx": CRAFTING_TABLE}) == episode_answer(CRAFTING_TABLE_OBS)
         assert call(u, "GET", "/observation", params={"id": 0}) == CRAFTING_TABLE_OBS
         for action, observation, reward, done in [
             ("get 1 acacia logs", "Got 1 acacia logs", 0.0, False),
@@ -284,18 +283,15 @@ def test_literal_protocol_exchange() -> None:
             ("craft 1 crafting table using 4 acacia planks", "Crafted 1 crafting table", 1.0, True),
         ]:
             answer = call(u, "POST", "/step", {"id": 0, "action": action})
-            assert answer == {"observation": observation, "reward": reward, "done": done}
+            assert answer == step_answer(observation, reward, done)
         assert call(u, "GET", "/observation", params={"id": 0}) == "Crafted 1 crafting table"
         assert call(u, "POST", "/step", {"id": 0, "action": "inventory"}, status=409) == {
             "error": "episode is done (crafted crafting table): POST /reset to start a new one"
         }
         assert_closes_the_only_env(u)
-        assert call(u, "POST", "/create") == {
-            "id": 1,
-            "observation": "Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\nGoal: craft acacia wood.",
-            "done": False,
-            "reward": 0.0,
-        }
+        assert call(u, "POST", "/create") == episode_answer(
+            "Crafting commands:\ncraft 3 acacia wood using 4 acacia log\n\nGoal: craft acacia wood.", env_id=1
+        )
 
 
 @pytest.mark.slow
@@ -306,12 +302,8 @@ def test_create_with_a_goal_and_commands(server: str) -> None:
         "/create",
         {"commands": "craft 4 stick using 2 planks", "goal": "minecraft:stick", "minecraft_dir": "agentenv_textcraft/"},
     )
-    env_id = answer.pop("id")
-    assert answer == {
-        "observation": "Crafting commands:\ncraft 4 stick using 2 planks\n\nGoal: craft stick.",
-        "done": False,
-        "reward": 0.0,
-    }
+    env_id = answer["id"]
+    assert answer == episode_answer("Crafting commands:\ncraft 4 stick using 2 planks\n\nGoal: craft stick.", env_id)
     generated = call(server, "POST", "/create", {"goal": "crafting table"})
     assert generated["observation"] == CRAFTING_TABLE_OBS
     for i in (env_id, generated["id"]):

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from episode_play import assert_step, play, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
-from json_call import call, own_server, server_of
+from json_call import call, episode_answer, own_server, server_of, step_answer
 
 from agentgym.registry import get_env_spec
 from agentgym.server import EpisodeStateError
@@ -246,33 +246,16 @@ server = server_of("wordle")
 def test_literal_protocol_exchange_with_the_lmrlgym_command() -> None:
     with own_server("lmrlgym", command=LMRLGYM) as u:
         assert call(u, "POST", "/wordle/create") == {"id": 0}
-        assert call(u, "POST", "/wordle/reset", {"id": 0, "seed": 0}) == {
-            "id": 0,
-            "observation": START_OBS,
-            "reward": 0.0,
-            "done": False,
-        }
-        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "r a i s e"}) == {
-            "observation": RAISE_ON_0,
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/wordle/reset", {"id": 0, "seed": 0}) == episode_answer(START_OBS)
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "r a i s e"}) == step_answer(RAISE_ON_0)
         invalid = view(
             'invalid word: "x y z z y" is not in the word list. Nothing changed; no guess was used.',
             "Guess 1: r a i s e -> b y b g b",
             "Guesses left: 5.",
         )
-        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "x y z z y"}) == {
-            "observation": invalid,
-            "reward": 0.0,
-            "done": False,
-        }
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "x y z z y"}) == step_answer(invalid)
         assert call(u, "GET", "/wordle/observation", params={"id": 0}) == invalid
-        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}) == {
-            "observation": WON_0,
-            "reward": 1.0,
-            "done": True,
-        }
+        assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}) == step_answer(WON_0, 1.0, True)
         assert call(u, "POST", "/wordle/step", {"id": 0, "action": "a n g s t"}, status=409) == {
             "error": "episode is done: POST /wordle/reset to start a new one"
         }
