@@ -36,7 +36,8 @@ Prints:
     gradient checkpointing on or off, each in a fresh process: seconds of each part, tokens/s and
     peak RSS, against today's setting (full, checkpointing on);
   * ``--tree``: the training half of a learning-run step on the recorded WebShop step (the trainer's own
-    defaults: gradient checkpointing, token budgets) with ``tree_packing`` off and on, each in a fresh
+    defaults: gradient checkpointing, token budgets) with ``tree_packing`` off, on with every prefixed
+    segment masked (``masked``: no segment run causally over its path), and on, each in a fresh
     process: tokens through the model (the flat path's padding included), seconds of the reference pass
     and the update, peak RSS, and how far the tree's reference log-probs, loss and gradient norm are from
     the flat path's; ``--update_budget`` adds rows at another ``ppo_max_token_len_per_gpu``; ``--device cuda``
@@ -306,39 +307,46 @@ def tree_step(cfg: dict, records: str, steps: int, threads: int) -> dict:
     """In a fresh process: `lever_step`'s training half with ``cfg`` as given (the trainer's defaults but for the
     keys set); returns the best step's seconds, peak RSS, the tokens each pass ran and what the flat path would
     have, and the first step's reference log-probs, loss and gradient norm (for the exactness columns)."""
-    worker, data = learning_step_worker(cfg, records, threads)
-    times, first = [], None
-    for _ in range(steps + 1):
-        worker.ref.take_token_counts("ref")
-        start = time.perf_counter()
-        ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
-        ref_s = time.perf_counter() - start
-        ref_tokens = worker.ref.take_token_counts("ref")
-        batch = data[list(range(len(data)))]
-        batch.batch["ref_log_prob"] = ref
-        metrics = worker.update_actor(batch).meta_info["metrics"]
-        times.append((ref_s, time.perf_counter() - start - ref_s))
-        if first is None:
-            first = {
-                "ref_log_prob": ref,
-                "pg_loss": metrics["actor/pg_loss"],
-                "grad_norm": metrics["actor/grad_norm"],
-                "tokens": {
-                    "ref_flat": ref_tokens["perf/ref_tokens_flat"],
-                    "ref_run": ref_tokens["perf/ref_tokens_run"],
-                    "update_flat": metrics["perf/update_actor_tokens_flat"],
-                    "update_run": metrics["perf/update_actor_tokens_run"],
-                },
-            }
-    peak = own_peak_gb(cfg.get("device", "cpu"))
-    worker.shutdown()
+    from verl.utils import prefix_tree
+
+    cfg, default = dict(cfg), prefix_tree.LONG_SEGMENT
+    prefix_tree.LONG_SEGMENT = cfg.pop("long_segment", default)  # the bench's "masked" row sets it out of reach
+    try:
+        worker, data = learning_step_worker(cfg, records, threads)
+        times, first = [], None
+        for _ in range(steps + 1):
+            worker.ref.take_token_counts("ref")
+            start = time.perf_counter()
+            ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
+            ref_s = time.perf_counter() - start
+            ref_tokens = worker.ref.take_token_counts("ref")
+            batch = data[list(range(len(data)))]
+            batch.batch["ref_log_prob"] = ref
+            metrics = worker.update_actor(batch).meta_info["metrics"]
+            times.append((ref_s, time.perf_counter() - start - ref_s))
+            if first is None:
+                first = {
+                    "ref_log_prob": ref,
+                    "pg_loss": metrics["actor/pg_loss"],
+                    "grad_norm": metrics["actor/grad_norm"],
+                    "tokens": {
+                        "ref_flat": ref_tokens["perf/ref_tokens_flat"],
+                        "ref_run": ref_tokens["perf/ref_tokens_run"],
+                        "update_flat": metrics["perf/update_actor_tokens_flat"],
+                        "update_run": metrics["perf/update_actor_tokens_run"],
+                    },
+                }
+        peak = own_peak_gb(cfg.get("device", "cpu"))
+        worker.shutdown()
+    finally:
+        prefix_tree.LONG_SEGMENT = default
     ref_s, upd_s = min(times[1:], key=sum)
     return {**first, "ref_s": ref_s, "update_s": upd_s, "rss": peak, "real": int(real_tokens(data)), "rows": len(data)}
 
 
 def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
-    """`tree_step` with tree packing off and on (and at ``--update_budget``),
-    each `in_fresh_process`; prints the table."""
+    """`tree_step` with tree packing off, on with every prefixed segment masked, and on (and at
+    ``--update_budget``), each `in_fresh_process`; prints the table."""
     base = {
         "model": {"path": cfg["model"]["path"]},
         "actor": {"mixed_precision": cfg["actor"]["mixed_precision"], "optim": {"lr": 1e-6}},
@@ -349,10 +357,16 @@ def tree_vs_flat(cfg: dict, args: argparse.Namespace) -> None:
     budgets = [None] + ([args.update_budget] if args.update_budget else [])
     rows = {}
     for budget in budgets:
-        for tree in ("off", "on"):
-            actor = {**base["actor"], "tree_packing": tree, **({"ppo_max_token_len_per_gpu": budget} if budget else {})}
+        for tree in ("off", "masked", "on"):  # masked: every segment after a prefix runs with a boolean mask
+            packing = "off" if tree == "off" else "on"
+            actor = {
+                **base["actor"],
+                "tree_packing": packing,
+                **({"ppo_max_token_len_per_gpu": budget} if budget else {}),
+            }
+            extra = {"long_segment": 1 << 30} if tree == "masked" else {}
             rows[budget, tree] = in_fresh_process(
-                tree_step, {**base, "actor": actor}, args.records, args.steps, args.threads
+                tree_step, {**base, "actor": actor, **extra}, args.records, args.steps, args.threads
             )
     flat = rows[None, "off"]
     print(

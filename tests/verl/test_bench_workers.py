@@ -90,17 +90,22 @@ def test_tree_step_counts_the_tokens_each_packing_runs_and_agrees_with_the_flat_
     from bench_workers import tree_step
     from transformers import AutoTokenizer
 
-    from verl.utils.prefix_tree import row_tokens, tree_size
+    from verl.utils.prefix_tree import pack_rows, row_tokens, tree_size
 
     data = recorded_batch(records, AutoTokenizer.from_pretrained(tiny_model_path), 0)
     rows = row_tokens(data.batch["input_ids"], data.batch["attention_mask"])
     width = int(data.batch["attention_mask"].any(dim=0).sum())  # the columns some row uses: the flat micro-batch's
     results = {}
-    for tree in ("off", "on"):
+    for tree, extra in (("off", {}), ("on", {}), ("path", {"long_segment": 2})):  # path: segments run causally
         cfg = {
             "model": {"path": tiny_model_path},
-            "actor": {"mixed_precision": "float32", "tree_packing": tree, "optim": {"lr": 1e-6}},
+            "actor": {
+                "mixed_precision": "float32",
+                "tree_packing": "off" if tree == "off" else "on",
+                "optim": {"lr": 1e-6},
+            },
             "num_threads": 1,
+            **extra,
         }
         results[tree] = tree_step(cfg, records, steps=1, threads=1)
     off, on = results["off"]["tokens"], results["on"]["tokens"]
@@ -112,6 +117,10 @@ def test_tree_step_counts_the_tokens_each_packing_runs_and_agrees_with_the_flat_
         "update_run": tree_size(rows),
     }
     assert tree_size(rows) < sum(len(r) for r in rows)  # both prompts open with "Find a"
-    diff = (results["on"]["ref_log_prob"] - results["off"]["ref_log_prob"]).abs().max()
-    assert float(diff) < 1e-5
-    assert results["on"]["pg_loss"] == pytest.approx(results["off"]["pg_loss"], abs=1e-6)
+    assert results["path"]["tokens"] == on
+    path = pack_rows(data.batch["input_ids"], data.batch["attention_mask"], long_segment=2).segments
+    assert [s.keys is not None and s.mask is None for s in path] == [False, True]  # the "path" run's second segment
+    for tree in ("on", "path"):
+        diff = (results[tree]["ref_log_prob"] - results["off"]["ref_log_prob"]).abs().max()
+        assert float(diff) < 1e-5
+        assert results[tree]["pg_loss"] == pytest.approx(results["off"]["pg_loss"], abs=1e-6)

@@ -153,6 +153,48 @@ def test_packed_forward_gives_every_row_its_flat_logits(tiny_model_path, gqa_mod
     torch.testing.assert_close(packed[tree.index[real]], flat[real], atol=1e-5, rtol=1e-5)
 
 
+def test_a_long_segment_after_a_short_prefix_runs_causally_over_its_path():
+    d = rows_proto([[1, 2, 3], [1, 5, 6], [1, 7]])  # sorted: [1,2,3], [1,5,6] (prefix 1, own 2), [1,7] (1, 1)
+    tree = pack_rows(d.batch["input_ids"], d.batch["attention_mask"], long_segment=2)
+    spans = [(s.start, s.end, s.keys.tolist() if s.keys is not None else None) for s in tree.segments]
+    assert spans == [(0, 3, None), (3, 5, [0, 3, 4]), (5, 6, [0, 5])]
+    assert tree.segments[1].mask is None  # 2 tokens >= 2 after a prefix of 1 <= 2 / 2: the path, causally
+    assert tree.segments[2].mask.tolist() == [[True, True]]  # 1 token < 2: masked
+    default = pack_rows(d.batch["input_ids"], d.batch["attention_mask"])
+    assert all(s.keys is None or s.mask is not None for s in default.segments)  # short segments keep the mask
+
+
+def test_path_segments_give_the_flat_logits_and_gradients(gqa_model_path):
+    """Segments run as causal paths, masked, and plain causal in one pack: logits and every weight's
+    gradient equal the flat path's."""
+    model = AutoModelForCausalLM.from_pretrained(gqa_model_path, dtype=torch.float32, attn_implementation="sdpa")
+    use_tree_attention(model)
+    rows = [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 9, 10, 11, 12, 13], [1, 2, 3, 4, 5, 6, 7, 14], [20, 21, 22]]
+    b = rows_proto(rows).batch
+    real = b["attention_mask"].bool()
+    weights = torch.randn(int(real.sum()), 64, generator=torch.Generator().manual_seed(0))
+
+    def logits_and_grads(packed: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad()
+        if packed:
+            tree = pack_rows(b["input_ids"], b["attention_mask"], long_segment=4)
+            kinds = ["causal" if s.keys is None else "masked" if s.mask is not None else "path" for s in tree.segments]
+            assert kinds == ["causal", "masked", "path", "causal"]  # [1..8], [14] after 7, [9..13] after 2, [20..22]
+            logits = model(**tree.model_inputs()).logits[0][tree.index[real]]
+        else:
+            logits = model(
+                input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"]
+            ).logits[real]
+        (logits * weights).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    flat_logits, flat_grads = logits_and_grads(False)
+    tree_logits, tree_grads = logits_and_grads(True)
+    torch.testing.assert_close(tree_logits, flat_logits, atol=1e-5, rtol=1e-5)
+    for name, grad in flat_grads.items():
+        torch.testing.assert_close(tree_grads[name], grad, atol=2e-5, rtol=1e-4, msg=name)
+
+
 # ----------------------------------------------------------------- the actor
 def make_actor(path: str, tree: str, lora: bool = False, **overrides) -> PPOActor:
     torch.manual_seed(0)

@@ -14,7 +14,13 @@ through it) and sees exactly its ancestors: the row's shared prefix (tokens
 packed earlier, gathered by index) and the tokens before it in its own
 segment (causal). `tree_attention` computes that per segment with
 ``scaled_dot_product_attention``: a segment of ``s`` tokens after a shared
-prefix of ``p`` attends over ``p + s`` keys, never over the whole pack.
+prefix of ``p`` attends over ``p + s`` keys, never over the whole pack. With
+a boolean mask SDPA computes all ``s * (p + s)`` scores; a long segment
+after a short prefix (``s >= long_segment``, ``p <= s / 2``) instead runs
+causally over its whole root-to-leaf path, the prefix's own queries filling
+the first ``p`` rows (their outputs are dropped, so their gradient is zero):
+``(p + s)^2 / 2`` scores, and causal kernels skip the blocks above the
+diagonal, which masked ones cannot.
 
 A token's hidden state depends only on its ancestors, so it equals the one
 each row through it computes in the flat layout (to float round-off). The
@@ -28,7 +34,7 @@ The attention is registered with transformers as ``tree_sdpa``: a model whose
 ``config._attn_implementation`` is ``tree_sdpa`` runs ordinary (padded)
 batches through transformers' own SDPA path and packed ones (a ``packed_tree``
 keyword) through `tree_attention`. The same code runs on CUDA, where SDPA picks
-its fused kernels (flash for a segment without a shared prefix, memory-efficient
+its fused kernels (flash for a causal segment or path, memory-efficient
 attention for one with a boolean mask).
 """
 
@@ -41,6 +47,8 @@ import torch
 import torch.nn.functional as F
 
 TREE_ATTENTION = "tree_sdpa"
+LONG_SEGMENT = 768  # shortest segment that runs causally over its path (fwd+bwd 1.1-1.8x faster at 1,000-2,000
+# tokens on box A's CPU, slower under about 700: docs/performance.md, "Tree packing")
 
 
 @dataclass
@@ -49,7 +57,9 @@ class Segment:
 
     ``keys``: packed indices the segment attends over (the prefix's, then its own), None without a
     prefix (plain causal attention over the segment); ``mask``: ``(end - start, len(keys))`` bool,
-    True where a query may look (the whole prefix, its own tokens up to itself).
+    True where a query may look (the whole prefix, its own tokens up to itself), or None with ``keys``
+    when the segment runs causally over its whole path (``keys`` as queries too, the last
+    ``end - start`` outputs kept).
     """
 
     start: int
@@ -117,8 +127,11 @@ def tree_size(rows: list[np.ndarray]) -> int:
     return sum(len(rows[b]) - s for b, s in zip(order, shared))
 
 
-def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PackedRows:
-    """Pack ``(B, L)`` rows (any padding, marked by ``attention_mask``) into one prefix tree."""
+def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, long_segment: int | None = None) -> PackedRows:
+    """Pack ``(B, L)`` rows (any padding, marked by ``attention_mask``) into one prefix tree; a segment of at
+    least ``long_segment`` tokens (default `LONG_SEGMENT`) after a prefix at most half as long attends
+    causally over its whole path."""
+    long_segment = LONG_SEGMENT if long_segment is None else long_segment
     B, L = input_ids.shape
     device = input_ids.device
     rows = row_tokens(input_ids, attention_mask)
@@ -150,6 +163,9 @@ def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PackedRo
             continue
         s = end - start
         keys = torch.as_tensor(np.concatenate([prefix, np.arange(start, end)]), device=device)
+        if s >= long_segment and 2 * len(prefix) <= s:
+            segments.append(Segment(start, end, keys, None))
+            continue
         mask = torch.ones(s, len(prefix) + s, dtype=torch.bool, device=device)
         mask[:, len(prefix) :] = torch.ones(s, s, dtype=torch.bool, device=device).tril()
         segments.append(Segment(start, end, keys, mask))
@@ -221,6 +237,10 @@ def tree_attention(
         if seg.keys is None:
             k, v = key[:, :, seg.start : seg.end], value[:, :, seg.start : seg.end]
             parts.append(F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling))
+        elif seg.mask is None:  # causal over the path; the prefix's rows only pad the query
+            q, k, v = (x.index_select(2, seg.keys) for x in (query, key, value))
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling)
+            parts.append(out[:, :, len(seg.keys) - (seg.end - seg.start) :])
         else:
             k, v = key.index_select(2, seg.keys), value.index_select(2, seg.keys)
             parts.append(F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, dropout_p=dropout, scale=scaling))
