@@ -284,3 +284,31 @@ def test_linears_under_bf16_autocast_compute_with_the_stochastic_view_and_train_
     assert torch.equal(rounded._bf16_view, to_bf16_stochastic(rounded.weight, "0.weight"))
     assert not torch.equal(rounded._bf16_view, view)
     assert torch.equal(module(x), x @ rounded.weight.T)  # fp32 outside autocast
+
+
+@pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
+def test_the_hf_engine_rounds_fp32_weights_as_configured(tiny_model_path, rounding):
+    """The fallback engine in bf16: the folder's fp32 weights and an update's reach it rounded
+    stochastically with the trainer's dither (`to_bf16_stochastic` by name), or to nearest."""
+    from transformers import AutoModelForCausalLM
+
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    fp32 = dict(AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).named_parameters())
+    engine = HFRollout(tiny_model_path, dtype="bfloat16", weight_rounding=rounding)
+
+    def expected(name: str, t: torch.Tensor) -> torch.Tensor:
+        return to_bf16_stochastic(t.detach(), name) if rounding == "stochastic" else t.detach().to(torch.bfloat16)
+
+    def assert_engine_holds(weights: dict[str, torch.Tensor]) -> None:
+        held = dict(engine.model.named_parameters())
+        assert held.keys() == weights.keys()
+        for name, t in weights.items():
+            assert torch.equal(held[name], expected(name, t)), name
+
+    assert_engine_holds(fp32)
+    moved = {name: t.detach() * 1.001 for name, t in fp32.items()}
+    engine.update_weights(moved.items())
+    assert_engine_holds(moved)
+    x = moved["model.embed_tokens.weight"]
+    assert not torch.equal(to_bf16_stochastic(x, "model.embed_tokens.weight"), x.to(torch.bfloat16))  # they differ here

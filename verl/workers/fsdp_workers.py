@@ -122,7 +122,7 @@ class ActorRolloutRefWorker(Worker):
             return VLLMRollout(cfg.model.path, cfg.rollout, cfg.device, self.local_rank, cfg.num_threads, dtype=dtype)
         from verl.workers.rollout.hf_rollout import HFRollout
 
-        return HFRollout(cfg.model.path, dtype=dtype, device=cfg.device)
+        return HFRollout(cfg.model.path, dtype=dtype, device=cfg.device, weight_rounding=cfg.rollout.weight_rounding)
 
     def _need(self, role: str):
         obj = {"actor": self.actor, "ref": self.ref, "rollout": self.rollout}[role]

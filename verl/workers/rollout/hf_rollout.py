@@ -13,15 +13,34 @@ from typing import Iterable
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from verl.utils.bf16_rounding import to_bf16_stochastic
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
 
 
 class HFRollout(RolloutEngine):
-    def __init__(self, model_path: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 32):
+    """``weight_rounding``: how fp32 weights (the folder's, `update_weights`') become a bf16 engine's:
+    ``stochastic`` with the trainer's dither (`verl.utils.bf16_rounding`), or ``nearest``."""
+
+    def __init__(
+        self,
+        model_path: str,
+        dtype: str = "float32",
+        device: str = "cpu",
+        batch_size: int = 32,
+        weight_rounding: str = "stochastic",
+    ):
         super().__init__()
         self.device = device
         self.batch_size = batch_size
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
+        self.stochastic = dtype == "bfloat16" and weight_rounding == "stochastic"
+        model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=torch.float32 if self.stochastic else getattr(torch, dtype)
+        )
+        if self.stochastic:
+            weights = [(name, t.detach().clone()) for name, t in model.named_parameters()]
+            self.model = model.to(torch.bfloat16)
+            self.update_weights(weights)
+        self.model = model.to(device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
@@ -94,7 +113,10 @@ class HFRollout(RolloutEngine):
         return results
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        state = {name: t for name, t in named_tensors}
+        state = {
+            name: to_bf16_stochastic(t.detach(), name) if self.stochastic and t.dtype == torch.float32 else t
+            for name, t in named_tensors
+        }
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and self.model.config.tie_word_embeddings)]
         if missing or unexpected:
