@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -132,22 +133,21 @@ def mark_failed(batch: DataProto, rows: list[int], error: str) -> None:
     batch.batch["response_mask"][rows] = 0
 
 
+@dataclass(eq=False)
 class RewardManager:
-    def __init__(
-        self,
-        tokenizer,
-        reward_score_fn: str | None = None,
-        allocation: str = "last_token",
-        gamma: float = 1.0,
-        timeout_s: float = 30.0,
-    ):
-        if allocation not in ALLOCATIONS:
-            raise ValueError(f"unknown reward allocation {allocation!r}; choose one of {list(ALLOCATIONS)}")
-        self.tokenizer = tokenizer
-        self.reward_score_fn = reward_score_fn
-        self.allocation = allocation
-        self.gamma = gamma
-        self.timeout_s = timeout_s
+    """Scores a batch as the module docstring says: ``tokenizer`` decodes the model's text, ``reward_score_fn``
+    names the reward module (None: the row's data source's), ``allocation`` (one of `ALLOCATIONS`) and ``gamma``
+    place R on the tokens, and each call of a module has ``timeout_s`` seconds."""
+
+    tokenizer: Any
+    reward_score_fn: str | None = None
+    allocation: str = "last_token"
+    gamma: float = 1.0
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"unknown reward allocation {self.allocation!r}; choose one of {list(ALLOCATIONS)}")
 
     def final_model_text(self, batch: DataProto, row: int) -> str:
         """Decoded text of the last contiguous run of model tokens."""
