@@ -47,8 +47,8 @@ import torch
 import torch.nn.functional as F
 
 TREE_ATTENTION = "tree_sdpa"
-LONG_SEGMENT = 768  # shortest segment that runs causally over its path (fwd+bwd 1.1-1.8x faster at 1,000-2,000
-# tokens on box A's CPU, slower under about 700: docs/performance.md, "Tree packing")
+LONG_SEGMENT = 768  # shortest segment that runs causally over its path (fwd+bwd 1.0-1.55x faster at 1,000-2,000
+# tokens on box A's CPU, 0.86-1.09x at 500: docs/performance.md, "Long segments")
 
 
 @dataclass

@@ -19,7 +19,8 @@ from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingP
 
 class HFRollout(RolloutEngine):
     """``weight_rounding``: how fp32 weights (the folder's, `update_weights`') become a bf16 engine's:
-    ``stochastic`` with the trainer's dither (`verl.utils.bf16_rounding`), or ``nearest``."""
+    ``stochastic`` with the trainer's dither (`verl.utils.bf16_rounding`, drawn on the CPU as for the vLLM
+    engine), or ``nearest``."""
 
     def __init__(
         self,
@@ -114,7 +115,7 @@ class HFRollout(RolloutEngine):
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         state = {
-            name: to_bf16_stochastic(t.detach(), name) if self.stochastic and t.dtype == torch.float32 else t
+            name: to_bf16_stochastic(t.detach().cpu(), name) if self.stochastic and t.dtype == torch.float32 else t
             for name, t in named_tensors
         }
         missing, unexpected = self.model.load_state_dict(state, strict=False)
