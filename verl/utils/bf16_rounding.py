@@ -47,6 +47,15 @@ def to_bf16_stochastic(x: torch.Tensor, name: str) -> torch.Tensor:
     return bf16_round_bits(x, dither(name, x.shape, x.device))
 
 
+def engine_weight(t: torch.Tensor, name: str, dtype: str, rounding: str) -> torch.Tensor:
+    """``t`` for a rollout engine computing in ``dtype``, on the CPU: fp32 into bf16 rounded stochastically with
+    ``name``'s dither when ``rounding`` is ``stochastic`` (the trainer's own copy), else cast (to nearest)."""
+    t = t.detach()
+    if t.dtype == torch.float32 and dtype == "bfloat16" and rounding == "stochastic":
+        return to_bf16_stochastic(t.cpu(), name)
+    return t.to(getattr(torch, dtype)).cpu().contiguous()
+
+
 class _StraightThrough(torch.autograd.Function):
     """Forward: the given bf16 view of ``weight``; backward: the gradient, in fp32, to ``weight``."""
 

@@ -13,14 +13,14 @@ from typing import Iterable
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from verl.utils.bf16_rounding import to_bf16_stochastic
+from verl.utils.bf16_rounding import engine_weight
 from verl.workers.rollout.base import GenerationOutput, RolloutEngine, SamplingParams
 
 
 class HFRollout(RolloutEngine):
     """``weight_rounding``: how fp32 weights (the folder's, `update_weights`') become a bf16 engine's:
-    ``stochastic`` with the trainer's dither (`verl.utils.bf16_rounding`, drawn on the CPU as for the vLLM
-    engine), or ``nearest``."""
+    ``stochastic`` with the trainer's dither, or ``nearest`` (`verl.utils.bf16_rounding.engine_weight`, as
+    for the vLLM engine)."""
 
     def __init__(
         self,
@@ -33,15 +33,14 @@ class HFRollout(RolloutEngine):
         super().__init__()
         self.device = device
         self.batch_size = batch_size
-        self.stochastic = dtype == "bfloat16" and weight_rounding == "stochastic"
-        model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch.float32 if self.stochastic else getattr(torch, dtype)
-        )
-        if self.stochastic:
-            weights = [(name, t.detach().clone()) for name, t in model.named_parameters()]
-            self.model = model.to(torch.bfloat16)
+        self.dtype, self.weight_rounding = dtype, weight_rounding
+        # a bf16 engine loads the folder in fp32 and takes its weights through `update_weights`' rounding
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        if dtype != "float32":
+            weights = [(name, p.detach()) for name, p in self.model.named_parameters()]  # stays fp32 past `.to`
+            self.model.to(getattr(torch, dtype))
             self.update_weights(weights)
-        self.model = model.to(device).eval()
+        self.model.to(device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
@@ -114,10 +113,7 @@ class HFRollout(RolloutEngine):
         return results
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        state = {
-            name: to_bf16_stochastic(t.detach().cpu(), name) if self.stochastic and t.dtype == torch.float32 else t
-            for name, t in named_tensors
-        }
+        state = {name: engine_weight(t, name, self.dtype, self.weight_rounding) for name, t in named_tensors}
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and self.model.config.tie_word_embeddings)]
         if missing or unexpected:

@@ -27,7 +27,7 @@ from typing import Iterable
 
 import torch
 
-from verl.utils.bf16_rounding import to_bf16_stochastic
+from verl.utils.bf16_rounding import engine_weight
 from verl.utils.precision import resolve_dtype
 from verl.utils.quiet_logs import quiet_vllm, set_torch_threads
 from verl.workers.config import RolloutConfig
@@ -194,13 +194,6 @@ class VLLMRollout(RolloutEngine):
         if tensors:
             self.update_weights(tensors.items())
 
-    def _engine_copy(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        """``t`` in the engine's dtype, on the CPU; fp32 to bf16 stochastically when configured."""
-        t = t.detach()
-        if t.dtype == torch.float32 and self._rounds_stochastically():
-            return to_bf16_stochastic(t.cpu(), name)
-        return t.to(getattr(torch, self.dtype)).cpu().contiguous()
-
     def _count_prefix_cache(self):
         """The in-process scheduler's KV cache manager, set to count prefix-cache lookups; None
         when the engine runs in another process.  Only the manager counts: the scheduler's own
@@ -312,7 +305,7 @@ class VLLMRollout(RolloutEngine):
         return [self._output(out.outputs[0], p.top_logprobs) for out, p in zip(outs, params)]
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        weights = [(name, self._engine_copy(name, t)) for name, t in named_tensors]
+        weights = [(name, engine_weight(t, name, self.dtype, self.cfg.weight_rounding)) for name, t in named_tensors]
         if not weights or any(t.numel() == 0 for _, t in weights):
             raise ValueError(
                 "refusing a weight update with missing or empty tensors (a failed reload kills the engine)"
