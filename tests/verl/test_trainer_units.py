@@ -741,6 +741,23 @@ def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimise
     assert trainer._old_log_probs_from_update(DataProto.from_dict({"x": torch.zeros(rows)})) is reused
 
 
+@pytest.mark.parametrize(
+    "extra, rows, reused",
+    [
+        ([], 4, True),  # one epoch of one mini-batch: the update backpropagates through the values pass
+        (["critic.ppo_epochs=2"], 4, False),
+        (["critic.ppo_mini_batch_size=2"], 4, False),
+        (["critic.reuse_values_forward=false"], 4, False),
+        ([], 8, False),
+    ],
+)
+def test_the_critic_keeps_its_values_forward_only_when_the_batch_makes_one_optimiser_step(
+    tiny_model_path, task_files, extra, rows, reused
+):
+    trainer = make_trainer(tiny_model_path, task_files, *extra)
+    assert trainer._values_forward_reused(DataProto.from_dict({"x": torch.zeros(rows)})) is reused
+
+
 class SavingGroup:
     """A worker group whose checkpoint is one file."""
 

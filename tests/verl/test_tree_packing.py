@@ -8,6 +8,7 @@ AdamW step 1e-6 wherever the gradient is not itself round-off (`assert_same_adam
 """
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
@@ -359,10 +360,12 @@ def test_lora_update_packed_equals_flat(tiny_model_path):
 
 
 # ----------------------------------------------------------------- the critic
-def make_critic(path: str, tree: str) -> PPOCritic:
+def make_critic(path: str, tree: str, micro_rows: int = 6, checkpointing: bool = False) -> PPOCritic:
     torch.manual_seed(0)
     module = ValueModel.from_pretrained(path)
     torch.nn.init.normal_(module.value_head.weight, std=0.1, generator=torch.Generator().manual_seed(2))
+    if checkpointing:
+        module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if tree != "off":
         use_tree_attention(module.backbone)
     cfg = from_dict(
@@ -370,7 +373,7 @@ def make_critic(path: str, tree: str) -> PPOCritic:
         {
             "model": {"path": path},
             "ppo_mini_batch_size": 6,
-            "ppo_micro_batch_size_per_gpu": 6,
+            "ppo_micro_batch_size_per_gpu": micro_rows,
             "use_dynamic_bsz": False,
             "shuffle": False,
             "tree_packing": tree,
@@ -382,21 +385,25 @@ def make_critic(path: str, tree: str) -> PPOCritic:
     return PPOCritic(module, opt, build_scheduler(opt, cfg.optim), cfg, "float32")
 
 
+def critic_step(critic: PPOCritic, data: DataProto, keep_graph: bool, update_rows: list[int] | None = None):
+    """Values, then one update over ``update_rows`` of ``data`` (all by default): values, metrics, the
+    gradients the step took and the weights after it."""
+    values = critic.compute_values(data, keep_graph=keep_graph)
+    data.batch["values"] = values
+    data.batch["returns"] = data.batch["advantages"] + values
+    if update_rows is not None:
+        data = data[update_rows]
+    grads, step = {}, critic.clip_and_step
+    critic.clip_and_step = lambda: (
+        grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
+    )
+    metrics = critic.update_critic(data)
+    return values, metrics, grads, {k: v.detach().clone() for k, v in critic.module.named_parameters()}
+
+
 def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
-    results = []
-    for tree in ("off", "on"):
-        critic, data = make_critic(tiny_model_path, tree), proto("grpo_group")
-        values = critic.compute_values(data)
-        data.batch["values"] = values
-        data.batch["returns"] = data.batch["advantages"] + values
-        grads, step = {}, critic.clip_and_step
-        critic.clip_and_step = lambda grads=grads, critic=critic, step=step: (
-            grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
-        )
-        metrics = critic.update_critic(data)
-        weights = {k: v.detach().clone() for k, v in critic.module.named_parameters()}
-        results.append((values, metrics, weights, grads))
-    (v_f, m_f, w_f, g_f), (v_t, m_t, w_t, g_t) = results
+    flat, tree = (critic_step(make_critic(tiny_model_path, tree), proto("grpo_group"), False) for tree in ("off", "on"))
+    (v_f, m_f, g_f, w_f), (v_t, m_t, g_t, w_t) = flat, tree
     torch.testing.assert_close(v_t, v_f, atol=1e-5, rtol=1e-5)
     assert float(v_f.abs().sum()) > 0
     for key in ("critic/vf_loss", "critic/grad_norm"):
@@ -404,6 +411,36 @@ def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
     for key in g_f:
         torch.testing.assert_close(g_t[key], g_f[key], atol=2e-5, rtol=1e-4)
     assert_same_adam_step(w_t, w_f, g_f)
+
+
+@pytest.mark.parametrize("tree, micro_rows, checkpointing", [("off", 2, False), ("on", 2, True), ("on", 6, False)])
+def test_the_critic_update_through_the_values_forward_equals_a_second_forward(
+    tiny_model_path, tree, micro_rows, checkpointing
+):
+    """One optimiser step over the rows the values pass ran: backpropagating through that pass (kept with its
+    graph) takes the same step as running the update's own forward, over one micro-batch or three."""
+    second = critic_step(make_critic(tiny_model_path, tree, micro_rows, checkpointing), proto("grpo_group"), False)
+    critic = make_critic(tiny_model_path, tree, micro_rows, checkpointing)
+    kept = critic_step(critic, proto("grpo_group"), True)
+    assert second[1]["critic/values_forward_reused"] == 0.0 and kept[1]["critic/values_forward_reused"] == 1.0
+    assert critic._kept is None  # the graph is freed with the step
+    torch.testing.assert_close(kept[0], second[0], atol=1e-6, rtol=1e-6)
+    assert float(second[0].abs().sum()) > 0
+    for key in ("critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/grad_norm"):
+        assert kept[1][key] == pytest.approx(second[1][key], rel=1e-5, abs=1e-7), key
+    for key in second[2]:
+        torch.testing.assert_close(kept[2][key], second[2][key], atol=1e-6, rtol=1e-5)
+    assert_same_adam_step(kept[3], second[3], second[2])
+
+
+def test_a_kept_values_forward_is_not_used_for_other_rows(tiny_model_path):
+    """The update's rows differ from the values pass's: the kept forward is dropped and the update runs its own."""
+    rows = [0, 1, 2, 3, 4, 5]
+    make = partial(make_critic, tiny_model_path, "off", 2)
+    second = critic_step(make(), proto("grpo_group"), False, update_rows=rows[::-1])
+    kept = critic_step(make(), proto("grpo_group"), True, update_rows=rows[::-1])
+    assert kept[1]["critic/values_forward_reused"] == 0.0
+    assert kept[1]["critic/grad_norm"] == pytest.approx(second[1]["critic/grad_norm"], rel=1e-6)
 
 
 # ----------------------------------------------------------------- SFT

@@ -448,6 +448,7 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
             ref = call(actor_wg, "compute_ref_log_prob", batch)
             batch.union(old)
             actor_metrics = call(actor_wg, "update_actor", batch).meta_info["metrics"]
+            batch.meta_info["keep_graph"] = True  # four forwards kept per rank (fillers on rank 1), then backwards
             values = call(critic_wg, "compute_values", batch).batch["values"]
             batch.batch["values"] = values
             batch.batch["returns"] = data.batch["response_mask"].float()
@@ -473,3 +474,4 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
     for key in ("critic/vf_loss", "critic/grad_norm"):
         assert cm2[key] == pytest.approx(cm1[key], rel=1e-4), key
     assert cm2["critic/vf_loss"] == pytest.approx(0.5)  # V = 0, returns 1: 0.5 * mean((0 - 1)^2)
+    assert cm2["critic/values_forward_reused"] == cm1["critic/values_forward_reused"] == 1.0

@@ -225,6 +225,7 @@ class CriticConfig(UpdateBatchingConfig):
     model: ModelConfig
     optim: OptimConfig
     cliprange_value: float
+    reuse_values_forward: bool  # one optimiser step per batch: the update backpropagates through the values pass
     grad_clip: float
     mixed_precision: str
     device: str

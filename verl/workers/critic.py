@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -46,6 +49,7 @@ class PPOCritic(TrainableModule):
             module, optimizer, scheduler, config.device, mixed_precision, config.grad_clip, config.tree_packing
         )
         self.config = config
+        self._kept: KeptForward | None = None
 
     def _values(self, mb: DataProto) -> torch.Tensor:
         """``V`` of the state before each response token, ``(B, T)``; a ``tree_packed`` micro-batch runs
@@ -64,25 +68,51 @@ class PPOCritic(TrainableModule):
             values, _ = forward_response(self.module, input_ids, attention_mask, mb.batch["position_ids"], T)
         return pad_right(values.float(), T) * mb.batch["response_mask"]
 
-    def compute_values(self, data: DataProto) -> torch.Tensor:
-        """``values`` ``(B, T)``, 0 outside the response mask."""
-        self.module.eval()
+    def compute_values(self, data: DataProto, keep_graph: bool = False) -> torch.Tensor:
+        """``values`` ``(B, T)``, 0 outside the response mask.
+
+        With ``keep_graph`` (the next `update_critic` makes one optimiser step over exactly these rows) the
+        forward runs as the update's would, with gradients, and is kept: that update backpropagates through
+        it instead of running the same weights over the same rows again, so its ``vpreds`` are these values.
+        """
         cfg = self.config
+        max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+        self._kept = None  # a forward kept for an update that never came is dropped here
+        if keep_graph:
+            return self._values_kept_for_update(data, max_tokens)
+        self.module.eval()
         out = self.map_micro_batches(
-            data,
-            lambda mb: {"values": self._values(mb.to(self.device))},
-            cfg.ppo_micro_batch_size_per_gpu,
-            cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+            data, lambda mb: {"values": self._values(mb.to(self.device))}, cfg.ppo_micro_batch_size_per_gpu, max_tokens
         )
         return out["values"]
 
+    def _values_kept_for_update(self, data: DataProto, max_tokens: int | None) -> torch.Tensor:
+        self.module.train()
+        values = torch.zeros(data.batch["responses"].shape)
+        micro = []
+        planned = self.padded_plan(data, self.config.ppo_micro_batch_size_per_gpu, max_tokens, "response_mask")
+        for rows, mb in planned:
+            vpreds = self._values(mb.to(self.device))
+            if rows is None:  # a filler: a copy of the first row that learns nothing
+                rows = planned[0][0][:1]
+            else:
+                values[torch.as_tensor(rows)] = vpreds.detach().cpu()
+            micro.append((rows, mb, vpreds))
+        self._kept = KeptForward(data.batch["input_ids"], data.batch["attention_mask"], micro, self.token_counts)
+        self.token_counts = {"flat": 0, "run": 0}  # they count for the update that uses this forward
+        return values
+
     def update_critic(self, data: DataProto, seed: int = 0) -> dict[str, float]:
-        """Value-loss epochs over ``data``; needs ``values`` (old) and ``returns``."""
+        """Value-loss epochs over ``data``; needs ``values`` (old) and ``returns``. When `compute_values`
+        kept its forward over these same rows, the one optimiser step backpropagates through it
+        (``critic/values_forward_reused`` 1)."""
         cfg = self.config
+        kept, self._kept = self._kept, None
+        reused = kept is not None and kept.matches(data)
 
         def loss_fn(mb: DataProto) -> tuple[torch.Tensor, dict[str, float]]:
             mask = mb.batch["response_mask"].float()
-            vpreds = self._values(mb)
+            vpreds = mb.meta_info.pop("vpreds") if reused else self._values(mb)
             vf_loss, vf_clipfrac = core_algos.compute_value_loss(
                 vpreds, mb.batch["returns"], mb.batch["values"], mask, cfg.cliprange_value, cfg.loss_agg_mode
             )
@@ -92,4 +122,33 @@ class PPOCritic(TrainableModule):
                 "critic/vpred_mean": core_algos.masked_mean(vpreds.detach(), mask).item(),
             }
 
-        return self.run_update(data, loss_fn, cfg, seed, metric_prefix="critic")
+        if not reused:
+            metrics = self.run_update(data, loss_fn, cfg, seed, metric_prefix="critic")
+        else:
+            micro = []
+            for rows, mb, vpreds in kept.micro:
+                index = torch.as_tensor(rows)
+                mb.batch.update({k: data.batch[k][index].to(self.device) for k in ("returns", "values")})
+                mb.meta_info["vpreds"] = vpreds
+                micro.append(mb)
+            self.token_counts = {k: self.token_counts[k] + kept.token_counts[k] for k in kept.token_counts}
+            metrics = self.run_planned_step(micro, loss_fn, cfg, metric_prefix="critic")
+        metrics["critic/values_forward_reused"] = float(reused)
+        return metrics
+
+
+@dataclass
+class KeptForward:
+    """The values pass's forward, kept for the update: its rows' inputs, its micro-batches (row positions,
+    rows, ``vpreds`` with their graph) and the tokens it ran."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    micro: list[tuple[np.ndarray, DataProto, torch.Tensor]]
+    token_counts: dict[str, int]
+
+    def matches(self, data: DataProto) -> bool:
+        """Whether ``data`` holds the rows this forward ran, in the same order."""
+        return torch.equal(self.input_ids, data.batch["input_ids"]) and torch.equal(
+            self.attention_mask, data.batch["attention_mask"]
+        )

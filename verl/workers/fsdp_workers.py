@@ -387,8 +387,10 @@ class CriticWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_values(self, data: DataProto) -> DataProto:
-        """``values`` ``(B, T)``: V of the state before each response token."""
-        return DataProto.from_dict({"values": self._need_critic().compute_values(data)})
+        """``values`` ``(B, T)``: V of the state before each response token; with ``meta_info["keep_graph"]``
+        the forward is kept for the next `update_critic` (`PPOCritic.compute_values`)."""
+        values = self._need_critic().compute_values(data, keep_graph=data.meta_info.get("keep_graph", False))
+        return DataProto.from_dict({"values": values})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_critic(self, data: DataProto) -> DataProto:

@@ -209,34 +209,58 @@ class TrainableModule:
         steps = 0
         for epoch in range(epochs):
             for mini in data.make_iterator(per_rank, epochs=1, seed=seed + epoch, shuffle=cfg.shuffle):
-                micro = [mb for _, mb in self.plan(mini, micro_batch_rows, max_tokens)]
-                # dynamic batching can give ranks different counts;
-                # FSDP needs the same number of forward/backward passes
-                micro += [
-                    _masked_copy(micro[0], mask_key) for _ in range(_global_max(len(micro), self.device) - len(micro))
-                ]
-                tokens = [float(m.batch[mask_key].sum()) for m in micro]
-                bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
-                token_total = _global_sum(sum(tokens), self.device)
-                basis_total = _global_sum(sum(bases), self.device)
-                if token_total == 0:
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                mini_metrics: dict[str, float] = {}
-                for mb, n_tokens, basis in zip(micro, tokens, bases):
-                    loss, metrics = loss_fn(mb.to(self.device))
-                    loss_weight = basis / basis_total
-                    (loss * (loss_weight * self.world_size)).backward()
-                    for key, value in metrics.items():
-                        # "*loss" metrics aggregate like the loss itself; the rest are token-weighted means
-                        weight = loss_weight if key.endswith("loss") else n_tokens / token_total
-                        mini_metrics[key] = mini_metrics.get(key, 0.0) + value * weight
-                mini_metrics = _global_sum_dict(mini_metrics, self.device)
-                grad_norm = self.clip_and_step()
-                mini_metrics[f"{metric_prefix}/grad_norm"] = grad_norm
-                for key, value in mini_metrics.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                steps += 1
+                micro = [mb for _, mb in self.padded_plan(mini, micro_batch_rows, max_tokens, mask_key)]
+                step_metrics = self._optimiser_step(micro, loss_fn, loss_agg_mode, metric_prefix, mask_key)
+                if step_metrics is not None:
+                    for key, value in step_metrics.items():
+                        sums[key] = sums.get(key, 0.0) + value
+                    steps += 1
+        return self._end_update(sums, steps, metric_prefix)
+
+    def run_planned_step(
+        self, micro: list[DataProto], loss_fn: LossFn, cfg: UpdateBatchingConfig, metric_prefix: str
+    ) -> dict[str, float]:
+        """`run_update` for one epoch of one mini-batch whose micro-batches (`padded_plan`) are given: the
+        optimiser step over them, with ``loss_fn`` as in `run_update`."""
+        metrics = self._optimiser_step(micro, loss_fn, cfg.loss_agg_mode, metric_prefix, "response_mask")
+        return self._end_update(metrics or {}, int(metrics is not None), metric_prefix)
+
+    def padded_plan(
+        self, data: DataProto, max_rows: int, max_tokens: int | None, mask_key: str
+    ) -> list[tuple[np.ndarray | None, DataProto]]:
+        """`plan`'s micro-batches, then fillers (row positions None): copies of the first one's first row with
+        ``mask_key`` zeroed, until every rank has as many (dynamic batching can give ranks different counts;
+        FSDP needs the same number of passes)."""
+        micro: list[tuple[np.ndarray | None, DataProto]] = list(self.plan(data, max_rows, max_tokens))
+        fillers = _global_max(len(micro), self.device) - len(micro)
+        return micro + [(None, _masked_copy(micro[0][1], mask_key)) for _ in range(fillers)]
+
+    def _optimiser_step(
+        self, micro: list[DataProto], loss_fn: LossFn, loss_agg_mode: str, metric_prefix: str, mask_key: str
+    ) -> dict[str, float] | None:
+        """Accumulate the mini-batch's gradient over ``micro`` and step; its metrics (None: no token learns)."""
+        tokens = [float(m.batch[mask_key].sum()) for m in micro]
+        bases = [self._weight_basis(m, mask_key, loss_agg_mode) for m in micro]
+        token_total = _global_sum(sum(tokens), self.device)
+        basis_total = _global_sum(sum(bases), self.device)
+        if token_total == 0:
+            return None
+        self.optimizer.zero_grad(set_to_none=True)
+        metrics: dict[str, float] = {}
+        for mb, n_tokens, basis in zip(micro, tokens, bases):
+            loss, mb_metrics = loss_fn(mb.to(self.device))
+            loss_weight = basis / basis_total
+            (loss * (loss_weight * self.world_size)).backward()
+            for key, value in mb_metrics.items():
+                # "*loss" metrics aggregate like the loss itself; the rest are token-weighted means
+                weight = loss_weight if key.endswith("loss") else n_tokens / token_total
+                metrics[key] = metrics.get(key, 0.0) + value * weight
+        metrics = _global_sum_dict(metrics, self.device)
+        metrics[f"{metric_prefix}/grad_norm"] = self.clip_and_step()
+        return metrics
+
+    def _end_update(self, sums: dict[str, float], steps: int, metric_prefix: str) -> dict[str, float]:
+        """Free the spent gradients, step the scheduler, and average the optimiser steps' metrics."""
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: free them until the next update
         release_free_heap()  # and give the step's freed activations back to the OS (`verl.utils.memory`)
         if self.scheduler is not None:

@@ -461,6 +461,12 @@ class RayPPOTrainer:
             and not self.config.algorithm.use_kl_in_reward
         )
 
+    def _values_forward_reused(self, batch: DataProto) -> bool:
+        """Whether the critic's update backpropagates through the values pass (`PPOCritic.compute_values`):
+        the batch makes one optimiser step of the critic."""
+        c = self.config.critic
+        return c.reuse_values_forward and c.ppo_epochs == 1 and len(batch) == c.ppo_mini_batch_size
+
     def _actor_update_keys(self, batch: DataProto) -> list[str]:
         actor = self.config.actor_rollout_ref.actor
         reused = "old_log_probs" not in batch.batch  # the update reports the engine-vs-trainer gap itself
@@ -512,7 +518,9 @@ class RayPPOTrainer:
                 batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._for_worker(batch)))
         if self.critic_wg is not None:
             with timer("values"):
-                batch.union(self.critic_wg.compute_values(self._for_worker(batch)))
+                data = self._for_worker(batch)
+                data.meta_info["keep_graph"] = self._values_forward_reused(batch)
+                batch.union(self.critic_wg.compute_values(data))
 
         if cfg.algorithm.use_kl_in_reward:
             batch, kl_metrics = core_algos.apply_kl_penalty(batch, self.kl_ctrl, cfg.algorithm.kl_penalty)
