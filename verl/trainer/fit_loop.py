@@ -136,11 +136,18 @@ class FitTrainer(Worker):
     def trainable(self, module: torch.nn.Module) -> TrainableModule:
         """``module`` (loaded in fp32) sharded on the device with its optimiser and schedule
         (`fsdp_utils.prepare_for_training`), as a `TrainableModule` under the config's precision, gradient clip and
-        tree packing."""
+        tree packing; the process has the box to itself, so it keeps its freed heap between steps."""
         cfg = self.config
         module, optimizer, scheduler = fsdp_utils.prepare_for_training(
             module, cfg.trainer.device, cfg.optim, cfg.model.enable_gradient_checkpointing
         )
         return TrainableModule(
-            module, optimizer, scheduler, cfg.trainer.device, self.dtype, cfg.train.grad_clip, cfg.train.tree_packing
+            module,
+            optimizer,
+            scheduler,
+            cfg.trainer.device,
+            self.dtype,
+            cfg.train.grad_clip,
+            cfg.train.tree_packing,
+            release_heap=False,
         )

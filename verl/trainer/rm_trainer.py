@@ -35,7 +35,6 @@ import torch.nn.functional as F
 from verl.trainer.fit_loop import BestSoFar, FitTrainer, LoopConfig, check_loop, run_epochs, steps_per_epoch
 from verl.trainer.sft_trainer import RunConfig
 from verl.utils import fsdp_utils
-from verl.utils.memory import release_free_heap
 from verl.utils.prefix_tree import tree_size
 from verl.utils.ranking import roc_auc
 from verl.utils.torch_functional import autocast
@@ -255,7 +254,6 @@ class RMTrainer(FitTrainer):
                 self.pad_id,
             )
             out[rows] = s.cpu().numpy()
-        release_free_heap()
         return out
 
     def report(self, scores: np.ndarray, data: Trajectories) -> dict[str, float]:
@@ -344,7 +342,6 @@ class RMTrainer(FitTrainer):
                 loss_sum += loss.item()
             norm = model.clip_and_step()
             optimizer.zero_grad(set_to_none=True)
-            release_free_heap()  # the step's freed activations back to the OS (`verl.utils.memory`)
             model.scheduler.step()
             lr = optimizer.param_groups[0]["lr"]
             metrics = {"rm/train_loss": loss_sum, "rm/grad_norm": norm, "rm/lr": lr, "rm/epoch": float(epoch)}

@@ -101,8 +101,14 @@ class TrainableModule:
         mixed_precision: str,
         grad_clip: float = 1.0,
         tree_packing: str = "off",
+        release_heap: bool = True,
     ):
-        """``tree_packing``: ``off``, ``on`` or ``auto``. With ``on`` or ``auto`` the module's attention becomes
+        """``release_heap``: give the freed heap back to the OS after every update and no-grad pass
+        (`verl.utils.memory.release_free_heap`), so that a worker sharing the box with others holds only what
+        it uses between calls; the next call faults those pages in again (a packed fp32 SFT step ran 1.25x
+        longer, docs/performance.md), so a process alone on the box keeps them.
+
+        ``tree_packing``: ``off``, ``on`` or ``auto``. With ``on`` or ``auto`` the module's attention becomes
         ``tree_sdpa`` (`verl.utils.prefix_tree.use_tree_attention`); on a model that runs another attention
         than SDPA ``auto`` is ``off`` and ``on`` raises ``ValueError``."""
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
@@ -117,6 +123,7 @@ class TrainableModule:
                     raise
                 tree_packing = "off"
         self.tree_packing = tree_packing
+        self.release_heap = release_heap
         self.token_counts = {"flat": 0, "run": 0}  # tokens the flat path would run / that ran, since the last reset
         self.world_size = dist.get_world_size() if dist.is_initialized() else 1
         self.rank = dist.get_rank() if dist.is_initialized() else 0
@@ -168,7 +175,8 @@ class TrainableModule:
                 if key not in outputs:
                     outputs[key] = torch.zeros((len(data), *value.shape[1:]), dtype=value.dtype)
                 outputs[key][torch.as_tensor(rows)] = value.detach().cpu()
-        release_free_heap()
+        if self.release_heap:
+            release_free_heap()
         return outputs
 
     # ----------------------------------------------------------------- updates
@@ -262,7 +270,8 @@ class TrainableModule:
     def _end_update(self, sums: dict[str, float], steps: int, metric_prefix: str) -> dict[str, float]:
         """Free the spent gradients, step the scheduler, and average the optimiser steps' metrics."""
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: free them until the next update
-        release_free_heap()  # and give the step's freed activations back to the OS (`verl.utils.memory`)
+        if self.release_heap:
+            release_free_heap()  # and give the step's freed activations back to the OS
         if self.scheduler is not None:
             self.scheduler.step()
         out = {k: v / max(steps, 1) for k, v in sums.items()}
