@@ -12,7 +12,7 @@ from functools import partial
 
 import pytest
 import torch
-from grad_capture import update_capturing_grads
+from grad_capture import capturing_grads, update_capturing_grads
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from verl.protocol import DataProto
@@ -393,11 +393,7 @@ def critic_step(critic: PPOCritic, data: DataProto, keep_graph: bool, update_row
     data.batch["returns"] = data.batch["advantages"] + values
     if update_rows is not None:
         data = data[update_rows]
-    grads, step = {}, critic.clip_and_step
-    critic.clip_and_step = lambda: (
-        grads.update({k: p.grad.clone() for k, p in critic.module.named_parameters()}) or step()
-    )
-    metrics = critic.update_critic(data)
+    grads, metrics = capturing_grads(critic, lambda: critic.update_critic(data))
     return values, metrics, grads, {k: v.detach().clone() for k, v in critic.module.named_parameters()}
 
 
