@@ -61,6 +61,7 @@ from agentgym.spawn import serve_subprocess
 
 SERVER_START_TIMEOUT_S = 180.0
 KEEP = ("successful", "progress", "failed", "all")
+COLUMNS = "input_ids loss_mask task_id success env_reward num_turns status env_name action_format split".split()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -297,19 +298,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     kept = keep(rows, args.keep)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    columns = [
-        "input_ids",
-        "loss_mask",
-        "task_id",
-        "success",
-        "env_reward",
-        "num_turns",
-        "status",
-        "env_name",
-        "action_format",
-        "split",
-    ]
-    pd.DataFrame([{c: r[c] for c in columns} for r in kept], columns=columns).to_parquet(out, index=False)
+    pd.DataFrame([{c: r[c] for c in COLUMNS} for r in kept], columns=COLUMNS).to_parquet(out, index=False)
     scored = [r for r in rows if not r["failed"]]
     stats = {
         "played": len(rows),

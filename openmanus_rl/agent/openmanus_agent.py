@@ -51,7 +51,7 @@ from verl.utils.tracking import progress_bar
 from .chat import ChatFormat
 from .config import AgentConfig, _plain
 from .journal import JournalReplay, RolloutJournal
-from .output import build_batch, build_step_batch, objects, rollout_metrics, score, trajectory_record
+from .output import build_batch, objects, rollout_metrics, score, trajectory_record
 from .templates import ParsedAction, get_action_template
 from .trajectory import Trajectory
 
@@ -641,10 +641,8 @@ class OpenManusAgent:
         cfg = self.config
         composers = {name: side.composer for name, side in self.envs.items()}
         scores = score(trajectories, composers, self.specs)
-        if cfg.history_window:
-            out = build_step_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers)
-        else:
-            out = build_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers)
+        step_wise = bool(cfg.history_window)
+        out = build_batch(trajectories, scores, self.specs, self.pad_id, dataset_columns or {}, composers, step_wise)
         start_errors = sum(side.pool.stats["errors"] for side in self.envs.values())
         metrics = rollout_metrics(trajectories, scores, self.specs, start_errors - self._start_errors_reported)
         self._start_errors_reported = start_errors

@@ -18,8 +18,8 @@ reward and its components), ``turn_ends`` (each model turn's last model-token
 index), ``failed``, ``status``, ``error``, ``seed``, ``env_server``, and every
 column of the dataset row the trajectory came from (``reward_model``,
 ``extra_info``, ``prompt`` ...). Failed rows are excluded from the reward,
-success and turn means. Step-wise mode (`build_step_batch`) has one row per
-model turn instead.
+success and turn means. Step-wise mode (`build_batch(step_wise=True)`) has one
+row per model turn instead.
 """
 
 from __future__ import annotations
@@ -76,33 +76,54 @@ def build_batch(
     pad_id: int,
     dataset_columns: dict[str, np.ndarray],
     composers: Mapping[str, RewardComposer] | None = None,
+    step_wise: bool = False,
 ) -> DataProto:
-    """The training `DataProto` (batch and non-tensors; no meta_info): one row per trajectory.
+    """The training `DataProto` (batch and non-tensors; no meta_info).
 
-    Per row, one entry per model turn (empty for a failed trajectory): ``turn_ends`` (the turn's last token in
-    the response), ``anchor_obs`` (the state it acted on, `turn_anchors`) and, with ``composers``,
-    ``step_reward`` (what it earned on the way, as in `build_step_batch`): GiGPO's per-turn inputs.
+    One row per trajectory; per row, one entry per model turn (empty for a failed trajectory): ``turn_ends``
+    (the turn's last token in the response), ``anchor_obs`` (the state it acted on, `turn_anchors`) and, with
+    ``composers``, ``step_reward`` (what it earned on the way, `_paid_per_turn`): GiGPO's per-turn inputs.
+
+    ``step_wise``: one row per model turn instead, its generation context as the prompt and the turn as the
+    response. Each row repeats its trajectory's non-tensors (``reward_total`` too: the reward path pays each
+    row the trajectory's reward) and adds ``traj_uid``, ``step`` and its turn's ``anchor_obs`` and
+    ``step_reward`` (0 for a failed trajectory); no ``turn_ends``.
     """
-    masks = [[0] * len(t.response_ids) if t.failed else t.response_mask for t in trajectories]
-    tensors = pack_sequences(
-        [t.prompt_ids for t in trajectories],
-        [t.response_ids for t in trajectories],
-        response_masks=masks,
-        pad_id=pad_id,
-    )
-    width = tensors["responses"].shape[1]
-    log_probs = torch.zeros((len(trajectories), width), dtype=torch.float32)
-    for b, t in enumerate(trajectories):
-        if not t.failed and t.log_probs:
-            log_probs[b, : len(t.log_probs)] = torch.tensor(t.log_probs, dtype=torch.float32) * torch.tensor(masks[b])
-    tensors["rollout_log_probs"] = log_probs
+    if step_wise:
+        rows = [(b, k) for b, t in enumerate(trajectories) for k in range(len(t.turn_spans))]
+        if not rows:
+            raise RuntimeError("step-wise rollout produced no turn: every episode failed before its first generation")
+    else:
+        rows = [(b, None) for b in range(len(trajectories))]
+    prompts, responses, masks, log_probs = [], [], [], []
+    for b, k in rows:
+        t = trajectories[b]
+        start, end = (0, len(t.response_ids)) if k is None else t.turn_spans[k]
+        prompts.append(t.prompt_ids + (t.response_ids[t.windows[k] : start] if step_wise else []))
+        responses.append(t.response_ids[start:end])
+        masks.append([0] * (end - start) if t.failed else t.response_mask[start:end])
+        log_probs.append([] if t.failed else t.log_probs[start:end])
+    tensors = pack_sequences(prompts, responses, response_masks=masks, pad_id=pad_id)
+    tensors["rollout_log_probs"] = torch.zeros(tensors["responses"].shape, dtype=torch.float32)
+    for i, (lps, mask) in enumerate(zip(log_probs, masks)):
+        if lps:
+            tensors["rollout_log_probs"][i, : len(lps)] = torch.tensor(lps, dtype=torch.float32) * torch.tensor(mask)
     non_tensors = build_non_tensors(trajectories, scores, specs, dataset_columns)
-    non_tensors["turn_ends"] = objects([[] if t.failed else list(t.turn_ends) for t in trajectories])
-    non_tensors["anchor_obs"] = objects([[] if t.failed else turn_anchors(t) for t in trajectories])
+    kept = [step_wise or not t.failed for t in trajectories]  # a failed trajectory's row: empty per-turn lists
+    per_turn = {"anchor_obs": [turn_anchors(t) if keep else [] for t, keep in zip(trajectories, kept)]}
     if composers is not None:
-        non_tensors["step_reward"] = objects(
-            [[] if t.failed else _paid_per_turn(t, composers[t.env_name], specs[t.env_name]) for t in trajectories]
-        )
+        per_turn["step_reward"] = [
+            _paid_per_turn(t, composers[t.env_name], specs[t.env_name]) if keep else []
+            for t, keep in zip(trajectories, kept)
+        ]
+    if not step_wise:
+        non_tensors["turn_ends"] = objects([list(t.turn_ends) if keep else [] for t, keep in zip(trajectories, kept)])
+        return DataProto.from_dict(tensors, {**non_tensors, **{key: objects(v) for key, v in per_turn.items()}})
+    non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in non_tensors.items()}
+    non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
+    non_tensors["step"] = objects([k for _, k in rows])
+    for key, values in per_turn.items():
+        non_tensors[key] = objects([values[b][k] for b, k in rows])
     return DataProto.from_dict(tensors, non_tensors)
 
 
@@ -140,52 +161,6 @@ def normalize_observation(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def build_step_batch(
-    trajectories: list[Trajectory],
-    scores: list[tuple[float, dict[str, float]]],
-    specs: Specs,
-    pad_id: int,
-    dataset_columns: dict[str, np.ndarray],
-    composers: Mapping[str, RewardComposer] | None = None,
-) -> DataProto:
-    """Step-wise rows: one per model turn, its generation context as the prompt and the turn as the response.
-
-    Every row of a trajectory carries its ``reward_total`` (the reward path pays each row the trajectory's
-    reward).  Non-tensors as in `build_batch` (``turn_ends`` aside), repeated per row, plus ``traj_uid``,
-    ``step``, ``anchor_obs``: the state turn ``k`` acted on, i.e. `normalize_observation` of the last env
-    observation before it in ``t.turns`` (the reset observation for ``k = 0``; the agent's invalid-action
-    feedback is skipped, the state did not change), and, with ``composers``, ``step_reward``: what turn ``k``
-    earned of the total on the way (`RewardComposer.paid_per_turn` of the env's running reward, which a turn
-    without an env step leaves as it was; 0 for a failed trajectory), GiGPO's per-turn reward.
-    """
-    rows: list[tuple[int, int]] = [(b, k) for b, t in enumerate(trajectories) for k in range(len(t.turn_spans))]
-    if not rows:
-        raise RuntimeError("step-wise rollout produced no turn: every episode failed before its first generation")
-    prompts, responses, masks, log_probs = [], [], [], []
-    for b, k in rows:
-        t, (start, end) = trajectories[b], trajectories[b].turn_spans[k]
-        prompts.append(t.prompt_ids + t.response_ids[t.windows[k] : start])
-        responses.append(t.response_ids[start:end])
-        masks.append([0] * (end - start) if t.failed else t.response_mask[start:end])
-        log_probs.append(t.log_probs[start:end])
-    tensors = pack_sequences(prompts, responses, response_masks=masks, pad_id=pad_id)
-    width = tensors["responses"].shape[1]
-    tensors["rollout_log_probs"] = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, (lps, mask) in enumerate(zip(log_probs, masks)):
-        if lps:
-            tensors["rollout_log_probs"][i, : len(lps)] = torch.tensor(lps, dtype=torch.float32) * torch.tensor(mask)
-    per_trajectory = build_non_tensors(trajectories, scores, specs, dataset_columns)
-    non_tensors = {key: objects([values[b] for b, _ in rows]) for key, values in per_trajectory.items()}
-    non_tensors["traj_uid"] = objects([f"{trajectories[b].uid}/{trajectories[b].copy}" for b, _ in rows])
-    non_tensors["step"] = objects([k for _, k in rows])
-    anchors = [turn_anchors(t) for t in trajectories]
-    non_tensors["anchor_obs"] = objects([anchors[b][k] for b, k in rows])
-    if composers is not None:
-        paid = [_paid_per_turn(t, composers[t.env_name], specs[t.env_name]) for t in trajectories]
-        non_tensors["step_reward"] = objects([paid[b][k] for b, k in rows])
-    return DataProto.from_dict(tensors, non_tensors)
-
-
 def turn_anchors(t: Trajectory) -> list[str]:
     """The state each model turn of ``t`` acted on: `normalize_observation` of the last env observation before it
     in ``t.turns`` (the reset observation for the first turn; the agent's invalid-action feedback is skipped, the
@@ -205,7 +180,7 @@ def turn_anchors(t: Trajectory) -> list[str]:
 
 
 def _paid_per_turn(t: Trajectory, composer: RewardComposer, spec: EnvSpec) -> list[float]:
-    """Each model turn's share of ``t``'s total earned on the way (see `build_step_batch`)."""
+    """Each model turn's share of ``t``'s total earned on the way (see `build_batch`)."""
     if t.failed:
         return [0.0] * len(t.turn_spans)
     running, reward = [], 0.0

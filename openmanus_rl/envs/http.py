@@ -17,14 +17,7 @@ from typing import Any
 
 import requests
 
-from .errors import (
-    EnvClientError,
-    EnvConnectionError,
-    EnvProtocolError,
-    EnvRequestError,
-    EnvServerError,
-    EnvTimeoutError,
-)
+from . import errors
 
 CONNECT_TIMEOUT_CAP_S = 5.0
 
@@ -79,7 +72,7 @@ class JsonHttp:
         url = self.base_url + path
         timeout = timeout_s or self.policy.timeout_s
         attempts = 1 + (self.policy.retries if retries is None else retries)
-        last: EnvClientError | None = None
+        last: errors.EnvClientError | None = None
         tried = 0
         while tried < attempts:
             if tried:
@@ -90,17 +83,17 @@ class JsonHttp:
                     method, url, json=json, params=params, timeout=(min(timeout, CONNECT_TIMEOUT_CAP_S), timeout)
                 )
             except requests.exceptions.ReadTimeout:
-                last = EnvTimeoutError(f"{method} {url}: no answer within {timeout:g}s", url)
+                last = errors.EnvTimeoutError(f"{method} {url}: no answer within {timeout:g}s", url)
                 if not idempotent:
                     break
                 continue
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                last = EnvConnectionError(f"{method} {url}: connection failed ({type(exc).__name__})", url)
+                last = errors.EnvConnectionError(f"{method} {url}: connection failed ({type(exc).__name__})", url)
                 continue
             except requests.RequestException as exc:  # anything else requests can raise: not worth repeating
-                raise EnvProtocolError(f"{method} {url}: {type(exc).__name__}: {exc}", url) from exc
+                raise errors.EnvProtocolError(f"{method} {url}: {type(exc).__name__}: {exc}", url) from exc
             if response.status_code >= 500:
-                last = EnvServerError(
+                last = errors.EnvServerError(
                     f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
                     url,
                     response.status_code,
@@ -109,7 +102,7 @@ class JsonHttp:
                     break
                 continue
             if response.status_code >= 400:
-                raise EnvRequestError(
+                raise errors.EnvRequestError(
                     f"{method} {url}: HTTP {response.status_code}: {_error_message(response)}",
                     url,
                     response.status_code,
@@ -117,9 +110,11 @@ class JsonHttp:
             try:
                 body = response.json()
             except ValueError as exc:
-                raise EnvProtocolError(f"{method} {url}: answer is not JSON: {response.text[:200]!r}", url) from exc
+                raise errors.EnvProtocolError(
+                    f"{method} {url}: answer is not JSON: {response.text[:200]!r}", url
+                ) from exc
             if isinstance(body, dict) and body.get("error"):
-                raise EnvRequestError(f"{method} {url}: {body['error']}", url, response.status_code)
+                raise errors.EnvRequestError(f"{method} {url}: {body['error']}", url, response.status_code)
             return body
         assert last is not None
         if tried > 1:

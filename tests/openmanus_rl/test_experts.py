@@ -484,18 +484,9 @@ def test_make_sft_data_script_end_to_end(server, tiny_model_path, tmp_path):
     assert stats["played"] == 3 and stats["kept"] == 3 and stats["success_rate"] == 1.0  # measured: 500-502 all solved
     assert "[sft] played 3 episodes (0 env failures), success rate 1.000" in proc.stdout
     frame = pd.read_parquet(out)
-    assert list(frame.columns) == [
-        "input_ids",
-        "loss_mask",
-        "task_id",
-        "success",
-        "env_reward",
-        "num_turns",
-        "status",
-        "env_name",
-        "action_format",
-        "split",
-    ]
+    assert list(frame.columns) == (
+        "input_ids loss_mask task_id success env_reward num_turns status env_name action_format split".split()
+    )
     assert frame.task_id.tolist() == [500, 501, 502]
     assert set(frame.split) == {"dev"} and set(frame.env_name) == {"webshop"} and frame.success.all()
     from transformers import AutoTokenizer

@@ -5,7 +5,7 @@ import pytest
 from agent_helpers import TOY_COUNTER, ScriptedGenerator, task_batch, toy_counter_config
 
 from openmanus_rl.agent import OpenManusAgent
-from openmanus_rl.agent.output import build_batch, build_step_batch, normalize_observation
+from openmanus_rl.agent.output import build_batch, normalize_observation
 from openmanus_rl.agent.trajectory import Trajectory
 from openmanus_rl.envs import EnvSpec, register_env
 from verl.trainer.ppo.gigpo import compute_gigpo_advantage
@@ -99,7 +99,7 @@ def gigpo_advantages(out):
 
 def test_anchor_per_row_skips_invalid_action_feedback():
     trajectories, scores = three_episodes()
-    out = build_step_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={})
+    out = build_batch(trajectories, scores, {"toy": SPEC}, pad_id=0, dataset_columns={}, step_wise=True)
     nt = out.non_tensor_batch
     assert list(nt["anchor_obs"]) == [
         "task 3: value 0.",
@@ -154,7 +154,7 @@ def test_inconsistent_turn_record_is_an_error():
     t = episode("g", 0, 11, ["value 0", "value 1"])
     t.turns = [t.turns[0]]  # the assistant entry is missing
     with pytest.raises(RuntimeError, match=r"trajectory g/0 records 0 assistant turns but has 1 model turns"):
-        build_step_batch([t], [(1.0, {"goal": 1.0})], {"toy": SPEC}, pad_id=0, dataset_columns={})
+        build_batch([t], [(1.0, {"goal": 1.0})], {"toy": SPEC}, pad_id=0, dataset_columns={}, step_wise=True)
 
 
 @pytest.mark.slow
@@ -213,9 +213,14 @@ def test_step_rows_carry_what_each_turn_earned_on_the_way():
     t.env = failed.env = "toy-scored"
     scores = [(0.7, {"goal": 0.7}), (0.0, {"goal": 0.0})]
     specs = {"toy-scored": SCORED}
-    out = build_step_batch([t, failed], scores, specs, pad_id=0, dataset_columns={}, composers={"toy-scored": composer})
+    out = build_batch(
+        [t, failed], scores, specs, pad_id=0, dataset_columns={}, composers={"toy-scored": composer}, step_wise=True
+    )
     # 2 * (10 - 0) / 100, 2 * (10 - 10) / 100, 2 * (35 - 10) / 100, 2 * (35 - 35) / 100; then the failed one
     assert list(out.non_tensor_batch["step_reward"]) == pytest.approx([0.2, 0.0, 0.5, 0.0, 0.0])
-    assert "step_reward" not in build_step_batch([t], scores[:1], specs, pad_id=0, dataset_columns={}).non_tensor_batch
+    assert (
+        "step_reward"
+        not in build_batch([t], scores[:1], specs, pad_id=0, dataset_columns={}, step_wise=True).non_tensor_batch
+    )
     whole = build_batch([t, failed], scores, specs, pad_id=0, dataset_columns={}, composers={"toy-scored": composer})
     assert [list(v) for v in whole.non_tensor_batch["step_reward"]] == [pytest.approx([0.2, 0.0, 0.5, 0.0]), []]

@@ -175,52 +175,37 @@ def test_a_shared_class_nested_in_another_section_takes_that_sections_values():
     assert type(PPOConfig().trainer.cpus_per_worker) is float  # typed as the field says (the YAML writes 2)
 
 
-def test_defaults_from_refuses_a_default_written_in_python():
+KL_FIELDS = {"type": str, "kl_coef": float, "target_kl": float, "horizon": int}  # ppo_trainer.yaml algorithm.kl_ctrl
+
+
+@pytest.mark.parametrize(
+    "fields, defaults, message",
+    [
+        (
+            KL_FIELDS,
+            {"kl_coef": 0.5},
+            "KL writes its own default for ['kl_coef']: defaults live in ppo_trainer.yaml algorithm.kl_ctrl",
+        ),
+        (
+            {**{k: v for k, v in KL_FIELDS.items() if k != "horizon"}, "warmup": int},
+            {},
+            "KL and ppo_trainer.yaml algorithm.kl_ctrl disagree: fields only in the class ['warmup'], keys only in "
+            "the YAML ['horizon']",
+        ),
+        (
+            {**KL_FIELDS, "horizon": str},
+            {},
+            "ppo_trainer.yaml algorithm.kl_ctrl.horizon: expected str, got int (10000)",
+        ),
+    ],
+    ids=["default-in-python", "field-and-key-missing", "wrong-type"],
+)
+def test_defaults_from_refuses_a_class_that_disagrees_with_its_yaml(fields, defaults, message):
+    """As ``@dataclass @defaults_from("ppo_trainer", "algorithm.kl_ctrl") class KL: ...`` with these fields."""
+    written = type("KL", (), {"__annotations__": dict(fields), "__module__": __name__, **defaults})
     with pytest.raises(ConfigError) as err:
-
-        @dataclass
-        @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
-        class KL:
-            type: str
-            kl_coef: float = 0.5
-            target_kl: float
-            horizon: int
-
-    assert (
-        str(err.value)
-        == "KL writes its own default for ['kl_coef']: defaults live in ppo_trainer.yaml algorithm.kl_ctrl"
-    )
-
-
-def test_defaults_from_refuses_a_field_or_key_the_other_side_lacks():
-    with pytest.raises(ConfigError) as err:
-
-        @dataclass
-        @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
-        class KL:
-            type: str
-            kl_coef: float
-            target_kl: float
-            warmup: int
-
-    assert str(err.value) == (
-        "KL and ppo_trainer.yaml algorithm.kl_ctrl disagree: fields only in the class ['warmup'], "
-        "keys only in the YAML ['horizon']"
-    )
-
-
-def test_defaults_from_refuses_a_yaml_value_of_the_wrong_type():
-    with pytest.raises(ConfigError) as err:
-
-        @dataclass
-        @defaults_from("ppo_trainer", "algorithm.kl_ctrl")
-        class KL:
-            type: str
-            kl_coef: float
-            target_kl: float
-            horizon: str
-
-    assert str(err.value) == "ppo_trainer.yaml algorithm.kl_ctrl.horizon: expected str, got int (10000)"
+        dataclass(defaults_from("ppo_trainer", "algorithm.kl_ctrl")(written))
+    assert str(err.value) == message
 
 
 def test_yaml_value_reads_by_dotted_key():
