@@ -14,6 +14,7 @@ from verl.trainer.fit_loop import BestSoFar, run_epochs
 class Settings:
     batch_size: int = 2
     epochs: int = 2
+    eval_before_train: bool = True
     eval_freq: int = 0
     patience: int = 5
     seed: int = 7
@@ -55,6 +56,13 @@ def test_epochs_of_seeded_batches_with_an_evaluation_before_and_after_each_epoch
         ]
     )
     assert result == (4, False) and (best.value, best.step, best.misses) == (2.0, 2, 1)
+
+
+def test_without_eval_before_train_the_first_evaluation_is_after_training_and_always_kept() -> None:
+    events, result, best = run(Settings(eval_before_train=False, patience=1), [4.0, 5.0])
+    assert [e for e in events if e[0] == "eval"] == [("eval", 2, 4.0, True), ("eval", 4, 5.0, False)]
+    assert [e[:2] for e in events if e[0] == "train"] == [("train", 1), ("train", 2), ("train", 3), ("train", 4)]
+    assert result == (4, True) and (best.value, best.step, best.misses) == (4.0, 2, 1)
 
 
 def test_eval_freq_evaluates_inside_the_epoch_and_patience_stops_it() -> None:

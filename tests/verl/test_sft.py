@@ -67,7 +67,7 @@ def run_sft(tiny_model_path, tmp_path, *extra):
 
 
 def test_loss_falls_on_a_fixed_set_and_the_best_weights_are_kept(tiny_model_path, tmp_path):
-    proc, out = run_sft(tiny_model_path, tmp_path)
+    proc, out = run_sft(tiny_model_path, tmp_path, "train.eval_before_train=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == str(out / "huggingface")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -1,7 +1,7 @@
 """The loop the SFT and reward-model trainers share: epochs of shuffled batches, dev evaluations, the best weights
 kept, early stopping.
 
-    evaluate at step 0 (the untrained model: a usable output even if nothing improves)
+    with eval_before_train: evaluate at step 0 (the untrained model: a usable output even if nothing improves)
     for epoch in range(epochs):
         order = permutation(n_items, seed + epoch)
         for each of n_items // batch_size batches of that order:
@@ -42,6 +42,7 @@ class LoopConfig:
     epochs: int
     mixed_precision: str  # auto: bf16 where the hardware runs it fast (AMX, a probe, a bf16 GPU), else fp32
     grad_clip: float
+    eval_before_train: bool  # also evaluate the untrained model (step 0), which then competes for the best weights
     eval_freq: int  # also evaluate every N steps (0: only after each epoch)
     patience: int  # evaluations without a better dev figure before stopping
     seed: int
@@ -97,7 +98,7 @@ def run_epochs(
             return False
         return best.misses >= settings.patience
 
-    step, stop = 0, evaluate(0)
+    step, stop = 0, settings.eval_before_train and evaluate(0)
     for epoch in range(settings.epochs):
         if stop:
             break

@@ -12,7 +12,8 @@ FSDP2 (gloo on CPU, nccl on CUDA), autocast in the resolved dtype
 (`verl.utils.precision`), micro-batches by rows or by a token budget with exact
 gradient accumulation (`TrainableModule.run_update`). Each optimiser step takes
 ``train.batch_size`` samples; the dev loss is measured every ``eval_freq``
-steps and after every epoch, the best dev-loss weights are kept as a Hugging
+steps and after every epoch (and of the base model first with
+``eval_before_train``), the best dev-loss weights are kept as a Hugging
 Face folder (``<output_dir>/huggingface``, usable as
 ``actor_rollout_ref.model.path``), and training stops early after ``patience``
 evaluations without improvement. With ``model.lora_rank`` > 0 only LoRA adapters
