@@ -151,7 +151,7 @@ def our_overrides(job: Job, out_dir: str) -> list[str]:
         "algorithm.adv_estimator=grpo",
         "data.rollout=single_turn",
         f"actor_rollout_ref.model.path={job.model}",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=false",  # as TRL's side (our default is on, for memory)
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",  # as TRL's side (and our default)
         f"data.train_files={job.data_dir}/train.parquet",
         f"data.val_files={job.data_dir}/dev.parquet",
         f"data.train_batch_size={job.prompts}",
