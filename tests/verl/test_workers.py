@@ -110,6 +110,8 @@ def test_dispatch_modes_split_and_gather(ray_local):
         assert wg.who() == 0
         future = wg.later()
         assert future.get() == [2, 2]
+        started = wg.start("add", 1, b=2)  # a blocking method, started without waiting, dispatched as registered
+        assert wg.own(["a", "b"]) == [(0, "a"), (1, "b")] and started.get() == [(0, 3), (1, 3)]
         with pytest.raises(ValueError, match="ALL_TO_ALL argument 0 must be a list of 2 items"):
             wg.own(["only one"])
         routed = wg.routed(DataProto.from_dict(non_tensors={"route": [4, 1, 2, 7, 6]}))  # rank = route % 2
@@ -128,6 +130,9 @@ def test_worker_exception_names_rank_and_message(ray_local):
             WorkerError, match=r"EchoWorker.fail_on failed on rank 1 of 2:[\s\S]*deliberate failure on rank 1"
         ):
             wg.fail_on(1)
+        started = wg.start("fail_on", 0)  # started, not waited for: the error comes with get()
+        with pytest.raises(WorkerError, match=r"EchoWorker.fail_on failed on rank 0 of 2"):
+            started.get()
         assert wg.fail_on(5) == ["ok", "ok"]  # the group survives
     finally:
         close_group(wg, pool)

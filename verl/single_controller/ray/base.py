@@ -228,6 +228,7 @@ class RayWorkerGroup:
         self.world_size = resource_pool.world_size
         self.concurrency_groups = dict(concurrency_groups or {})
         self._method_group: dict[str, str] = {}  # method -> the concurrency group its calls run in
+        self._modes: dict[str, Dispatch] = {}  # method -> its registered dispatch mode
         self._actors: list = []
         self._start(ray_cls_with_init, name_prefix or self.cls_name, env_vars or {})
         self._bind_methods(ray_cls_with_init.cls)
@@ -278,6 +279,7 @@ class RayWorkerGroup:
                 raise ValueError(f"{cls.__name__}.{name} clashes with a RayWorkerGroup attribute; rename the method")
             if spec.get("concurrency_group") in self.concurrency_groups:
                 self._method_group[name] = spec["concurrency_group"]
+            self._modes[name] = spec["mode"]
             setattr(self, name, self._group_method(name, spec["mode"], spec["blocking"]))
 
     def _group_method(self, name: str, mode: Dispatch, blocking: bool):
@@ -287,6 +289,11 @@ class RayWorkerGroup:
 
         call.__name__ = name
         return call
+
+    def start(self, method: str, *args: Any, **kwargs: Any) -> WorkerGroupFuture:
+        """Start the registered ``method`` on the ranks, dispatched as registered, without waiting, even where
+        the method blocks when called: ``.get()`` on the future waits and raises what a rank raised."""
+        return self.execute(method, self._modes[method], *args, **kwargs)
 
     def execute(self, method: str, mode: Dispatch, *args: Any, **kwargs: Any) -> WorkerGroupFuture:
         """Start ``method`` on the ranks as ``mode`` says; returns a future."""

@@ -170,16 +170,19 @@ class RayPPOTrainer:
             RayClassWithInitArgs(ActorRolloutRefWorker, config=cfg.actor_rollout_ref, role=role),
             concurrency_groups={ROLLOUT_GROUP: 1} if self.overlap else None,
         )
-        self.actor_rollout_wg.init_model()
+        # each group loads its model while the next group's processes start and import (not waited for in turn)
+        loading = [self.actor_rollout_wg.start("init_model")]
         self.critic_wg = None
         if cfg.use_critic:
             self.critic_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(CriticWorker, config=cfg.critic))
-            self.critic_wg.init_model()
+            loading.append(self.critic_wg.start("init_model"))
         if cfg.reward_model.uses_judge:
             self.judge = Judge(cfg.reward_model.judge, t.device, self.tokenizer)
         elif cfg.reward_model.uses_model:
             self.rm_wg = RayWorkerGroup(self.pool, RayClassWithInitArgs(RewardModelWorker, config=cfg.reward_model))
-            self.rm_wg.init_model()
+            loading.append(self.rm_wg.start("init_model"))
+        for future in loading:
+            future.get()
         groups = [g for g in (self.actor_rollout_wg, self.critic_wg, self.rm_wg) if g is not None]
         print("[trainer] workers: " + "; ".join(f"{g.cls_name} pids {g.pids()}" for g in groups), flush=True)
         print(
