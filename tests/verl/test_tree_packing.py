@@ -360,7 +360,9 @@ def test_lora_update_packed_equals_flat(tiny_model_path):
 
 
 # ----------------------------------------------------------------- the critic
-def make_critic(path: str, tree: str, micro_rows: int = 6, checkpointing: bool = False) -> PPOCritic:
+def make_critic(
+    path: str, tree: str, micro_rows: int = 6, checkpointing: bool = False, budget: int | None = None
+) -> PPOCritic:
     torch.manual_seed(0)
     module = ValueModel.from_pretrained(path)
     torch.nn.init.normal_(module.value_head.weight, std=0.1, generator=torch.Generator().manual_seed(2))
@@ -371,10 +373,11 @@ def make_critic(path: str, tree: str, micro_rows: int = 6, checkpointing: bool =
     cfg = from_dict(
         CriticConfig,
         {
-            "model": {"path": path},
             "ppo_mini_batch_size": 6,
             "ppo_micro_batch_size_per_gpu": micro_rows,
-            "use_dynamic_bsz": False,
+            "use_dynamic_bsz": budget is not None,
+            **({} if budget is None else {"ppo_max_token_len_per_gpu": budget}),
+            "model": {"path": path, "enable_gradient_checkpointing": checkpointing},
             "shuffle": False,
             "tree_packing": tree,
             "optim": {"lr": 1e-3, "weight_decay": 0.0},
@@ -409,7 +412,7 @@ def test_critic_values_and_update_packed_equal_flat(tiny_model_path):
     assert_same_adam_step(w_t, w_f, g_f)
 
 
-@pytest.mark.parametrize("tree, micro_rows, checkpointing", [("off", 2, False), ("on", 2, True), ("on", 6, False)])
+@pytest.mark.parametrize("tree, micro_rows, checkpointing", [("off", 2, True), ("on", 2, True), ("on", 6, False)])
 def test_the_critic_update_through_the_values_forward_equals_a_second_forward(
     tiny_model_path, tree, micro_rows, checkpointing
 ):
@@ -427,6 +430,24 @@ def test_the_critic_update_through_the_values_forward_equals_a_second_forward(
     for key in second[2]:
         torch.testing.assert_close(kept[2][key], second[2][key], atol=1e-6, rtol=1e-5)
     assert_same_adam_step(kept[3], second[3], second[2])
+
+
+@pytest.mark.parametrize("micro_rows, budget, kept", [(6, None, True), (2, None, False), (6, 13, True), (6, 12, False)])
+def test_without_recomputation_the_values_forward_is_kept_only_for_one_micro_batch(
+    tiny_model_path, micro_rows, budget, kept
+):
+    """Without recomputation a kept forward holds every activation of every micro-batch until the update: the
+    critic keeps it only when the update's plan is one micro-batch (six rows of at most 6 or 2; the group's tree
+    of 13 tokens against a budget of 13 or 12), else the update runs its own forward and takes the same step."""
+    make = partial(make_critic, tiny_model_path, "on", micro_rows, budget=budget)
+    second = critic_step(make(), proto("grpo_group"), False)
+    critic = make()
+    asked = critic_step(critic, proto("grpo_group"), True)
+    assert asked[1]["critic/values_forward_reused"] == float(kept)
+    torch.testing.assert_close(asked[0], second[0], atol=1e-6, rtol=1e-6)
+    assert asked[1]["critic/grad_norm"] == pytest.approx(second[1]["critic/grad_norm"], rel=1e-5)
+    for key in second[2]:
+        torch.testing.assert_close(asked[2][key], second[2][key], atol=1e-6, rtol=1e-5)
 
 
 def test_a_kept_values_forward_is_not_used_for_other_rows(tiny_model_path):

@@ -74,23 +74,30 @@ class PPOCritic(TrainableModule):
         With ``keep_graph`` (the next `update_critic` makes one optimiser step over exactly these rows) the
         forward runs as the update's would, with gradients, and is kept: that update backpropagates through
         it instead of running the same weights over the same rows again, so its ``vpreds`` are these values.
+        The kept graph holds what the update's backward needs of every micro-batch at once: with
+        recomputation each layer's input, without it every activation. So without recomputation the forward
+        is kept only when the update's plan is one micro-batch (the count `padded_plan` gives every rank);
+        otherwise it runs without gradients and the update runs its own forward, one micro-batch at a time.
         """
         cfg = self.config
         max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
         self._kept = None  # a forward kept for an update that never came is dropped here
         if keep_graph:
-            return self._values_kept_for_update(data, max_tokens)
+            planned = self.padded_plan(data, cfg.ppo_micro_batch_size_per_gpu, max_tokens, "response_mask")
+            if cfg.model.enable_gradient_checkpointing or len(planned) == 1:
+                return self._values_kept_for_update(data, planned)
         self.module.eval()
         out = self.map_micro_batches(
             data, lambda mb: {"values": self._values(mb.to(self.device))}, cfg.ppo_micro_batch_size_per_gpu, max_tokens
         )
         return out["values"]
 
-    def _values_kept_for_update(self, data: DataProto, max_tokens: int | None) -> torch.Tensor:
+    def _values_kept_for_update(
+        self, data: DataProto, planned: list[tuple[np.ndarray | None, DataProto]]
+    ) -> torch.Tensor:
         self.module.train()
         values = torch.zeros(data.batch["responses"].shape)
         micro = []
-        planned = self.padded_plan(data, self.config.ppo_micro_batch_size_per_gpu, max_tokens, "response_mask")
         for rows, mb in planned:
             vpreds = self._values(mb.to(self.device))
             if rows is None:  # a filler: a copy of the first row that learns nothing

@@ -464,19 +464,11 @@ class RayPPOTrainer:
             and not self.config.algorithm.use_kl_in_reward
         )
 
-    def _values_forward_reused(self, batch: DataProto) -> bool:
-        """Whether the critic's update backpropagates through the values pass (`PPOCritic.compute_values`):
-        the batch makes one optimiser step of the critic and, without recomputation (which keeps only each
-        layer's input), it fits one micro-batch per rank, so the kept forward holds no more activations than
-        one micro-batch of the update would (tokens counted flat, padding aside: at least the tree's)."""
-        c, ws = self.config.critic, self.config.world_size
-        if not (c.reuse_values_forward and c.ppo_epochs == 1 and len(batch) == c.ppo_mini_batch_size):
-            return False
-        if c.model.enable_gradient_checkpointing:
-            return True
-        if c.use_dynamic_bsz:
-            return int(batch.batch["attention_mask"].sum()) <= c.ppo_max_token_len_per_gpu * ws
-        return len(batch) <= c.ppo_micro_batch_size_per_gpu * ws
+    def _values_forward_reusable(self, batch: DataProto) -> bool:
+        """Whether the critic's update may backpropagate through the values pass (`PPOCritic.compute_values`,
+        which declines where its memory would not allow it): the batch makes one optimiser step of the critic."""
+        c = self.config.critic
+        return c.reuse_values_forward and c.ppo_epochs == 1 and len(batch) == c.ppo_mini_batch_size
 
     def _actor_update_keys(self, batch: DataProto) -> list[str]:
         actor = self.config.actor_rollout_ref.actor
@@ -530,7 +522,7 @@ class RayPPOTrainer:
         if self.critic_wg is not None:
             with timer("values"):
                 data = self._for_worker(batch)
-                data.meta_info["keep_graph"] = self._values_forward_reused(batch)
+                data.meta_info["keep_graph"] = self._values_forward_reusable(batch)
                 batch.union(self.critic_wg.compute_values(data))
 
         if cfg.algorithm.use_kl_in_reward:
