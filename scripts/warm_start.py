@@ -32,6 +32,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -157,16 +158,61 @@ def say(text: str) -> None:
 
 def run(cmd: list[str]) -> str:
     """Run ``cmd`` with its output shown on stderr; return its last stdout line."""
-    say("$ " + " ".join(cmd))
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return run_together([cmd])[0]
+
+
+def run_together(cmds: list[list[str]]) -> list[str]:
+    """Run ``cmds`` at the same time, each one's output shown on stderr line by line as it comes; return each
+    one's last stdout line. Exits naming every command that failed."""
+    for cmd in cmds:
+        say("$ " + " ".join(cmd))
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) for cmd in cmds]
+    with ThreadPoolExecutor(len(procs)) as pool:
+        lasts = list(pool.map(_relay, procs))
+    failed = [f"(exit {proc.returncode}) {' '.join(cmd)}" for cmd, proc in zip(cmds, procs) if proc.returncode]
+    if failed:
+        sys.exit("[warm_start] failed: " + "; ".join(failed))
+    return lasts
+
+
+def _relay(proc: subprocess.Popen) -> str:
+    """Copy ``proc``'s stdout to stderr until it ends; its last non-empty line."""
     last = ""
     assert proc.stdout is not None
     for line in proc.stdout:
         print(line, end="", file=sys.stderr, flush=True)
         last = line.strip() or last
-    if proc.wait() != 0:
-        sys.exit(f"[warm_start] failed (exit {proc.returncode}): {' '.join(cmd)}")
+    proc.wait()
     return last
+
+
+def demo_command(
+    args: argparse.Namespace, env: str, split: str, n: int, model: Path, limits: dict[str, int | None], folder: Path
+) -> list[str]:
+    """The `make_sft_data.py` command that writes ``n`` demonstrations of ``env``'s ``split`` into ``folder``."""
+    cmd = [
+        sys.executable,
+        "scripts/make_sft_data.py",
+        "--env_name",
+        env,
+        "--split",
+        split,
+        "--n",
+        str(n),
+        "--action_format",
+        args.action_format,
+        "--noise",
+        str(args.noise),
+        "--tokenizer",
+        str(model),
+        "--out",
+        str(folder / f"demos_{split}_{env}.parquet"),
+    ] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
+    if args.server_url:
+        cmd += ["--server_url", args.server_url]
+    if args.program:
+        cmd += ["--program", args.program]
+    return cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,36 +284,15 @@ def main() -> None:
         return
     say(f"building {folder} (no warm start yet for this model, env, format, demos and SFT config)")
     started = time.perf_counter()
-    demos = {}
-    for split, n in (("train", args.n_demos), ("dev", args.n_dev_demos)):
-        demos[split] = folder / f"demos_{split}.parquet"
-        parts = []
-        for env in envs:
-            parts.append(folder / f"demos_{split}_{env}.parquet")
-            cmd = [
-                py,
-                "scripts/make_sft_data.py",
-                "--env_name",
-                env,
-                "--split",
-                split,
-                "--n",
-                str(n),
-                "--action_format",
-                args.action_format,
-                "--noise",
-                str(args.noise),
-                "--tokenizer",
-                str(model),
-                "--out",
-                str(parts[-1]),
-            ] + [f"--{k}={v}" for k, v in limits.items() if v is not None]
-            if args.server_url:
-                cmd += ["--server_url", args.server_url]
-            if args.program:
-                cmd += ["--program", args.program]
-            run(cmd)
-        pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True).to_parquet(demos[split], index=False)
+    splits = {"train": args.n_demos, "dev": args.n_dev_demos}
+    demos = {split: folder / f"demos_{split}.parquet" for split in splits}
+    for (
+        env
+    ) in envs:  # train and dev side by side: each is mostly one busy thread (start-up, its env server, the expert)
+        run_together([demo_command(args, env, split, n, model, limits, folder) for split, n in splits.items()])
+    for split, out in demos.items():
+        parts = [pd.read_parquet(folder / f"demos_{split}_{env}.parquet") for env in envs]
+        pd.concat(parts, ignore_index=True).to_parquet(out, index=False)
     demos_s = time.perf_counter() - started
     run(
         [

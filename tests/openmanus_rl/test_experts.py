@@ -513,3 +513,64 @@ def test_webshop_expert_on_pages_cut_short():
     expert.act(START_PAGE)
     expert.act(RESULTS_PAGE)
     assert [expert.act(cut_item) for _ in range(3)] == ["click[cinnamon roll]", "click[24 count]", "click[Buy Now]"]
+
+
+def test_the_warm_starts_commands_run_together_and_each_failure_is_named(tmp_path: Path, capsys) -> None:
+    """`run_together` starts every command before it waits: the first one here waits for a file only the second
+    writes (alone it would give up after 60 s and fail). Their output reaches stderr; a failure exits naming it."""
+    warm_start = load_script("warm_start")
+    flag = tmp_path / "flag"
+    waits = (
+        "import pathlib, sys, time\n"
+        f"flag = pathlib.Path({str(flag)!r})\n"
+        "for _ in range(600):\n"
+        "    if flag.exists(): print('saw the flag'); print(''); sys.exit(0)\n"
+        "    time.sleep(0.1)\n"
+        "sys.exit(1)\n"
+    )
+    writes = f"import pathlib; print('writing'); pathlib.Path({str(flag)!r}).write_text('x'); print('wrote')"
+    assert warm_start.run_together([[sys.executable, "-c", waits], [sys.executable, "-c", writes]]) == [
+        "saw the flag",
+        "wrote",
+    ]
+    err = capsys.readouterr().err
+    assert {"saw the flag", "writing", "wrote"} <= set(err.splitlines())
+    fails = [sys.executable, "-c", "import sys; print('partial'); sys.exit(3)"]
+    with pytest.raises(SystemExit) as raised:
+        warm_start.run_together([[sys.executable, "-c", "print('fine')"], fails])
+    assert str(raised.value) == f"[warm_start] failed: (exit 3) {' '.join(fails)}"
+
+
+@pytest.mark.slow
+def test_a_warm_start_is_built_then_found_in_its_cache(tiny_model_path: str, tmp_path: Path) -> None:
+    """`scripts/warm_start.py` end to end on the tiny model: train and dev demonstrations of the maze (played side by
+    side), SFT on them (three samples, fewer than a batch: one step), the folder as the last stdout line; the second
+    call finds it by its key."""
+    cmd = [
+        sys.executable,
+        "scripts/warm_start.py",
+        "--env_name",
+        "maze",
+        "--model",
+        tiny_model_path,
+        "--n_demos",
+        "3",
+        "--n_dev_demos",
+        "2",
+        "--cache_dir",
+        str(tmp_path / "cache"),
+        "train.epochs=1",
+    ]
+    built = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    hf = Path(built.stdout.strip().splitlines()[-1])
+    folder = hf.parents[1]
+    assert hf.name == "huggingface" and (hf / "config.json").is_file()
+    assert [len(pd.read_parquet(folder / f"demos_{split}.parquet")) for split in ("train", "dev")] == [3, 2]
+    assert set(json.loads((folder / "timing.json").read_text())) == {"demonstrations_s", "sft_s"}
+    assert "[sft] played 3 episodes" in built.stderr and "[sft] played 2 episodes" in built.stderr
+    assert "[sft] 3 training samples, fewer than train.batch_size=4: each epoch is one step over 3" in built.stderr
+    assert json.loads((folder / "sft" / "sft_summary.json").read_text())["steps"] == 1
+    cached = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert cached.returncode == 0 and cached.stdout.strip().splitlines()[-1] == str(hf)
+    assert "[warm_start] cached: " in cached.stderr

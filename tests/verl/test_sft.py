@@ -9,7 +9,9 @@ import pytest
 import torch
 from trainer_runs import run_entry
 
-from verl.trainer.sft_trainer import MASK_KEY, pack_samples, read_samples
+from verl.trainer.main_sft import load_sft_config
+from verl.trainer.sft_trainer import MASK_KEY, fit_batch, pack_samples, read_samples
+from verl.utils.typed_config import ConfigError
 
 pytestmark = pytest.mark.in_process_engine
 
@@ -64,6 +66,27 @@ def run_sft(tiny_model_path, tmp_path, *extra):
         *extra,
     ]
     return run_entry("main_sft", args, timeout_s=600), out
+
+
+@pytest.mark.parametrize("samples, world_size, batch_size", [(4, 1, 4), (25, 2, 4), (3, 1, 3), (3, 2, 2)])
+def test_fewer_samples_than_a_batch_make_one_step_over_all_of_them(
+    tiny_model_path, samples, world_size, batch_size, capsys
+):
+    t = load_sft_config([f"model.path={tiny_model_path}"], check_files=False).train  # train.batch_size=4
+    assert fit_batch(t, samples, world_size).batch_size == batch_size
+    said = capsys.readouterr().out
+    assert said == (
+        ""
+        if samples >= 4
+        else f"[sft] {samples} training samples, fewer than train.batch_size=4: "
+        f"each epoch is one step over {batch_size}\n"
+    )
+
+
+def test_too_few_samples_for_the_ranks_is_a_config_error(tiny_model_path):
+    t = load_sft_config([f"model.path={tiny_model_path}"], check_files=False).train
+    with pytest.raises(ConfigError, match=r"^1 training sample\(s\) cannot be split over 2 ranks$"):
+        fit_batch(t, 1, 2)
 
 
 def test_loss_falls_on_a_fixed_set_and_the_best_weights_are_kept(tiny_model_path, tmp_path):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +197,22 @@ def _tree_token_nll(
     return zeros.index_add(0, rows, -stats[:, 0]), zeros.index_add(0, rows, torch.ones_like(stats[:, 0]))
 
 
+def fit_batch(t: SFTTrainConfig, samples: int, world_size: int) -> SFTTrainConfig:
+    """``t``, or with fewer samples than ``train.batch_size`` one step an epoch over all of them (as many as
+    ``world_size`` ranks split evenly)."""
+    if samples >= t.batch_size:
+        return t
+    batch_size = samples - samples % world_size
+    if batch_size == 0:
+        raise ConfigError(f"{samples} training sample(s) cannot be split over {world_size} ranks")
+    print(
+        f"[sft] {samples} training samples, fewer than train.batch_size={t.batch_size}: "
+        f"each epoch is one step over {batch_size}",
+        flush=True,
+    )
+    return replace(t, batch_size=batch_size)
+
+
 class SFTTrainer(FitTrainer):
     """One rank of SFT (run it with torchrun for several ranks; world size 1 by default)."""
 
@@ -246,6 +262,7 @@ class SFTTrainer(FitTrainer):
         dev = pack_samples(*read_samples(cfg.data.val_files, cfg.data.max_length)[:2], pad_id)
         if t.batch_size % self.world_size:
             raise ConfigError(f"train.batch_size={t.batch_size} must divide over {self.world_size} ranks")
+        t = fit_batch(t, len(train_ids), self.world_size)
         cfg.optim.total_training_steps = steps_per_epoch(len(train_ids), t.batch_size) * t.epochs
         model = self.model = self._build()
         out_dir = Path(cfg.trainer.output_dir)
