@@ -286,9 +286,8 @@ def main() -> None:
     started = time.perf_counter()
     splits = {"train": args.n_demos, "dev": args.n_dev_demos}
     demos = {split: folder / f"demos_{split}.parquet" for split in splits}
-    for (
-        env
-    ) in envs:  # train and dev side by side: each is mostly one busy thread (start-up, its env server, the expert)
+    # an env's train and dev demonstrations side by side: each is mostly one busy thread (start-up, its server, expert)
+    for env in envs:
         run_together([demo_command(args, env, split, n, model, limits, folder) for split, n in splits.items()])
     for split, out in demos.items():
         parts = [pd.read_parquet(folder / f"demos_{split}_{env}.parquet") for env in envs]
