@@ -28,6 +28,10 @@ and ``[tools.properties.<argument>]`` JSON-schema tables (`agentgym.tools.EnvToo
   ones, or ``progress``: every episode that scored above 0, for an env whose
   expert rarely finishes inside the turn cap (SciWorld: gold paths average 64
   actions, the cap is 20), where a cut episode is still a correct start.
+* ``warm_start_sft``: SFT overrides (``key=value`` of ``verl/trainer/config/sft_trainer.yaml``) this env's
+  warm start trains with, unless the run's own ``sft.*`` overrides set the same key (a warm start of several
+  envs takes the ones they all declare). WebShop's demonstrations learn in one epoch at lr 2e-4 what two
+  epochs at 1e-4 teach, in half the time; FrozenLake's do not (docs/performance.md, "One SFT epoch").
 * ``reset_timeout_s``: how long a ``/reset`` may take on a busy server, for
   an env whose reset does real work one request at a time (ALFWorld loads its
   game, 1-2 s, one at a time per server: 32 episodes starting at once queue for
@@ -91,6 +95,7 @@ class EnvSpec:
     max_turns: int = 8
     max_trajectory_length: int = 3072
     demos_keep: Literal["successful", "progress"] = "successful"
+    warm_start_sft: tuple[str, ...] = ()
     reset_timeout_s: float | None = None
     probe_actions: tuple[str, ...] = ()
     reward_score: str = "episode"

@@ -109,6 +109,15 @@ def cache_key(args: argparse.Namespace, model: Path, dtype: str) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def env_sft_overrides(envs: Sequence[str], given: Sequence[str]) -> list[str]:
+    """The SFT overrides a warm start of ``envs`` runs: the envs' own (`EnvSpec.warm_start_sft`; of several envs,
+    those all of them declare), less any whose key ``given`` sets, then ``given``."""
+    declared = [get_env_spec(env).warm_start_sft for env in envs]
+    shared = [item for item in declared[0] if all(item in other for other in declared[1:])]
+    keys = {item.split("=", 1)[0] for item in given}
+    return [item for item in shared if item.split("=", 1)[0] not in keys] + list(given)
+
+
 def sft_config(
     model: Path, sft_overrides: Sequence[str], limits: dict[str, int | None], envs: Sequence[str]
 ) -> SFTConfig:
@@ -257,10 +266,10 @@ def main() -> None:
     program, args.overrides = split_program(args.overrides)
     args.program = args.program or program
     args.agent_overrides = [item for item in args.overrides if item.startswith("agent.")]
-    args.sft_overrides = [item for item in args.overrides if not item.startswith("agent.")]
+    envs = [name.strip() for name in args.env_name.split(",")]
+    args.sft_overrides = env_sft_overrides(envs, [item for item in args.overrides if not item.startswith("agent.")])
     args.action_format = "tool_call" if args.program else action_format(args.action_format, args.agent_overrides)
     limits = agent_limits(args.agent_overrides)
-    envs = [name.strip() for name in args.env_name.split(",")]
     if args.server_url and len(envs) > 1:
         parser.error("--server_url names one server, so it goes with one env only")
     if args.program and len(envs) > 1:

@@ -574,3 +574,18 @@ def test_a_warm_start_is_built_then_found_in_its_cache(tiny_model_path: str, tmp
     cached = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert cached.returncode == 0 and cached.stdout.strip().splitlines()[-1] == str(hf)
     assert "[warm_start] cached: " in cached.stderr
+
+
+def test_an_envs_own_sft_overrides_go_first_and_the_runs_win() -> None:
+    """`EnvSpec.warm_start_sft`: WebShop's warm start trains one epoch at lr 2e-4 unless the run says otherwise; an
+    env without its own keeps the YAML's; a mix takes only what every env declares."""
+    warm_start = load_script("warm_start")
+    assert get_env_spec("webshop").warm_start_sft == ("train.epochs=1", "optim.lr=2e-4")
+    assert warm_start.env_sft_overrides(["webshop"], []) == ["train.epochs=1", "optim.lr=2e-4"]
+    assert warm_start.env_sft_overrides(["webshop"], ["optim.lr=1e-4", "train.patience=2"]) == [
+        "train.epochs=1",
+        "optim.lr=1e-4",
+        "train.patience=2",
+    ]
+    assert warm_start.env_sft_overrides(["frozenlake"], ["train.epochs=3"]) == ["train.epochs=3"]
+    assert warm_start.env_sft_overrides(["babyai", "webshop"], []) == []
