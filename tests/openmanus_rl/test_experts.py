@@ -348,19 +348,25 @@ def test_demonstrations_use_the_rl_runs_action_format() -> None:
     )
 
 
-def test_a_bad_sft_override_fails_before_any_demonstration(tiny_model_path: str, tmp_path: Path) -> None:
-    """``sft.*`` overrides of the job reach the warm start's SFT, and are checked before the expert plays: no
-    server is started and nothing is written. Without a warm start they are refused."""
-    cmd = [
+def maze_warm_start(model: str, cache: Path, *args: str) -> list[str]:
+    """`scripts/warm_start.py` for the maze from ``model``, cached under ``cache``, with ``args`` added."""
+    return [
         sys.executable,
         "scripts/warm_start.py",
         "--env_name",
         "maze",
         "--model",
-        tiny_model_path,
+        model,
         "--cache_dir",
-        str(tmp_path / "cache"),
+        str(cache),
+        *args,
     ]
+
+
+def test_a_bad_sft_override_fails_before_any_demonstration(tiny_model_path: str, tmp_path: Path) -> None:
+    """``sft.*`` overrides of the job reach the warm start's SFT, and are checked before the expert plays: no
+    server is started and nothing is written. Without a warm start they are refused."""
+    cmd = maze_warm_start(tiny_model_path, tmp_path / "cache")
     proc = subprocess.run([*cmd, "train.epochs=0"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines()[-1] == "[warm_start] config error: sft.train.epochs must be >= 1, got 0"
@@ -546,21 +552,7 @@ def test_a_warm_start_is_built_then_found_in_its_cache(tiny_model_path: str, tmp
     """`scripts/warm_start.py` end to end on the tiny model: train and dev demonstrations of the maze (played side by
     side), SFT on them (three samples, fewer than a batch: one step), the folder as the last stdout line; the second
     call finds it by its key."""
-    cmd = [
-        sys.executable,
-        "scripts/warm_start.py",
-        "--env_name",
-        "maze",
-        "--model",
-        tiny_model_path,
-        "--n_demos",
-        "3",
-        "--n_dev_demos",
-        "2",
-        "--cache_dir",
-        str(tmp_path / "cache"),
-        "train.epochs=1",
-    ]
+    cmd = maze_warm_start(tiny_model_path, tmp_path / "cache", "--n_demos", "3", "--n_dev_demos", "2", "train.epochs=1")
     built = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     hf = Path(built.stdout.strip().splitlines()[-1])
