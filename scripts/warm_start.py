@@ -32,7 +32,7 @@ import json
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -114,8 +114,14 @@ def env_sft_overrides(envs: Sequence[str], given: Sequence[str]) -> list[str]:
     those all of them declare), less any whose key ``given`` sets, then ``given``."""
     declared = [get_env_spec(env).warm_start_sft for env in envs]
     shared = [item for item in declared[0] if all(item in other for other in declared[1:])]
-    keys = {item.split("=", 1)[0] for item in given}
-    return [item for item in shared if item.split("=", 1)[0] not in keys] + list(given)
+    keys = {_override_key(item) for item in given}
+    return [item for item in shared if _override_key(item) not in keys] + list(given)
+
+
+def _override_key(item: str) -> str:
+    """The config key a Hydra override names: ``train.epochs`` for ``train.epochs=1``, ``+train.epochs=1``,
+    ``++train.epochs=1`` and ``~train.epochs``."""
+    return item.split("=", 1)[0].lstrip("+~")
 
 
 def sft_config(
@@ -172,16 +178,29 @@ def run(cmd: list[str]) -> str:
 
 def run_together(cmds: list[list[str]]) -> list[str]:
     """Run ``cmds`` at the same time, each one's output shown on stderr line by line as it comes; return each
-    one's last stdout line. Exits naming every command that failed."""
+    one's last stdout line. The first failure stops the others; exits naming the failed and the stopped commands."""
     for cmd in cmds:
         say("$ " + " ".join(cmd))
     procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) for cmd in cmds]
+    stopped: set[int] = set()
     with ThreadPoolExecutor(len(procs)) as pool:
-        lasts = list(pool.map(_relay, procs))
-    failed = [f"(exit {proc.returncode}) {' '.join(cmd)}" for cmd, proc in zip(cmds, procs) if proc.returncode]
+        relays = [pool.submit(_relay, proc) for proc in procs]
+        for done in as_completed(relays):
+            if procs[relays.index(done)].returncode and not stopped:
+                stopped = {i for i, proc in enumerate(procs) if proc.poll() is None}
+                for i in stopped:
+                    procs[i].terminate()
+    failed = [
+        f"(exit {proc.returncode}) {' '.join(cmd)}"
+        for i, (cmd, proc) in enumerate(zip(cmds, procs))
+        if proc.returncode and i not in stopped
+    ]
     if failed:
-        sys.exit("[warm_start] failed: " + "; ".join(failed))
-    return lasts
+        halted = [" ".join(cmds[i]) for i in sorted(stopped)]
+        sys.exit(
+            "[warm_start] failed: " + "; ".join(failed) + ("; stopped with it: " + "; ".join(halted) if halted else "")
+        )
+    return [relay.result() for relay in relays]
 
 
 def _relay(proc: subprocess.Popen) -> str:

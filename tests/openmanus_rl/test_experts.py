@@ -523,7 +523,8 @@ def test_webshop_expert_on_pages_cut_short():
 
 def test_the_warm_starts_commands_run_together_and_each_failure_is_named(tmp_path: Path, capsys) -> None:
     """`run_together` starts every command before it waits: the first one here waits for a file only the second
-    writes (alone it would give up after 60 s and fail). Their output reaches stderr; a failure exits naming it."""
+    writes (alone it would give up after 60 s and fail). Their output reaches stderr; a failure exits naming it and
+    stops the commands still running."""
     warm_start = load_script("warm_start")
     flag = tmp_path / "flag"
     waits = (
@@ -545,6 +546,10 @@ def test_the_warm_starts_commands_run_together_and_each_failure_is_named(tmp_pat
     with pytest.raises(SystemExit) as raised:
         warm_start.run_together([[sys.executable, "-c", "print('fine')"], fails])
     assert str(raised.value) == f"[warm_start] failed: (exit 3) {' '.join(fails)}"
+    sleeps = [sys.executable, "-c", "import time; time.sleep(120)"]  # done in 120 s unless the failure stops it
+    with pytest.raises(SystemExit) as raised:
+        warm_start.run_together([sleeps, fails])
+    assert str(raised.value) == f"[warm_start] failed: (exit 3) {' '.join(fails)}; stopped with it: {' '.join(sleeps)}"
 
 
 @pytest.mark.slow
@@ -562,7 +567,8 @@ def test_a_warm_start_is_built_then_found_in_its_cache(tiny_model_path: str, tmp
     assert set(json.loads((folder / "timing.json").read_text())) == {"demonstrations_s", "sft_s"}
     assert "[sft] played 3 episodes" in built.stderr and "[sft] played 2 episodes" in built.stderr
     assert "[sft] 3 training samples, fewer than train.batch_size=4: each epoch is one step over 3" in built.stderr
-    assert json.loads((folder / "sft" / "sft_summary.json").read_text())["steps"] == 1
+    summary = json.loads((folder / "sft" / "sft_summary.json").read_text())
+    assert (summary["steps"], summary["config"]["train"]["batch_size"]) == (1, 3)
     cached = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert cached.returncode == 0 and cached.stdout.strip().splitlines()[-1] == str(hf)
     assert "[warm_start] cached: " in cached.stderr
@@ -580,4 +586,8 @@ def test_an_envs_own_sft_overrides_go_first_and_the_runs_win() -> None:
         "train.patience=2",
     ]
     assert warm_start.env_sft_overrides(["frozenlake"], ["train.epochs=3"]) == ["train.epochs=3"]
+    assert warm_start.env_sft_overrides(["webshop"], ["++optim.lr=1e-4", "~train.epochs"]) == [
+        "++optim.lr=1e-4",
+        "~train.epochs",
+    ]
     assert warm_start.env_sft_overrides(["babyai", "webshop"], []) == []

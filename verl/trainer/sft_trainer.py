@@ -325,7 +325,7 @@ class SFTTrainer(FitTrainer):
             "dev_samples": len(dev),
             "hf_folder": str(out_dir / "huggingface"),
             "seconds": time.perf_counter() - start,
-            "config": asdict(cfg),
+            "config": asdict(replace(cfg, train=t)),  # the batch that ran (`fit_batch` may have shrunk it)
         }
         if self.rank == 0:
             (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2, default=str))
