@@ -546,7 +546,8 @@ def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, 
     turn (one episode at a time, ``agent.max_in_flight=1``, 4 turns each). The re-run resumes from step 1's
     checkpoint and rolls step 2 out again: the 5 journaled episodes are taken whole, the journaled turns of the one
     under way are replayed into a fresh env, and only the rest reach the engine. Step 2 ends as in a run never
-    interrupted: same metrics and weights."""
+    interrupted: same metrics and weights. The plain HF engine draws the samples: one episode at a time, each
+    request is a batch of its own seeded by its own seed, so a re-run draws what the first run drew."""
     common = (
         "trainer.total_training_steps=2",
         "trainer.save_freq=1",
@@ -555,6 +556,7 @@ def test_a_driver_killed_mid_rollout_replays_the_steps_journal(tiny_model_path, 
         "agent.max_in_flight=1",
         "agent.max_turns=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        HF_ENGINE,
     )
     straight_out = run_straight(tiny_model_path, webshop_tasks, tmp_path, *common)
     plain = metrics(straight_out)[-1]
