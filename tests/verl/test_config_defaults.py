@@ -23,6 +23,7 @@ from verl.trainer.ppo.config import PPOConfig, load_config
 from verl.trainer.rm_trainer import RMConfig
 from verl.trainer.sft_trainer import SFTConfig
 from verl.utils import yaml_defaults
+from verl.workers.config import CriticConfig, ModelConfig, OptimConfig
 from verl.utils.typed_config import ConfigError, defaults_from, from_dict
 from verl.utils.yaml_defaults import CONFIG_DIR, compose, yaml_value
 
@@ -173,6 +174,19 @@ def test_a_shared_class_nested_in_another_section_takes_that_sections_values():
     assert SFTConfig().optim.lr == 1e-4
     assert SFTConfig().optim is not SFTConfig().optim and PPOConfig().agent is not PPOConfig().agent  # fresh copies
     assert type(PPOConfig().trainer.cpus_per_worker) is float  # typed as the field says (the YAML writes 2)
+
+
+def test_a_section_given_in_part_keeps_its_own_sections_values_for_the_rest():
+    """A dict that names some keys of a nested section takes the rest from that section's YAML, not from the
+    nested class's own (the policy's) defaults: one place, one default."""
+    critic = from_dict(CriticConfig, {"model": {"path": "m"}, "optim": {"total_training_steps": 3}}, "critic")
+    assert (critic.model.path, critic.model.enable_gradient_checkpointing) == ("m", True)  # critic.model's
+    assert (critic.optim.lr, critic.optim.total_training_steps) == (1e-5, 3)  # critic.optim's lr
+    assert ModelConfig().enable_gradient_checkpointing is False and OptimConfig().lr == 1e-6  # the policy's
+    given = {"critic": {"optim": {"lr": 2e-5}}, "actor_rollout_ref": {"actor": {"clip_ratio": 0.3}}}
+    ppo = from_dict(PPOConfig, given, "config", validate=False)
+    assert (ppo.critic.optim.lr, ppo.critic.model.enable_gradient_checkpointing) == (2e-5, True)
+    assert (ppo.actor_rollout_ref.actor.clip_ratio, ppo.actor_rollout_ref.actor.optim.lr) == (0.3, 1e-6)
 
 
 KL_FIELDS = {"type": str, "kl_coef": float, "target_kl": float, "horizon": int}  # ppo_trainer.yaml algorithm.kl_ctrl

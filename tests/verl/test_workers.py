@@ -422,7 +422,7 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
     )
     actor_cfg["ref"] = {"log_prob_micro_batch_size_per_gpu": 4, "log_prob_max_token_len_per_gpu": budget}
     critic_cfg = {
-        "model": {"path": tiny_model_path, "enable_gradient_checkpointing": True},  # as ppo_trainer.yaml's critic
+        "model": {"path": tiny_model_path},
         **batching,
         "ppo_max_token_len_per_gpu": budget,
         "shuffle": False,

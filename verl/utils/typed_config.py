@@ -103,7 +103,8 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
     kwargs = {}
     for name, f in fields.items():
         if name in data:
-            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}", validate)
+            given = _over_default(f, data[name])
+            kwargs[name] = _check_type(given, hints[name], f"{where}.{name}", validate)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{where}.{name} is required")
     obj = cls(**kwargs)
@@ -113,6 +114,25 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
     if validate and callable(check):
         check(where)
     return obj
+
+
+def _over_default(f: dataclasses.Field, given: Any) -> Any:
+    """``given`` for field ``f``; a mapping given where the default is a dataclass keeps that default's values for
+    the keys it leaves out (recursively). So a section's defaults are the YAML's for that place: the critic's
+    ``model`` section built from ``{"path": ...}`` recomputes in backward as ``critic.model`` says, not as the
+    ``ModelConfig`` defaults (the policy's) would."""
+    if f.default_factory is not dataclasses.MISSING:
+        return _overlay(f.default_factory(), given)
+    return _overlay(f.default, given)
+
+
+def _overlay(base: Any, given: Any) -> Any:
+    if not (dataclasses.is_dataclass(base) and not isinstance(base, type) and isinstance(given, dict)):
+        return given
+    merged: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    for key, value in given.items():
+        merged[key] = _overlay(merged.get(key), value)
+    return merged
 
 
 def _section_type(cls: type, key: str) -> type | None:
