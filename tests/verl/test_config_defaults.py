@@ -23,9 +23,9 @@ from verl.trainer.ppo.config import PPOConfig, load_config
 from verl.trainer.rm_trainer import RMConfig
 from verl.trainer.sft_trainer import SFTConfig
 from verl.utils import yaml_defaults
-from verl.workers.config import CriticConfig, ModelConfig, OptimConfig
 from verl.utils.typed_config import ConfigError, defaults_from, from_dict
 from verl.utils.yaml_defaults import CONFIG_DIR, compose, yaml_value
+from verl.workers.config import CriticConfig, ModelConfig, OptimConfig
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"ppo_trainer": PPOConfig, "sft_trainer": SFTConfig, "rm_trainer": RMConfig}
