@@ -121,9 +121,9 @@ def _over_default(f: dataclasses.Field, given: Any) -> Any:
     the keys it leaves out (recursively). So a section's defaults are the YAML's for that place: the critic's
     ``model`` section built from ``{"path": ...}`` recomputes in backward as ``critic.model`` says, not as the
     ``ModelConfig`` defaults (the policy's) would."""
-    if f.default_factory is not dataclasses.MISSING:
-        return _overlay(f.default_factory(), given)
-    return _overlay(f.default, given)
+    if not isinstance(given, dict):
+        return given
+    return _overlay(f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default, given)
 
 
 def _overlay(base: Any, given: Any) -> Any:
