@@ -1,7 +1,8 @@
+import os
 import torch
 from safetensors.torch import load_file
-M = "/root/.cache/openmanus_rl/models/SmolLM2-135M-Instruct/model.safetensors"
-W = "/root/.cache/openmanus_rl/warm_start/webshop_react_32_3fad395c401df765/sft/huggingface/model.safetensors"
+M = os.path.expanduser("~/.cache/openmanus_rl/models/SmolLM2-135M-Instruct/model.safetensors")
+W = os.path.expanduser("~/.cache/openmanus_rl/warm_start/webshop_react_32_3fad395c401df765/sft/huggingface/model.safetensors")
 base, ft = load_file(M), load_file(W)
 n = on = lost = total = srl = 0
 for k, b in base.items():

@@ -1,9 +1,9 @@
-import copy, sys, time, torch
+import copy, os, sys, time, torch
 from transformers import AutoModelForCausalLM
 from verl.trainer.sft_trainer import read_samples, pack_samples, token_nll
 torch.set_num_threads(2)
-W = "/root/.cache/openmanus_rl/warm_start/webshop_react_32_3fad395c401df765"
-M = "/root/.cache/openmanus_rl/models/SmolLM2-135M-Instruct"
+W = os.path.expanduser("~/.cache/openmanus_rl/warm_start/webshop_react_32_3fad395c401df765")
+M = os.path.expanduser("~/.cache/openmanus_rl/models/SmolLM2-135M-Instruct")
 ids, masks, _ = read_samples(W + "/demos_train.parquet", 3072)
 b1 = pack_samples(ids[0:2], masks[0:2], 0)
 b2 = pack_samples(ids[2:4], masks[2:4], 0)

@@ -1,6 +1,6 @@
 """Where a default-warm-start SFT run's time goes: `main_sft` with its dev passes, exports and updates timed.
 .venv/bin/python docs/results/sft_dev_pass/sft_profile.py model.path=... data.train_files=<warm start>/demos_train.parquet
-    data.val_files=<warm start>/demos_dev.parquet train.mixed_precision=float32 trainer.output_dir=/tmp/sftprof/out
+    data.val_files=<warm start>/demos_dev.parquet train.mixed_precision=float32 trainer.output_dir=<tmp>/sftprof/out
 (run before train.eval_before_train existed: the base model's dev pass is the first dev_loss line of profile.txt)"""
 
 import sys, runpy, time, functools

@@ -1,10 +1,11 @@
 #!/bin/bash
 # SFT of the default warm start's demonstrations, fp32, one epoch at two learning rates
-cd /work/main
+cd "$(git rev-parse --show-toplevel)"  # the repository root
+T=${TMPDIR:-/tmp}; mkdir -p "$T/exp"
 for v in "e1_lr1e-4 train.epochs=1" "e1_lr2e-4 train.epochs=1 optim.lr=2e-4"; do
   set -- $v; name=$1; shift
-  rm -rf /tmp/exp/sft_$name
+  rm -rf "$T/exp/sft_$name"
   s=$(date +%s)
-  OPENMANUS_CACHE=/tmp/fp32cache/om .venv/bin/python -m verl.trainer.main_sft model.path=~/.cache/openmanus_rl/models/SmolLM2-135M-Instruct data.train_files=~/.cache/openmanus_rl/warm_start/webshop_react_32_b7ea61ae99731869/demos_train.parquet data.val_files=~/.cache/openmanus_rl/warm_start/webshop_react_32_b7ea61ae99731869/demos_dev.parquet data.max_length=3072 trainer.output_dir=/tmp/exp/sft_$name trainer.experiment_name=sft_$name "$@" > /tmp/exp/sft_$name.log 2>&1
-  echo "$name rc $? wall $(( $(date +%s) - s )) s" >> /tmp/exp/sft_variants.out
+  OPENMANUS_CACHE="$T/fp32cache/om" .venv/bin/python -m verl.trainer.main_sft model.path=~/.cache/openmanus_rl/models/SmolLM2-135M-Instruct data.train_files=~/.cache/openmanus_rl/warm_start/webshop_react_32_b7ea61ae99731869/demos_train.parquet data.val_files=~/.cache/openmanus_rl/warm_start/webshop_react_32_b7ea61ae99731869/demos_dev.parquet data.max_length=3072 trainer.output_dir="$T/exp/sft_$name" trainer.experiment_name=sft_$name "$@" > "$T/exp/sft_$name.log" 2>&1
+  echo "$name rc $? wall $(( $(date +%s) - s )) s" >> "$T/exp/sft_variants.out"
 done
