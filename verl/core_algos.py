@@ -379,7 +379,7 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str
     raise ValueError(f"unknown kl_penalty '{kl_penalty}'; known: {list(KL_ESTIMATORS)}")
 
 
-_kl_estimate = kl_penalty  # apply_kl_penalty's argument of the same name shadows the function
+_kl_estimate = kl_penalty  # kl_reward's argument of the same name shadows the function
 
 
 class FixedKLController:
@@ -411,24 +411,31 @@ class AdaptiveKLController:
         self.value *= 1 + proportional_error * n_steps / self.horizon
 
 
-def apply_kl_penalty(
-    data: DataProto, kl_ctrl: FixedKLController | AdaptiveKLController, kl_penalty: str = "kl"
-) -> tuple[DataProto, dict[str, float]]:
-    """In-reward KL: ``token_level_rewards = token_level_scores - beta * KL * mask``.
+def kl_controller(cfg: Any) -> FixedKLController | AdaptiveKLController:
+    """The controller ``algorithm.kl_ctrl`` names: ``type`` adaptive (``kl_coef``, ``target_kl``, ``horizon``) or
+    fixed (``kl_coef``)."""
+    if cfg.type == "adaptive":
+        return AdaptiveKLController(cfg.kl_coef, cfg.target_kl, cfg.horizon)
+    return FixedKLController(cfg.kl_coef)
 
-    Reads ``token_level_scores``, ``old_log_probs``, ``ref_log_prob`` and
-    ``response_mask`` from ``data.batch``; the reported KL is the mean over rows
-    with model tokens (failed rows have none) of each row's masked mean KL, and
-    it updates ``kl_ctrl`` with the number of those rows.
+
+def kl_reward(
+    data: DataProto, kl_ctrl: FixedKLController | AdaptiveKLController, kl_penalty: str = "kl"
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The in-reward KL term ``-beta * KL * mask`` ``(B, T)``, the estimator's input beside the scores (the driver
+    adds it: ``token_level_rewards = token_level_scores + kl_reward``).
+
+    Reads ``old_log_probs``, ``ref_log_prob`` and ``response_mask`` from ``data.batch``; the reported KL is the
+    mean over rows with model tokens (failed rows have none) of each row's masked mean KL, and it updates
+    ``kl_ctrl`` with the number of those rows.
     """
     mask = data.batch["response_mask"]
     kld = _kl_estimate(data.batch["old_log_probs"], data.batch["ref_log_prob"], kl_penalty) * mask
     beta = kl_ctrl.value
-    data.batch["token_level_rewards"] = data.batch["token_level_scores"] - beta * kld
     live = mask.sum(dim=-1) > 0
     current_kl = float(masked_mean(kld, mask, axis=-1)[live].mean()) if bool(live.any()) else 0.0
     kl_ctrl.update(current_kl=current_kl, n_steps=int(live.sum()))
-    return data, {"actor/reward_kl_penalty": current_kl, "actor/reward_kl_penalty_coeff": beta}
+    return -beta * kld, {"actor/reward_kl_penalty": current_kl, "actor/reward_kl_penalty_coeff": beta}
 
 
 # --------------------------------------------------------------------------- losses

@@ -268,7 +268,7 @@ def test_kl_controllers():
     assert ctl.value == pytest.approx(0.0918, abs=1e-12)
 
 
-def test_apply_kl_penalty():
+def test_kl_reward():
     data = DataProto.from_dict(
         {
             "token_level_scores": torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], **f64),
@@ -278,15 +278,17 @@ def test_apply_kl_penalty():
         }
     )
     ctl = ca.FixedKLController(0.1)
-    data, metrics = ca.apply_kl_penalty(data, ctl, "kl")
-    # kl = (lp - ref) * mask = [[0.5, 0, 0], [-1, 0, 0]]; rewards = scores - 0.1 * kl
-    close(data.batch["token_level_rewards"], [[-0.05, 0.0, 1.0], [0.1, 1.0, 0.0]])
+    penalty, metrics = ca.kl_reward(data, ctl, "kl")
+    # kl = (lp - ref) * mask = [[0.5, 0, 0], [-1, 0, 0]]; the term is -0.1 * kl, and rewards = scores + term
+    close(penalty, [[-0.05, 0.0, 0.0], [0.1, 0.0, 0.0]])
+    close(data.batch["token_level_scores"] + penalty, [[-0.05, 0.0, 1.0], [0.1, 1.0, 0.0]])
+    assert "token_level_rewards" not in data.batch  # the term is its own input, nothing is rewritten
     # row means 0.5/3 and -1/2, averaged
     assert metrics["actor/reward_kl_penalty"] == pytest.approx((0.5 / 3 - 0.5) / 2, abs=1e-12)
     assert metrics["actor/reward_kl_penalty_coeff"] == 0.1
 
 
-def test_apply_kl_penalty_leaves_failed_rows_out_of_the_metric():
+def test_kl_reward_leaves_failed_rows_out_of_the_metric():
     data = DataProto.from_dict(
         {
             "token_level_scores": torch.zeros(2, 2, **f64),
@@ -296,7 +298,7 @@ def test_apply_kl_penalty_leaves_failed_rows_out_of_the_metric():
         }
     )
     ctl = ca.AdaptiveKLController(init_kl_coef=0.1, target_kl=0.25, horizon=10)
-    _, metrics = ca.apply_kl_penalty(data, ctl, "kl")
+    _, metrics = ca.kl_reward(data, ctl, "kl")
     assert metrics["actor/reward_kl_penalty"] == pytest.approx(
         0.5, abs=1e-12
     )  # row 0 only; with row 1 it would be 0.25

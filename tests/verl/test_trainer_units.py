@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from verl.protocol import DataProto
+from verl.trainer.ppo.step_plan import pad_to_mini_batches, plan_step
 from verl.utils.batch import pack_sequences, packed_proto
 from verl.utils.dataset import TaskDataLoader, read_tasks
 from verl.utils.typed_config import ConfigError
@@ -421,10 +422,10 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     filtering = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=2")
     trainer = make_trainer(tiny_model_path, task_files, *GROUPS_OF_TWO, *IN_ORDER, *filtering)
     # call 1 (tasks 0, 1): task 0 all 1.0 (dropped), task 1 mixed (kept); call 2 (tasks 2, 3): 2 equal, 3 mixed
-    trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
-    collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
+    trainer.collector.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 1.0)], [(0.0, 0.0), (1.0, 0.5)]])
+    collected = trainer.collector.collect(trainer.train_loader.next_batch(), 1, 0)
     batch, metrics = collected.batch, collected.metrics
-    assert trainer.rollout.calls == [[0, 1], [2, 3]]
+    assert trainer.collector.rollout.calls == [[0, 1], [2, 3]]
     assert list(batch.non_tensor_batch["uid"]) == ["task1", "task1", "refill1-task3", "refill1-task3"]
     assert batch.batch["outcome_scores"].tolist() == [0.0, 1.0, 1.0, 0.5]
     assert batch.batch["responses"].tolist() == [[5, 0], [5, 0], [5, 5], [5, 5]]  # re-padded to the wider refill
@@ -435,8 +436,10 @@ def test_dynamic_sampling_drops_equal_groups_and_refills_from_the_next_prompts(t
     assert trainer.train_loader.state_dict()["batch_in_epoch"] == 2  # the refill is in the checkpointed position
 
     # rounds run out: dropped groups fill the batch so its size (and divisibility) holds
-    trainer.rollout = ScriptedRollout([[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]])
-    collected = trainer._collect(trainer.train_loader.next_batch(), step=2)
+    trainer.collector.rollout = ScriptedRollout(
+        [[(1.0, 1.0), (0.0, 0.0)], [(0.5, 0.5), (0.0, 0.0)], [(1.0, 1.0), (0.2, 0.2)]]
+    )
+    collected = trainer.collector.collect(trainer.train_loader.next_batch(), 2, 0)
     batch, metrics = collected.batch, collected.metrics
     assert len(batch) == 4 and metrics["filter/shortfall_groups"] == 2.0 and metrics["filter/refill_rounds"] == 2.0
     assert list(batch.non_tensor_batch["uid"]) == ["task4", "task4", "task5", "task5"]
@@ -482,7 +485,7 @@ def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_di
     step_wise = ("algorithm.adv_estimator=gigpo", "agent.n=2", "agent.history_window=1")
     filtering = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_rounds=1")
     trainer = make_trainer(tiny_model_path, task_files, *step_wise, *IN_ORDER, *filtering)
-    trainer.rollout = StepRollout(
+    trainer.collector.rollout = StepRollout(
         [
             # task 0: both R = 1, but one met state s one turn before the end (G = 0.95)
             #   and the other at the end (G = 1): kept
@@ -492,8 +495,8 @@ def test_dynamic_sampling_under_gigpo_keeps_equal_outcomes_whose_step_returns_di
             [[(1.0, ["s"]), (0.0, ["s"])], [(1.0, ["s"]), (1.0, ["s"])]],
         ]
     )
-    collected = trainer._collect(trainer.train_loader.next_batch(), step=1)
-    assert trainer.rollout.calls == [[0, 1], [2, 3]]
+    collected = trainer.collector.collect(trainer.train_loader.next_batch(), 1, 0)
+    assert trainer.collector.rollout.calls == [[0, 1], [2, 3]]
     assert list(collected.batch.non_tensor_batch["uid"]) == ["task0"] * 3 + ["refill1-task2"] * 2
     assert collected.metrics["filter/dropped_groups"] == 2.0 and collected.metrics["filter/refill_rounds"] == 1.0
     # trajectories, not rows: task 0's two successes (3 rows) and task 2's one of two give 3 of 4 (rows: 4 of 5)
@@ -531,16 +534,16 @@ class GreedyRollout:
 
 
 def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_baseline(tiny_model_path, task_files):
-    from verl.trainer.ppo.ray_trainer import TooManyFailures
+    from verl.trainer.ppo.faults import TooManyFailures, check_failures
 
     trainer = make_trainer(tiny_model_path, task_files, "algorithm.adv_estimator=remax", "agent.n=2", *IN_ORDER)
     tasks = trainer.train_loader.next_batch()
     batch = ScriptedRollout([[(1.0, 0.0), (0.5, 0.25)]]).run_llm_loop(tasks)  # task 0: 1, 0; task 1: 0.5, 0.25
     batch.non_tensor_batch["status"] = np.array(["done"] * 4, dtype=object)
-    trainer.reward_manager(batch)
-    trainer.val_rollout = GreedyRollout({0: 0.25, 1: None})  # task 1's greedy rollout failed
+    trainer.scorer.reward_manager(batch)
+    trainer.collector.val_rollout = GreedyRollout({0: 0.25, 1: None})  # task 1's greedy rollout failed
 
-    assert trainer._greedy_baselines(tasks, batch) == {"remax/failed_baseline_rows": 2.0}
+    assert trainer.collector.greedy_baselines(tasks, batch, 0) == {"remax/failed_baseline_rows": 2.0}
     nt = batch.non_tensor_batch
     assert list(nt["failed"]) == [False, False, True, True] and list(nt["status"]) == [
         "done",
@@ -558,7 +561,35 @@ def test_remax_task_whose_greedy_rollout_failed_has_its_rows_failed_not_a_zero_b
     with pytest.raises(
         TooManyFailures, match=r"2 of 4 trajectories failed .* most common error: remax: the greedy baseline"
     ):
-        trainer._check_failures(batch)
+        check_failures(batch, trainer.config.trainer.max_failed_fraction)
+
+
+def test_the_kl_term_enters_the_estimator_as_its_own_input(tiny_model_path, task_files, monkeypatch):
+    """``token_level_rewards = token_level_scores + kl`` and each row's score ``R + sum_t kl_t``: the scores are
+    never rewritten and the term is never worked back out of the rewards."""
+    from verl import core_algos
+
+    trainer = make_trainer(tiny_model_path, task_files, "algorithm.adv_estimator=grpo", "agent.n=2")
+    seen = {}
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return torch.zeros(2, 4), torch.zeros(2, 4)
+
+    monkeypatch.setitem(core_algos.ESTIMATORS, "grpo", dataclasses.replace(core_algos.get_estimator("grpo"), fn=spy))
+    batch = rollout_like_batch()
+    batch.non_tensor_batch["uid"] = np.array(["a", "a"], dtype=object)
+    batch.batch["outcome_scores"] = torch.tensor([1.0, 0.5])
+    batch.batch["token_level_scores"] = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.5, 0.0, 0.0]])
+    kl = torch.tensor([[-0.25, -0.125, 0.0, -0.5], [0.25, -0.5, 0.0, 0.0]])
+    trainer.compute_advantage(batch, kl)
+    assert seen["token_level_rewards"].tolist() == [[-0.25, -0.125, 0.0, 0.5], [0.25, 0.0, 0.0, 0.0]]
+    assert seen["scores"].tolist() == [1.0 - 0.875, 0.5 - 0.25]
+    assert batch.batch["outcome_scores"].tolist() == [1.0, 0.5]  # R itself is untouched
+    assert batch.batch["token_level_scores"].tolist() == [[0.0, 0.0, 0.0, 1.0], [0.0, 0.5, 0.0, 0.0]]
+    trainer.compute_advantage(batch)  # no KL term: the scores as they are
+    assert seen["scores"].tolist() == [1.0, 0.5]
+    assert seen["token_level_rewards"].tolist() == batch.batch["token_level_scores"].tolist()
 
 
 @pytest.mark.parametrize(
@@ -686,7 +717,7 @@ def test_a_reward_module_from_one_file_scores_the_rows(tiny_model_path, task_fil
     )
     assert cfg.algorithm.reward_score_fn == "turn_penalised_success"
     batch = rollout_like_batch()
-    RayPPOTrainer(cfg, TEXT_STUB).reward_manager(batch)
+    RayPPOTrainer(cfg, TEXT_STUB).scorer.reward_manager(batch)
     # row 0: success in 2 turns -> 1 - 0.02 on its last model token; row 1: failure in 1 turn -> -0.01
     torch.testing.assert_close(batch.batch["outcome_scores"], torch.tensor([0.98, -0.01]))
     with pytest.raises(ConfigError, match=r"reward_score_fn: recipe_reward registers no reward named 'nope'; known"):
@@ -698,7 +729,7 @@ def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_no
     batch = rollout_like_batch()
     batch.non_tensor_batch["uid"] = np.array(["a", "b"], dtype=object)
     batch.non_tensor_batch["status"] = np.array(["done", "done"], dtype=object)
-    padded = trainer._pad_to_mini_batches(batch)
+    padded = pad_to_mini_batches(batch, trainer.config)
     assert len(padded) == 4
     assert (
         padded.batch["response_mask"][2:].sum() == 0
@@ -707,18 +738,18 @@ def test_step_wise_rows_are_padded_to_whole_mini_batches_with_rows_that_count_no
     nt = padded.non_tensor_batch
     assert list(nt["failed"]) == [False, False, True, True] and list(nt["uid"]) == ["a", "b", "padding-0", "padding-1"]
     assert list(nt["status"]) == ["done", "done", "padding", "padding"]
-    assert trainer._pad_to_mini_batches(padded) is padded
+    assert pad_to_mini_batches(padded, trainer.config) is padded
 
 
 def test_worker_calls_carry_only_the_keys_they_read():
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.trainer.ppo.step_plan import for_worker
 
     d = packed_proto([[1, 2]], [[3, 4]], pad_id=0)
     d.batch["values"] = torch.zeros(1, 2)
     d.batch["token_level_scores"] = torch.zeros(1, 2)
     d.non_tensor_batch["turns"] = np.array([[{"role": "assistant", "text": "a long record"}]], dtype=object)
     d.meta_info.update(temperature=0.7, top_p=1.0, top_k=-1, metrics={"rollout/x": 1.0})
-    sent = RayPPOTrainer._for_worker(d, "values")
+    sent = for_worker(d, "values")
     assert sorted(sent.batch) == ["attention_mask", "input_ids", "position_ids", "response_mask", "responses", "values"]
     assert sent.non_tensor_batch == {} and sent.meta_info == {"temperature": 0.7, "top_p": 1.0, "top_k": -1}
 
@@ -738,7 +769,7 @@ def test_the_old_log_prob_pass_is_skipped_only_when_the_batch_makes_one_optimise
     tiny_model_path, task_files, extra, rows, reused
 ):
     trainer = make_trainer(tiny_model_path, task_files, *extra)
-    assert trainer._old_log_probs_from_update(DataProto.from_dict({"x": torch.zeros(rows)})) is reused
+    assert plan_step(trainer.config, rows, True).old_log_probs_from_update is reused
 
 
 @pytest.mark.parametrize(
@@ -756,7 +787,7 @@ def test_the_critic_is_asked_to_keep_its_values_forward_only_for_one_optimiser_s
     tiny_model_path, task_files, extra, rows, asked
 ):
     trainer = make_trainer(tiny_model_path, task_files, *extra)
-    assert trainer._values_forward_reusable(DataProto.from_dict({"x": torch.zeros(rows)})) is asked
+    assert plan_step(trainer.config, rows, True).keep_values_forward is asked
 
 
 class SavingGroup:
@@ -776,11 +807,11 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
     def validated(step, *rates):
         trainer.global_step = step
         metrics = {f"val/src{i}/success_rate": r for i, r in enumerate(rates)} | {"val/src0/count": 8.0}
-        new = trainer._is_new_best(metrics)
+        new = trainer.checkpoints.is_new_best(metrics)
         if step:
-            trainer._save_checkpoint()
+            trainer.save_checkpoint()
         if new:
-            trainer._mark_best(metrics)
+            trainer.checkpoints.mark_best(step, metrics)
         return new, json.loads(best.read_text())
 
     assert validated(0, 0.25, 0.5) == (
@@ -799,28 +830,28 @@ def test_keep_best_names_the_best_validation_and_pruning_spares_it(tiny_model_pa
     ]
     assert validated(5, 1.0, 0.75)[1]["step"] == 5
     trainer.global_step = 6
-    trainer._save_checkpoint()  # step 2 is no longer the best: pruned now
+    trainer.save_checkpoint()  # step 2 is no longer the best: pruned now
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("global_step_*")) == [
         "global_step_5",
         "global_step_6",
     ]
 
     off = make_trainer(tiny_model_path, task_files, *run)
-    assert off._is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
+    assert off.checkpoints.is_new_best({"val/src0/success_rate": 1.0}) is False  # keep_best off: never
     with pytest.raises(ConfigError, match="trainer.keep_best .* needs trainer.test_freq >= 1"):
         load(*overrides(tiny_model_path, task_files, "trainer.keep_best=true", "trainer.test_freq=0"))
 
 
 def test_a_validation_of_several_batches_prints_its_progress(tiny_model_path, task_files, capsys, monkeypatch):
-    from verl.trainer.ppo import ray_trainer
+    from verl.trainer.ppo import validation
 
     trainer = make_trainer(
         tiny_model_path, task_files, *GROUPS_OF_TWO, "data.val_batch_size=2", "data.val_max_samples=-1"
     )
-    trainer.val_rollout = ScriptedRollout([[(1.0, 0.0), (0.0, 0.0)], [(1.0, 1.0), (0.5, 0.0)]])
+    trainer.collector.val_rollout = ScriptedRollout([[(1.0, 0.0), (0.0, 0.0)], [(1.0, 1.0), (0.5, 0.0)]])
     clock = iter([100.0, 110.0, 130.0, 130.0])  # start, after batch 1, after batch 2, the timing metric
-    monkeypatch.setattr(ray_trainer.time, "perf_counter", lambda: next(clock))
-    metrics = trainer._validate()
+    monkeypatch.setattr(validation.time, "perf_counter", lambda: next(clock))
+    metrics = trainer.validate()
     assert capsys.readouterr().out.splitlines() == [
         "[val] 1/2 batches of tasks, 10 s (~10 s left)",
         "[val] 2/2 batches of tasks, 30 s",

@@ -82,7 +82,7 @@ def _train(cfg, out: Path, services) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from verl.single_controller.ray import ResourceError, WorkerError
-    from verl.trainer.ppo.ray_trainer import RunStopped
+    from verl.trainer.ppo.faults import RunStopped
 
     args = list(sys.argv[1:] if argv is None else argv)
     check_only = "--check_config" in args
