@@ -3,6 +3,8 @@
 # whole config, build (or reuse) the warm start, then train. The trainer starts the env
 # servers itself (agent.manage_servers), restarts any that dies or hangs, and stops them
 # when it exits. Usage: scripts/run_training.sh <ppo|grpo> [options] [hydra overrides]
+# The job's settings live in YAML: verl/trainer/config/ppo_trainer.yaml with the preset preset/<ppo|grpo>.yaml
+# (preset=<algo>) over it; this script only runs the phases.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -27,7 +29,8 @@ usage: ./train_${ALGO}.sh [--env_name NAME] [--num_servers N] [--base_port PORT]
   --exp_name_suffix  appended to the experiment name
   --model            a Hugging Face model folder (default: SmolLM2-135M-Instruct, prepared once)
   sft.key=value      goes to the warm start's SFT (verl/trainer/config/sft_trainer.yaml), e.g. sft.train.epochs=1
-  anything else of the form key=value is passed to python -m verl.trainer.main_ppo
+  anything else of the form key=value is passed to python -m verl.trainer.main_ppo, after preset=${ALGO}
+                     (verl/trainer/config/preset/${ALGO}.yaml over ppo_trainer.yaml)
 USAGE
 }
 
@@ -63,23 +66,13 @@ PY="${VIRTUAL_ENV:-$ROOT/.venv}/bin/python"
 BIN="$(dirname "$PY")"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 
-if [[ "$ALGO" == ppo ]]; then
-    ALGO_ARGS=(algorithm.adv_estimator=gae)
-else
-    # one optimiser step per batch (2 tasks x 4 samples): the update's own log-probs are the old ones, no extra pass
-    ALGO_ARGS=(algorithm.adv_estimator=grpo agent.n=4 data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=8
-               actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001)
-fi
-# the job validates after its last step only (trainer.val_before_train=true adds the starting policy's dev score, at
-# 1.5-3 minutes on the long-episode envs)
-ALGO_ARGS+=(trainer.val_before_train=false)
 if [[ "$ENV_GIVEN" == 0 && -f "$DATA_DIR/train.parquet" ]]; then
     VAL="$DATA_DIR/dev.parquet"; [[ -f "$VAL" ]] || VAL="$DATA_DIR/test.parquet"
     [[ -f "$VAL" ]] || { echo "$DATA_DIR has train.parquet but neither dev.parquet nor test.parquet" >&2; exit 2; }
     [[ ${#SFT_OVERRIDES[@]} -eq 0 ]] || { echo "a single-turn dataset has no warm start, so no sft.* overrides: sft.${SFT_OVERRIDES[0]}" >&2; exit 2; }
     [[ -n "$MODEL" ]] || MODEL="$("$PY" scripts/prepare_model.py | tail -n 1)"
     echo "[train] single-turn dataset $DATA_DIR (no environment server); validation on $VAL"
-    exec "$PY" -m verl.trainer.main_ppo "${ALGO_ARGS[@]}" data.rollout=single_turn \
+    exec "$PY" -m verl.trainer.main_ppo preset="$ALGO" data.rollout=single_turn \
         actor_rollout_ref.model.path="$MODEL" data.train_files="$DATA_DIR/train.parquet" data.val_files="$VAL" \
         trainer.experiment_name="$(basename "$DATA_DIR")_${ALGO}${SUFFIX}" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 fi
@@ -95,16 +88,8 @@ for env in "${ENVS[@]}"; do
 done
 DATA_NAME="$(IFS=+; echo "${ENVS[*]}")"
 EXP="${DATA_NAME}_${ALGO}${SUFFIX}"
-OUT_DIR="outputs/$EXP"
-for item in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
-    case "$item" in
-        trainer.output_dir=*) OUT_DIR="${item#*=}" ;;
-        trainer.experiment_name=*) [[ "$OUT_DIR" == outputs/* ]] && OUT_DIR="outputs/${item#*=}" ;;
-    esac
-done
 # the terminal shows this project's own lines (phases, steps with the time left, errors); every line of the
 # model conversion, the warm start and the trainer goes to the run's log (OPENMANUS_VERBOSE=1: on the terminal too)
-RUN_LOG="$OUT_DIR/run.log"
 quiet() { "$PY" scripts/quiet.py --log "$1" $([[ "${OPENMANUS_VERBOSE:-0}" == 1 ]] && echo --all); }
 PREP_LOG="$(mktemp)"  # the model conversion's lines, moved into the run's log once the config check has passed
 trap 'rm -f "$PREP_LOG"' EXIT
@@ -126,11 +111,15 @@ SETUP_S=$((SECONDS - PHASE_START)); PHASE_START=$SECONDS
 PORTS=()  # NUM_SERVERS per env, env after env: the agent cuts the list into one run per env
 for ((i = 0; i < NUM_SERVERS * ${#ENVS[@]}; i++)); do PORTS+=("$((BASE_PORT + i))"); done
 PORT_LIST="[$(IFS=,; echo "${PORTS[*]}")]"
-RL_ARGS=("${ALGO_ARGS[@]}" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet" data.val_files="$DATA_DIR/$DATA_NAME/dev.parquet"
+RL_ARGS=(preset="$ALGO" data.train_files="$DATA_DIR/$DATA_NAME/train.parquet" data.val_files="$DATA_DIR/$DATA_NAME/dev.parquet"
          "agent.env_name='$ENV_NAME'" "agent.env_ports=$PORT_LIST" agent.manage_servers=true trainer.experiment_name="$EXP"
          ${OVERRIDES[@]+"${OVERRIDES[@]}"})
-# every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's shape)
-"$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}"
+# every start-up check before the warm start, the servers or anything under outputs/ (the warm start has the base model's
+# shape); its last line is the run's folder, trainer.output_dir as the config resolves it
+CHECKED="$("$PY" -m verl.trainer.main_ppo --check_config actor_rollout_ref.model.path="$MODEL" "${RL_ARGS[@]}")"
+sed '$d' <<<"$CHECKED"
+OUT_DIR="$(tail -n 1 <<<"$CHECKED")"; OUT_DIR="${OUT_DIR#\[config\] output_dir=}"
+RUN_LOG="$OUT_DIR/run.log"
 mkdir -p "$OUT_DIR"
 { echo "=== $(date -u '+%Y-%m-%d %H:%M:%S') UTC: ./train_${ALGO}.sh $ORIGINAL_ARGS"; cat "$PREP_LOG"; } >>"$RUN_LOG"
 echo "[train] every line of this run goes to $RUN_LOG; the terminal shows the run's own lines"

@@ -109,6 +109,7 @@ def test_each_config_dataclass_takes_its_defaults_from_its_yaml_section():
         "AgentConfig",
         "AlgorithmConfig",
         "CriticConfig",
+        "CriticModelConfig",
         "DataConfig",
         "FilterGroupsConfig",
         "GiGPOOptions",

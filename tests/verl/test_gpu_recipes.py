@@ -26,7 +26,7 @@ def test_a_gpu_recipe_passes_the_config_check(recipe: Path):
     cfg = load_config(
         [
             "actor_rollout_ref.model.path=/models/Qwen2.5-1.5B-Instruct",
-            "algorithm.adv_estimator=grpo",
+            "preset=grpo",  # as train_grpo.sh passes it, before the recipe's lines
             *overrides(recipe),
         ],
         check_files=False,

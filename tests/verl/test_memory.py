@@ -41,7 +41,7 @@ def test_a_worker_trims_after_each_call_and_a_trainer_alone_on_the_box_does_not(
     data = DataProto.from_dict(
         {"input_ids": ones, "attention_mask": ones, "response_mask": ones, "x": torch.ones(2, 3)}
     )
-    cfg = UpdateBatchingConfig(2, 2, False, 8, 1, False, "token-mean", None, "off")
+    cfg = UpdateBatchingConfig(2, 2, False, 8, 1, False, "token-mean", "off")
     model.run_update(data, lambda mb: (linear(mb.batch["x"]).sum(), {}), cfg, seed=0, metric_prefix="t")
     model.map_micro_batches(data, lambda mb: {"y": linear(mb.batch["x"])}, 2, None)
     assert len(calls) == trims

@@ -61,7 +61,9 @@ def run_main(tiny_model_path, webshop_tasks, server, out_dir, *extra) -> list[di
 
 def test_ppo_two_steps_leave_all_artifacts(tiny_model_path, webshop_tasks, server, tmp_path):
     out = tmp_path / "ppo"
-    rows = run_main(tiny_model_path, webshop_tasks, server, out, "trainer.keep_best=true")
+    rows = run_main(
+        tiny_model_path, webshop_tasks, server, out, "trainer.keep_best=true", "trainer.val_before_train=true"
+    )
     assert [r["step"] for r in rows] == [0, 1, 2]  # validation before training, then two steps
     assert "val/webshop/success_rate" in rows[0] and "val/webshop/reward/mean" in rows[0]
     for step in (1, 2):

@@ -1,4 +1,5 @@
-"""What the SFT and reward-model entry points share: load the config or exit 2 with one message, fit, report.
+"""What the entry points share: their ``--help`` text (`help_text`, `asks_help`), and for SFT and the reward
+model, load the config or exit 2 with one message, fit, report.
 
     sys.exit(run_trainer(argv, load_sft_config, SFTTrainer, "sft", describe))
 
@@ -10,11 +11,46 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from verl.utils.typed_config import ConfigError, load_yaml_config
+from verl.utils.yaml_defaults import CONFIG_DIR
+
+HELP_FLAGS = ("-h", "--help")
 
 Config = TypeVar("Config")
+
+
+def asks_help(args: Sequence[str]) -> bool:
+    """Whether the command line holds ``-h`` or ``--help`` (anywhere: the rest is not read then)."""
+    return any(arg in HELP_FLAGS for arg in args)
+
+
+def help_text(module: str, runs: str, config: str, example: str, options: Sequence[tuple[str, str]] = ()) -> str:
+    """The ``--help`` of ``python -m verl.trainer.<module>``: the usage line, what it runs (``runs``), where its YAML
+    (``<config>.yaml``) is, how to override a key, the ``options`` (flag, what it does) and one ``example``
+    command line."""
+    flags = "".join(f" [{flag}]" for flag, _ in options)
+    rows = [
+        ("key=value", "set a key of the YAML by its dotted path, e.g. trainer.output_dir=outputs/mine"),
+        ("+key=value", "add a key the YAML lacks (the config is typed: a key no section takes is refused)"),
+        *options,
+        ("-h, --help", "print this text and exit"),
+    ]
+    width = max(len(flag) for flag, _ in rows) + 2
+    return "\n".join(
+        [
+            f"usage: python -m verl.trainer.{module}{flags} [key=value ...] [+key=value ...]",
+            "",
+            runs,
+            "",
+            f"config: {CONFIG_DIR / f'{config}.yaml'} (every key, its default and what it does)",
+            *(f"  {flag.ljust(width)}{what}" for flag, what in rows),
+            "",
+            "example:",
+            f"  {example}",
+        ]
+    )
 
 
 class CheckedConfig(Protocol):

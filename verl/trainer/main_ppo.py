@@ -1,14 +1,16 @@
-"""Entry point: ``python -m verl.trainer.main_ppo [--check_config] [hydra overrides]``.
+"""Entry point: ``python -m verl.trainer.main_ppo [--check_config] [preset=NAME] [hydra overrides]``.
 
-Order (every check before any work): validate the whole config (data files,
-model folder, writable output dirs, the rollout plugin's section); with
-``--check_config`` stop there. Then start (or join) Ray, start the rollout
-plugin's services (e.g. supervised env servers, here or on other Ray nodes),
-run its preflight (its env servers answer), write ``config.json``, place the
-workers (the cluster must hold them as ``trainer.*`` says), and train. Exit
-codes: 0 done, 2 bad config or a cluster that cannot hold the workers, 3 the
-run stopped on a fault (the message names it and the checkpoint to resume
-from).
+``--help`` prints `HELP` and exits 0. Order (every check before any work):
+validate the whole config (data files, model folder, writable output dirs, the
+rollout plugin's section); with ``--check_config`` stop there, printing
+``[config] ok`` and, last, ``[config] output_dir=<trainer.output_dir>`` (the
+run's folder as the overrides resolve it, for scripts). Then start (or join)
+Ray, start the rollout plugin's services (e.g. supervised env servers, here or
+on other Ray nodes), run its preflight (its env servers answer), write
+``config.json``, place the workers (the cluster must hold them as
+``trainer.*`` says), and train. Exit codes: 0 done, 2 bad config or a cluster
+that cannot hold the workers, 3 the run stopped on a fault (the message names
+it and the checkpoint to resume from).
 """
 
 from __future__ import annotations
@@ -17,7 +19,25 @@ import os
 import sys
 from pathlib import Path
 
+from verl.trainer.entry import asks_help, help_text
 from verl.utils.typed_config import ConfigError
+from verl.utils.yaml_defaults import CONFIG_DIR
+
+PRESETS = sorted(path.stem for path in (CONFIG_DIR / "preset").glob("*.yaml"))
+HELP = help_text(
+    "main_ppo",
+    "Trains actor_rollout_ref.model.path with RL (algorithm.adv_estimator: gae is PPO with a critic, grpo, ...) on\n"
+    "the rollouts of data.rollout (by default the multi-turn agent on env servers). The whole config is checked\n"
+    "first. Exit codes: 0 done, 2 a bad config or a cluster that cannot hold the workers, 3 the run stopped on a\n"
+    "fault (the message names the checkpoint to resume from).",
+    "ppo_trainer",
+    "python -m verl.trainer.main_ppo preset=grpo actor_rollout_ref.model.path=/models/SmolLM2-135M-Instruct "
+    "trainer.total_training_steps=10",
+    [
+        ("--check_config", "check the whole config, print [config] ok and [config] output_dir=DIR, and stop"),
+        ("preset=NAME", f"lay the job recipe preset/NAME.yaml (next to the YAML: {', '.join(PRESETS)}) over it"),
+    ],
+)
 
 
 def run(overrides: list[str], check_only: bool = False) -> dict:
@@ -27,6 +47,7 @@ def run(overrides: list[str], check_only: bool = False) -> dict:
     cfg = load_config(overrides)
     if check_only:
         print("[config] ok", flush=True)
+        print(f"[config] output_dir={cfg.trainer.output_dir}", flush=True)
         return {}
     import ray
 
@@ -81,10 +102,13 @@ def _train(cfg, out: Path, services) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if asks_help(args):
+        print(HELP)
+        return 0
     from verl.single_controller.ray import ResourceError, WorkerError
     from verl.trainer.ppo.faults import RunStopped
 
-    args = list(sys.argv[1:] if argv is None else argv)
     check_only = "--check_config" in args
     try:
         run([a for a in args if a != "--check_config"], check_only=check_only)

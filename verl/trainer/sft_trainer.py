@@ -281,7 +281,6 @@ class SFTTrainer(FitTrainer):
             ppo_epochs=1,
             shuffle=False,
             loss_agg_mode="token-mean",
-            loss_scale_factor=None,
             tree_packing=model.tree_packing,
         )
         best = BestSoFar(higher_is_better=False)

@@ -119,8 +119,8 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
 def _over_default(f: dataclasses.Field, given: Any) -> Any:
     """``given`` for field ``f``; a mapping given where the default is a dataclass keeps that default's values for
     the keys it leaves out (recursively). So a section's defaults are the YAML's for that place: the critic's
-    ``model`` section built from ``{"path": ...}`` recomputes in backward as ``critic.model`` says, not as the
-    ``ModelConfig`` defaults (the policy's) would."""
+    ``optim`` section built from ``{"total_training_steps": 3}`` runs at the lr ``critic.optim`` says, not at the
+    ``OptimConfig`` defaults (the policy's)."""
     if not isinstance(given, dict):
         return given
     return _overlay(f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default, given)

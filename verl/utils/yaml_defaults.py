@@ -22,9 +22,12 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "config"
 
 @functools.cache
 def _resolved(config: str) -> dict[str, Any]:
+    """The file's values, without its Hydra ``defaults`` list (the presets `compose` may lay over them)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{config}.yaml"), resolve=True)
+    raw = OmegaConf.load(CONFIG_DIR / f"{config}.yaml")
+    raw.pop("defaults", None)
+    return OmegaConf.to_container(raw, resolve=True)
 
 
 def yaml_value(config: str, key: str = "") -> Any:
@@ -39,7 +42,8 @@ def yaml_value(config: str, key: str = "") -> Any:
 
 
 def compose(config: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """``<config>.yaml`` with Hydra-syntax overrides (``key=value``, ``+new.key=value``), unresolved.
+    """``<config>.yaml`` with Hydra-syntax overrides (``key=value``, ``+new.key=value``, and for ``ppo_trainer``
+    ``preset=NAME``: ``preset/NAME.yaml`` laid over the file before the key overrides), unresolved.
     Raises `verl.utils.typed_config.ConfigError` on a bad override."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir

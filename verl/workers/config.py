@@ -80,7 +80,6 @@ class UpdateBatchingConfig:
     ppo_epochs: int
     shuffle: bool
     loss_agg_mode: str
-    loss_scale_factor: float | None  # seq-mean-token-sum-norm's constant C; None: the response width T
     tree_packing: str  # on | off | auto: rows that share a prefix run it once (`verl.utils.prefix_tree`)
 
 
@@ -103,6 +102,7 @@ class ActorConfig(UpdateBatchingConfig):
     """PPO policy update. ``loss_agg_mode: auto`` is ``seq-mean-token-sum-norm`` over the response
     budget for ``dr_grpo`` (set by the trainer's config), ``token-mean`` otherwise."""
 
+    loss_scale_factor: float | None  # seq-mean-token-sum-norm's constant C; None: the response width T
     clip_ratio: float
     clip_ratio_low: float | None
     clip_ratio_high: float | None
@@ -217,12 +217,23 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
+@defaults_from("ppo_trainer", "critic.model")
+class CriticModelConfig:
+    """The value model's weights and build: a full model, since LoRA (`ModelConfig.lora_rank`) trains the policy
+    only."""
+
+    path: str
+    enable_gradient_checkpointing: bool
+    attn_implementation: str
+
+
+@dataclass
 @defaults_from("ppo_trainer", "critic")
 class CriticConfig(UpdateBatchingConfig):
     """The value model and its update."""
 
     enable: bool | None  # None: when the advantage estimator needs one
-    model: ModelConfig
+    model: CriticModelConfig
     optim: OptimConfig
     cliprange_value: float
     reuse_values_forward: bool  # one optimiser step per batch: the update backpropagates through the values pass
@@ -238,11 +249,6 @@ class CriticConfig(UpdateBatchingConfig):
         if not self.model.path:
             raise ConfigError(f"{where}.model.path is required")
         check_tree_packing(self.tree_packing, self.model.attn_implementation, where)
-        if self.model.lora_rank:
-            raise ConfigError(
-                f"{where}.model.lora_rank={self.model.lora_rank}: LoRA trains the policy only, the critic "
-                "stays a full model (its value head and backbone train in full); set it to 0"
-            )
 
 
 @dataclass

@@ -100,7 +100,6 @@ class TrainerConfig:
     cpus_per_worker: float
     threads_per_worker: int
     total_training_steps: int
-    total_epochs: int
     seed: int
     balance_batch: bool
     val_before_train: bool
