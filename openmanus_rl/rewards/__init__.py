@@ -3,15 +3,26 @@
 Allocation onto tokens, and every score the trainer uses, live in the reward path (`verl.trainer.ppo.reward`).
 """
 
-from .components import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComponent
-from .composer import COMPONENT_TYPES, RewardComposer
+from .components import (
+    COMPONENTS,
+    EpisodeOutcome,
+    FormatReward,
+    GoalReward,
+    LengthPenalty,
+    RewardComponent,
+    load_component,
+    register_component,
+)
+from .composer import RewardComposer
 
 __all__ = [
-    "COMPONENT_TYPES",
+    "COMPONENTS",
     "EpisodeOutcome",
     "FormatReward",
     "GoalReward",
     "LengthPenalty",
     "RewardComponent",
     "RewardComposer",
+    "load_component",
+    "register_component",
 ]

@@ -9,6 +9,11 @@
 * `FormatReward`: the share of the model's turns whose text matches every
   regex in ``patterns`` (``re.search`` with DOTALL); 0.0 for an episode
   without model turns.
+
+Components are registered by name (`register_component`), the built-in ones here; a component of one's own is a
+`RewardComponent` subclass in any file with ``@register_component("name")`` above it, named in
+``agent.reward_components`` by ``type: name`` (its module imported already) or ``type: package.module:name``
+(imported first, as reward modules are: `load_component`). Its other options are its constructor's arguments.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Callable
+
+from verl.utils.imports import import_registering_module
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,35 @@ class RewardComponent(ABC):
         """The component's unweighted value for ``outcome``."""
 
 
+COMPONENTS: dict[str, type[RewardComponent]] = {}
+
+
+def register_component(name: str) -> Callable[[type[RewardComponent]], type[RewardComponent]]:
+    """Class decorator: ``@register_component("name")`` above a `RewardComponent` subclass adds it under ``name``
+    (ValueError when another class holds the name)."""
+
+    def add(cls: type[RewardComponent]) -> type[RewardComponent]:
+        if not (isinstance(cls, type) and issubclass(cls, RewardComponent)):
+            raise ValueError(f"reward component {name!r}: {cls!r} is not a RewardComponent subclass")
+        if COMPONENTS.get(name, cls) is not cls:
+            raise ValueError(f"reward component {name!r} is already registered ({COMPONENTS[name].__qualname__})")
+        COMPONENTS[name] = cls
+        return cls
+
+    return add
+
+
+def load_component(spec: str) -> type[RewardComponent]:
+    """The component class ``spec`` names: a registered name, or ``package.module:name`` (the module imported first
+    so that it registers ``name``); ValueError naming the known ones otherwise."""
+    module, name = import_registering_module(spec, "reward component module")
+    if name not in COMPONENTS:
+        where = f"{module} registers no reward component named {name!r}" if module else f"unknown type {name!r}"
+        raise ValueError(f"{where}; known: {sorted(COMPONENTS)}")
+    return COMPONENTS[name]
+
+
+@register_component("goal")
 class GoalReward(RewardComponent):
     def __init__(self, mode: str = "reward") -> None:
         if mode not in ("reward", "success"):
@@ -49,6 +86,7 @@ class GoalReward(RewardComponent):
         return outcome.env_reward / outcome.reward_scale
 
 
+@register_component("length")
 class LengthPenalty(RewardComponent):
     KINDS = ("linear", "quadratic", "log")
 
@@ -72,6 +110,7 @@ class LengthPenalty(RewardComponent):
         return -math.log1p(x)
 
 
+@register_component("format")
 class FormatReward(RewardComponent):
     def __init__(self, patterns: list[str]) -> None:
         if not patterns:

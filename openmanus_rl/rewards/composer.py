@@ -20,13 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .components import EpisodeOutcome, FormatReward, GoalReward, LengthPenalty, RewardComponent
-
-COMPONENT_TYPES: dict[str, type[RewardComponent]] = {
-    "goal": GoalReward,
-    "length": LengthPenalty,
-    "format": FormatReward,
-}
+from .components import EpisodeOutcome, FormatReward, GoalReward, RewardComponent, load_component
 
 
 def _format_patterns(patterns: Any, env_name: str, default: Sequence[str]) -> list[str]:
@@ -72,14 +66,16 @@ class RewardComposer:
             options = dict(entry) if isinstance(entry, Mapping) else {"weight": entry}
             kind = options.pop("type", name)
             weight = options.pop("weight", 1.0)
-            if kind not in COMPONENT_TYPES:
-                raise ValueError(f"reward component {name!r}: unknown type {kind!r}; known: {sorted(COMPONENT_TYPES)}")
+            try:
+                component_type = load_component(str(kind))
+            except ValueError as exc:
+                raise ValueError(f"reward component {name!r}: {exc}") from None
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise ValueError(f"reward component {name!r}: weight must be a number, got {weight!r}")
-            if kind == "format":
+            if issubclass(component_type, FormatReward):
                 options["patterns"] = _format_patterns(options.get("patterns"), env_name, default_format_patterns)
             try:
-                component = COMPONENT_TYPES[kind](**options)
+                component = component_type(**options)
             except TypeError as exc:
                 raise ValueError(f"reward component {name!r} ({kind}): {exc}") from None
             except ValueError as exc:

@@ -89,3 +89,45 @@ def test_format_reward_share_of_turns():
 def test_composer_config_errors(config, message):
     with pytest.raises(ValueError, match=message):
         RewardComposer.from_config(config, "webshop")
+
+
+BREVITY = '''
+from openmanus_rl.rewards import RewardComponent, register_component
+
+
+@register_component("brevity")
+class Brevity(RewardComponent):
+    """1 / (1 + turns): fewer model turns, more reward."""
+
+    def __init__(self, per_turn: float = 1.0) -> None:
+        self.per_turn = per_turn
+
+    def __call__(self, outcome):
+        return 1.0 / (1.0 + self.per_turn * len(outcome.model_texts))
+'''
+
+
+def test_a_component_from_one_file_is_named_by_its_module_and_composes(tmp_path, monkeypatch):
+    from openmanus_rl.rewards import COMPONENTS
+
+    (tmp_path / "recipe_component.py").write_text(BREVITY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("openmanus_rl.rewards.components.COMPONENTS", dict(COMPONENTS))
+    composer = RewardComposer.from_config(
+        {"goal": 1.0, "short": {"type": "recipe_component:brevity", "weight": 0.5, "per_turn": 0.25}}, "webshop"
+    )
+    total, breakdown = composer(outcome())  # 4 model turns: 1 / (1 + 0.25 * 4) = 0.5, weighted 0.25
+    assert breakdown == {"goal": 0.75, "short": 0.25} and total == 1.0
+    again = RewardComposer.from_config({"short": {"type": "brevity"}}, "webshop")  # registered now: by name
+    assert again(outcome()) == (0.2, {"short": 0.2})
+    with pytest.raises(ValueError, match="'x': recipe_component registers no reward component named 'nope'; known:"):
+        RewardComposer.from_config({"x": {"type": "recipe_component:nope"}}, "webshop")
+
+
+def test_a_component_name_is_registered_once():
+    from openmanus_rl.rewards import register_component
+
+    with pytest.raises(ValueError, match="reward component 'goal' is already registered \\(GoalReward\\)"):
+        register_component("goal")(type("Other", (GoalReward,), {}))
+    with pytest.raises(ValueError, match="is not a RewardComponent subclass"):
+        register_component("plain")(dict)
