@@ -95,7 +95,7 @@ REWARD_MODEL = _key("reward_model", ROWS, "dict", "object", _DATASET, "the row's
 # ---- generation requests and replies (worker calls)
 PROMPT_IDS = _key("prompt_ids", ROWS, "list[int]", "object", _REQUEST, "the context to generate from")
 REQUEST_ID = _key("request_id", ROWS, "str", "object", _REQUEST, "asynchronous requests: the caller's id")
-ROUTE = _key("route", ROWS, "str", "object", _REQUEST, "asynchronous requests: which engine queue")
+ROUTE = _key("route", ROWS, "int", "object", _REQUEST, "asynchronous requests: served by rank route % world size")
 RESPONSE_IDS = _key("response_ids", ROWS, "list[int]", "object", _ENGINE, "the sampled token ids")
 RESPONSE_LOG_PROBS = _key("response_log_probs", ROWS, "list[float]", "object", _ENGINE, "their log-probs")
 FINISH_REASON = _key("finish_reason", ROWS, "str", "object", _ENGINE, "stop, length or abort")
