@@ -40,8 +40,9 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, StrictInt
 
+from .open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry
 from .options import add_server_options, app_factory
-from .server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from .server import create_app
 from .spec import load_object
 
 MAX_ACTION_CHARS = 4096
@@ -136,7 +137,7 @@ def episode_server(
         evict_idle_s: float = DEFAULT_EVICT_IDLE_S,
     ) -> FastAPI:
         registry = EnvRegistry(load_object(env_class), max_envs, "id", idle_timeout_s, evict_idle_s)
-        app = create_app(title, registry, Family.B)
+        app = create_app(title, registry, "B")  # the episode routes' shapes are family B's
         add_episode_routes(app, registry, num_tasks)
         return app
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
-from .server import EpisodeStateError, InvalidRequestError
+from .open_envs import EpisodeStateError, InvalidRequestError
 
 T = TypeVar("T")
 

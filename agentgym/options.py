@@ -14,7 +14,7 @@ from typing import Callable
 
 from fastapi import FastAPI
 
-from .server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S
+from .open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S
 
 
 def add_server_options(parser: argparse.ArgumentParser, default_max_envs: int, envs: str = "envs") -> None:

@@ -36,8 +36,10 @@ from fastapi import FastAPI
 from pydantic import StrictInt
 
 from ..episodes import EpisodeReset, add_episode_routes
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
+from ..registry import get_env_spec
+from ..server import create_app
 from .env import DEFAULT_MAX_STEPS
 
 DEFAULT_PORT = 36105
@@ -70,10 +72,11 @@ def build_app(
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     games = GameFolder(data_dir).__getitem__ if data_dir else generated_game
+    spec = get_env_spec("alfworld")
     registry: EnvRegistry[AlfWorldEnv] = EnvRegistry(
-        lambda: AlfWorldEnv(games, max_steps), max_envs, "id", idle_timeout_s, evict_idle_s
+        lambda: AlfWorldEnv(games, max_steps), max_envs, spec.id_field, idle_timeout_s, evict_idle_s
     )
-    app = create_app("ALFWorld", registry, Family.B)
+    app = create_app("ALFWorld", registry, spec.family)
 
     def started(env: AlfWorldEnv) -> AlfWorldEnv:
         if env.game is None:

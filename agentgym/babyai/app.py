@@ -31,8 +31,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import ResetRequest, add_episode_routes
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, EpisodeStateError, Family, create_app
+from ..registry import get_env_spec
+from ..server import create_app
 
 DEFAULT_PORT = 36102
 DEFAULT_MAX_ENVS = 4096
@@ -47,8 +49,9 @@ def build_app(
     ``idle_timeout_s`` are closed (0: never)."""
     from .env import BabyAIEnv
 
-    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
-    app = create_app("BabyAI", registry, Family.B)
+    spec = get_env_spec("babyai")
+    registry: EnvRegistry[BabyAIEnv] = EnvRegistry(BabyAIEnv, max_envs, spec.id_field, idle_timeout_s, evict_idle_s)
+    app = create_app("BabyAI", registry, spec.family)
 
     def reset_answer(env: BabyAIEnv, body: ResetRequest) -> dict[str, Any]:
         return answer(env, env.reset(body.data_idx))

@@ -45,16 +45,11 @@ from fastapi import FastAPI
 from pydantic import StrictInt
 
 from ..episodes import EpisodeReset, add_episode_routes
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, registries_lifespan
 from ..options import add_server_options, app_factory
-from ..server import (
-    DEFAULT_EVICT_IDLE_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    EnvRegistry,
-    Family,
-    create_app,
-    install_error_handlers,
-    registries_lifespan,
-)
+from ..registry import get_env_spec
+from ..server import create_app, install_error_handlers
+from ..spec import EnvSpec
 
 DEFAULT_PORT = 36103
 DEFAULT_MAX_ENVS = 4096
@@ -80,10 +75,10 @@ class WordleReset(EpisodeReset):
         return self.seed
 
 
-def _game_app(title: str, registry: EnvRegistry, reset_model: type[EpisodeReset]) -> FastAPI:
-    """One game's routes: create, close and list_envs from `create_app`, reset, step and observation from
-    `add_episode_routes`."""
-    app = create_app(title, registry, Family.B)
+def _game_app(title: str, spec: EnvSpec, registry: EnvRegistry, reset_model: type[EpisodeReset]) -> FastAPI:
+    """One game's routes, in the shapes of its ``spec``'s family: create, close and list_envs from `create_app`,
+    reset, step and observation from `add_episode_routes`."""
+    app = create_app(title, registry, spec.family)
     add_episode_routes(app, registry, reset_model=reset_model)
     return app
 
@@ -101,8 +96,9 @@ def build_app(
     from ..wordle.plan import consistent
 
     answers(), guesses()  # read the word lists now, not on the first reset
-    mazes = EnvRegistry(MazeEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
-    words = EnvRegistry(WordleEnv, max_envs, "id", idle_timeout_s, evict_idle_s)
+    maze_spec, wordle_spec = get_env_spec("maze"), get_env_spec("wordle")
+    mazes = EnvRegistry(MazeEnv, max_envs, maze_spec.id_field, idle_timeout_s, evict_idle_s)
+    words = EnvRegistry(WordleEnv, max_envs, wordle_spec.id_field, idle_timeout_s, evict_idle_s)
     # a mounted app's lifespan never runs: the top app sweeps and closes both games' envs
     app = FastAPI(
         title="LMRL-Gym", docs_url=None, redoc_url=None, openapi_url=None, lifespan=registries_lifespan(mazes, words)
@@ -124,8 +120,8 @@ def build_app(
             "games": games,
         }
 
-    app.mount("/maze", _game_app("Maze", mazes, MazeReset))
-    wordle = _game_app("Wordle", words, WordleReset)
+    app.mount("/maze", _game_app("Maze", maze_spec, mazes, MazeReset))
+    wordle = _game_app("Wordle", wordle_spec, words, WordleReset)
 
     @wordle.get("/filtered_vocab")
     def filtered_vocab(id: int) -> list[str]:

@@ -29,8 +29,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..episodes import add_episode_routes
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..registry import get_env_spec
+from ..server import create_app
 from .env import DEFAULT_MAX_STEPS, SIMPLIFICATIONS, SciWorldEnv
 
 DEFAULT_PORT = 36104
@@ -51,10 +53,11 @@ def build_app(
         raise ValueError(f"unknown ScienceWorld simplifications {unknown}; known: {list(SIMPLIFICATIONS)}")
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    spec = get_env_spec("sciworld")
     registry: EnvRegistry[SciWorldEnv] = EnvRegistry(
-        lambda: SciWorldEnv(simplifications, max_steps), max_envs, "id", idle_timeout_s, evict_idle_s
+        lambda: SciWorldEnv(simplifications, max_steps), max_envs, spec.id_field, idle_timeout_s, evict_idle_s
     )
-    app = create_app("SciWorld", registry, Family.B)
+    app = create_app("SciWorld", registry, spec.family)
 
     def observation_answer(env: SciWorldEnv) -> dict[str, Any]:
         return {"observation": env.observation, "reward": 0.0, "score": env.score, "done": env.done, "deleted": False}

@@ -24,7 +24,7 @@ import subprocess
 from typing import Any
 
 from ..game import StepResult, require_episode, task_of
-from ..server import InvalidRequestError
+from ..open_envs import InvalidRequestError
 from .data import Task, task
 
 DEFAULT_MAX_STEPS = 100

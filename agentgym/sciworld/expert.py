@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..cache import cache_root
 from ..expert import TRUNCATION_MARKER, Expert
-from ..server import EpisodeStateError
+from ..open_envs import EpisodeStateError
 from .data import NUM_TASKS, task
 from .env import SciWorldEnv
 

@@ -32,8 +32,10 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..episodes import add_episode_routes, drop_route, episode
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, InvalidRequestError
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, InvalidRequestError, create_app
+from ..registry import get_env_spec
+from ..server import create_app
 from .data import cookbook
 from .env import TextCraftEnv, goal_item
 
@@ -57,10 +59,11 @@ def build_app(
 ) -> FastAPI:
     """Build the crafting tree and return the TextCraft app; envs idle for ``idle_timeout_s`` are closed (0: never)."""
     book = cookbook()
+    spec = get_env_spec("textcraft")
     registry: EnvRegistry[TextCraftEnv] = EnvRegistry(
-        lambda: TextCraftEnv(book), max_envs, "id", idle_timeout_s, evict_idle_s
+        lambda: TextCraftEnv(book), max_envs, spec.id_field, idle_timeout_s, evict_idle_s
     )
-    app = create_app("TextCraft", registry, Family.B)
+    app = create_app("TextCraft", registry, spec.family)
     add_episode_routes(app, registry)
     log.info("textcraft ready", extra={"goals": len(book.goals), "max_envs": max_envs})
     drop_route(app, "/create")

@@ -40,7 +40,7 @@ import re
 from collections import Counter
 
 from ..game import StepResult
-from ..server import EpisodeStateError, InvalidRequestError
+from ..open_envs import EpisodeStateError, InvalidRequestError
 from .data import Cookbook, Recipe, item_name, parse_craft
 
 MAX_DISTRACTORS = 10

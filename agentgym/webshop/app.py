@@ -34,8 +34,10 @@ from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
 from ..cache import cache_root
+from ..open_envs import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry
 from ..options import add_server_options, app_factory
-from ..server import DEFAULT_EVICT_IDLE_S, DEFAULT_IDLE_TIMEOUT_S, EnvRegistry, Family, create_app
+from ..registry import get_env_spec
+from ..server import create_app
 from .data import GoalSource, load_shop
 from .env import WebShopEnv
 from .search import SearchEngine
@@ -69,10 +71,11 @@ def build_app(
     closed (0: never)."""
     shop = load_shop(data_dir, goal_source)
     engine = SearchEngine(shop.products, shop.products_hash, cache_root())
+    spec = get_env_spec("webshop")
     registry: EnvRegistry[WebShopEnv] = EnvRegistry(
-        lambda: WebShopEnv(shop, engine, show_attrs), max_envs, "env_idx", idle_timeout_s, evict_idle_s
+        lambda: WebShopEnv(shop, engine, show_attrs), max_envs, spec.id_field, idle_timeout_s, evict_idle_s
     )
-    app = create_app("WebShop", registry, Family.A)
+    app = create_app("WebShop", registry, spec.family)
     log.info(
         "webshop ready",
         extra={

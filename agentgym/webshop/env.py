@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..game import StepResult
-from ..server import EpisodeStateError, InvalidRequestError
+from ..open_envs import EpisodeStateError, InvalidRequestError
 from .data import Goal, Product, Shop
 from .reward import compute_reward
 from .search import SearchEngine

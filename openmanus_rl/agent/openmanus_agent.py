@@ -23,6 +23,11 @@ Two rollout modes (``agent.rollout_mode``), same trajectories:
   all unfinished trajectories are generated in one batched
   ``generate_sequences`` call, then their env steps run in parallel.
 
+Both loops take a turn with the same steps: `_next_turn` (the first prompt, or the pending observation into
+the sequence, or the end at the turn cap or the token budget), `_take_reply` (the model turn; an invalid one
+queues its feedback) and `_step` (the env); the episode's own state changes are `Trajectory` methods.  They
+differ only in when a turn is generated.
+
 Seeds: copy ``c`` of task ``<data_source>:<task id>`` at step ``global_step`` gets
 `trajectory_seed` ``(config.seed, global_step, task, c)`` (`task_keys`: a task's repeat within
 the batch is ``task#1``...), whatever its place in the batch; turn ``t`` of it
@@ -312,7 +317,8 @@ class OpenManusAgent:
         parallel: bool = True,
         progress: RolloutProgress | None = None,
     ) -> PhaseTimer:
-        """The turn-synchronous loop: one batched generation call per turn."""
+        """The turn-synchronous loop: every env is started, then each turn the running trajectories that take
+        one (`_next_turn`) are generated in one batched call and their env steps run, until none does."""
         timer = PhaseTimer()
 
         def each(fn: Callable[[Any], None], items: list[Any]) -> None:
@@ -325,30 +331,16 @@ class OpenManusAgent:
         try:
             with timer("env"):
                 each(self._start, trajectories)
-            for t in trajectories:
-                if t.running:
-                    self._build_prompt(t)
-            for turn in range(max(side.max_turns for side in self.envs.values())):
-                for t in trajectories:
-                    if t.running and turn >= self.envs[t.env_name].max_turns:
-                        t.status = "turn_limit"
-                    elif t.running and turn:
-                        self._append_observation(t)
-                active = [t for t in trajectories if t.running]
-                if not active:
-                    break
+            active = trajectories
+            while active := [t for t in active if t.running and self._next_turn(t)]:
                 with timer("generation"):
                     outputs = self._generate(active, do_sample)
                 actions = [(t, self._take_reply(t, output)) for t, output in zip(active, outputs)]
-                steps = [(t, action) for t, action in actions if action is not None]
                 with timer("env"):
-                    each(self._step, steps)
+                    each(self._step, [(t, action) for t, action in actions if action is not None])
                 self._replay.record_finished(active)
                 if progress is not None:
                     progress.update()
-            for t in trajectories:
-                if t.running:
-                    t.status = "turn_limit"
         finally:
             self._release_clients(trajectories)
         return timer
@@ -455,7 +447,7 @@ class OpenManusAgent:
         if t.num_turns == 0:
             self._build_prompt(t)
         elif t.num_turns >= self.envs[t.env_name].max_turns:
-            t.status = "turn_limit"
+            t.end("turn_limit")
         else:
             self._append_observation(t)
         return t.running
@@ -472,35 +464,27 @@ class OpenManusAgent:
         parsed = self._take_model_turn(t, *output)
         if parsed.valid:
             return parsed.action
-        t.invalid_actions += 1
-        self._observe(t, parsed.feedback or self.template.invalid_feedback(self.envs[t.env_name].spec), feedback=True)
+        t.reject(parsed.feedback or self.template.invalid_feedback(self.envs[t.env_name].spec))
         return None
 
     def _start(self, t: Trajectory) -> None:
         """Env thread: create/reset; the first observation waits in ``pending_observation``."""
         side = self.envs[t.env_name]
         try:
-            t.client, t.pending_observation = side.pool.start_episode(t.task_id)
+            t.start(*side.pool.start_episode(t.task_id))
         except EnvClientError as exc:
             t.prompt_ids = list(side.bare_prompt)
             self._fail(t, exc)
-            return
-        t.server = t.client.server_url
 
     def _build_prompt(self, t: Trajectory) -> None:
         """Main thread (the tokenizer is not shared between threads): the first prompt from the first observation."""
-        observation, t.pending_observation = t.pending_observation or "", None
-        t.prompt_ids, tokens, cut = self._first_prompt(self.envs[t.env_name], observation)
-        t.truncated_observations += cut
-        t.turns.append(
-            {"role": "observation", "text": observation, "tokens": tokens, "truncated": cut, "in_sequence": True}
-        )
+        t.set_first_prompt(*self._first_prompt(self.envs[t.env_name], t.pending_observation or ""))
 
     def _request(self, active: list[Trajectory], do_sample: bool) -> DataProto:
         """The generation request for each trajectory's next turn (its turn index picks the seed)."""
         cfg = self.config
         for t in active:
-            t.windows.append(t.window_start(cfg.history_window))
+            t.open_window(cfg.history_window)
         return DataProto.from_dict(
             non_tensors={
                 "prompt_ids": objects([t.context(cfg.history_window) for t in active]),
@@ -521,7 +505,7 @@ class OpenManusAgent:
         recorded as `_request` records a sampled one's."""
         output = self._replay.reply(t)
         if output is not None:
-            t.windows.append(t.window_start(self.config.history_window))
+            t.open_window(self.config.history_window)
         return output
 
     def _reply_row(self, ids: Any, log_probs: Any, reason: Any) -> tuple[list[int], list[float], str]:
@@ -550,22 +534,9 @@ class OpenManusAgent:
         return [output if output is not None else next(rows) for output in outputs]
 
     def _take_model_turn(self, t: Trajectory, ids: list[int], log_probs: list[float], reason: str) -> ParsedAction:
-        appended = t.add_model_turn(ids, log_probs, self.chat.eot_id)
         text = self.chat.decode(ids)
-        t.model_texts.append(text)
         parsed = self.template.parse(text, self.envs[t.env_name].spec)
-        t.turns.append(
-            {
-                "role": "assistant",
-                "text": text,
-                "action": parsed.action,
-                "kind": parsed.kind,
-                "valid": parsed.valid,
-                "tokens": len(ids),
-                "finish_reason": reason,
-                "end_of_turn_appended": appended,
-            }
-        )
+        t.add_reply(ids, log_probs, self.chat.eot_id, text, parsed, reason)
         return parsed
 
     def _step(self, item: tuple[Trajectory, str]) -> None:
@@ -576,18 +547,12 @@ class OpenManusAgent:
         except EnvClientError as exc:
             self._fail(t, exc)
             return
-        t.step_rewards.append(result.reward)
-        t.turns[-1].update(reward=result.reward, done=result.done)
-        self._observe(t, result.observation)
-        if result.done:
-            t.status = "done"
-
-    def _observe(self, t: Trajectory, observation: str, feedback: bool = False) -> None:
-        """Queue an observation for the next turn (it enters the sequence in `_append_observation`)."""
-        t.pending_observation, t.pending_feedback = observation, feedback
-        t.turns.append({"role": "observation", "text": observation, "feedback": feedback, "in_sequence": False})
+        t.add_step(result)
 
     def _append_observation(self, t: Trajectory) -> None:
+        """Main thread: the pending observation into the sequence, cut to ``max_obs_length`` (the agent's own
+        feedback is never cut); the trajectory ends "truncated" instead when that and a full reply would pass its
+        token budget (`_fits`)."""
         cfg = self.config
         assert t.pending_observation is not None
         budget = cfg.trajectory_budget(t.env_name)
@@ -597,7 +562,7 @@ class OpenManusAgent:
         obs_ids, cut = self.chat.truncate(t.pending_observation, limit)
         wrapped = self.chat.observation_turn_ids(obs_ids)
         if not self._fits(t, len(wrapped)):
-            t.status = "truncated"
+            t.end("truncated")
             log.info(
                 "trajectory %s/%d (task %d) stops at turn %d: token budget %d spent",
                 t.uid,
@@ -607,10 +572,7 @@ class OpenManusAgent:
                 budget,
             )
             return
-        t.add_observation_turn(wrapped)
-        t.truncated_observations += cut
-        t.turns[-1].update(tokens=len(obs_ids), truncated=cut, in_sequence=True)
-        t.pending_observation = None
+        t.enter_observation(wrapped, len(obs_ids), cut)
 
     def _fits(self, t: Trajectory, observation_tokens: int) -> bool:
         """Whether an observation turn plus a full model turn still fit the env's budget (see `AgentConfig`)."""

@@ -10,6 +10,13 @@ Token layout after the prompt (``response_*`` lists, index = response position):
 The episode's env reward is the reward of its last env step (AgentGym's rule);
 ``status`` is "running", then "done" (the env said done), "turn_limit",
 "truncated" (token budget) or "failed" (env error or timeout).
+
+The methods below are the episode's own state changes, in the order an episode
+takes them: `start` (the env is reset), `set_first_prompt`, then per turn
+`open_window`, `add_reply` and either `reject` (no valid action) or `add_step`
+(the env's answer), whose observation waits in ``pending_observation`` until
+`enter_observation` puts it in the sequence; `end` and `fail` stop it.  Token
+work (tokenising, truncating, parsing) and env calls stay with the agent.
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from openmanus_rl.envs.client import EnvClient
+from openmanus_rl.envs.client import EnvClient, StepResult
+
+from .templates import ParsedAction
 
 FINISHED = ("done", "turn_limit", "truncated", "failed")
+ENDINGS = ("done", "turn_limit", "truncated")  # the ends of an episode that did not fail (`Trajectory.end`)
 
 
 @dataclass
@@ -118,7 +128,82 @@ class Trajectory:
         """Append a wrapped observation turn (mask 0)."""
         self._extend("observation", ids, 0)
 
+    # ------------------------------------------------------------------ the episode
+    def start(self, client: EnvClient, observation: str) -> None:
+        """The env is reset: ``client`` plays the episode, its first ``observation`` waits for `set_first_prompt`."""
+        self.client, self.server, self.pending_observation = client, client.server_url, observation
+
+    def set_first_prompt(self, prompt_ids: list[int], tokens: int, cut: bool) -> None:
+        """The first prompt, built around the pending first observation (none: empty), of which it holds
+        ``tokens`` tokens (``cut``: truncated); that observation's record is in the sequence."""
+        observation, self.pending_observation = self.pending_observation or "", None
+        self.prompt_ids = prompt_ids
+        self.truncated_observations += cut
+        self.turns.append(
+            {"role": "observation", "text": observation, "tokens": tokens, "truncated": cut, "in_sequence": True}
+        )
+
+    def open_window(self, history_window: int) -> None:
+        """Record where the next turn's generation context starts in the response (`window_start`)."""
+        self.windows.append(self.window_start(history_window))
+
+    def add_reply(
+        self, ids: list[int], log_probs: list[float], eot_id: int, text: str, parsed: ParsedAction, reason: str
+    ) -> None:
+        """Append a model turn: its tokens (`add_model_turn`), its decoded ``text`` and its record (the ``parsed``
+        action, ``reason``: why generation stopped)."""
+        appended = self.add_model_turn(ids, log_probs, eot_id)
+        self.model_texts.append(text)
+        self.turns.append(
+            {
+                "role": "assistant",
+                "text": text,
+                "action": parsed.action,
+                "kind": parsed.kind,
+                "valid": parsed.valid,
+                "tokens": len(ids),
+                "finish_reason": reason,
+                "end_of_turn_appended": appended,
+            }
+        )
+
+    def reject(self, feedback: str) -> None:
+        """The last reply holds no valid action: count it, and queue ``feedback`` (what was wrong) for the next
+        turn."""
+        self.invalid_actions += 1
+        self.observe(feedback, feedback=True)
+
+    def add_step(self, result: StepResult) -> None:
+        """The env's answer to the last reply's action: its reward (on that turn's record too), its observation
+        queued for the next turn, and the episode "done" when the env says so."""
+        self.step_rewards.append(result.reward)
+        self.turns[-1].update(reward=result.reward, done=result.done)
+        self.observe(result.observation)
+        if result.done:
+            self.end("done")
+
+    def observe(self, observation: str, feedback: bool = False) -> None:
+        """Queue ``observation`` for the next turn (`enter_observation` puts it in the sequence); ``feedback``: it
+        is the agent's own answer to an invalid reply."""
+        self.pending_observation, self.pending_feedback = observation, feedback
+        self.turns.append({"role": "observation", "text": observation, "feedback": feedback, "in_sequence": False})
+
+    def enter_observation(self, ids: list[int], tokens: int, cut: bool) -> None:
+        """Put the pending observation in the sequence as the wrapped turn ``ids`` (``tokens`` tokens of the
+        observation, ``cut``: truncated)."""
+        self.add_observation_turn(ids)
+        self.truncated_observations += cut
+        self.turns[-1].update(tokens=tokens, truncated=cut, in_sequence=True)
+        self.pending_observation = None
+
+    def end(self, status: str) -> None:
+        """Stop the episode with one of `ENDINGS` (a failure is `fail`)."""
+        if status not in ENDINGS:
+            raise ValueError(f"an episode ends with one of {list(ENDINGS)}, not {status!r}")
+        self.status = status
+
     def fail(self, error: str) -> None:
+        """Stop the episode as failed (an env error or timeout): it is never scored."""
         self.status = "failed"
         self.error = error
         self.turns.append({"role": "error", "text": error})

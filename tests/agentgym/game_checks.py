@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 
 
 def assert_split_ids(task_ids: Callable[[str], list[int]], test: range, dev: range, train: range) -> None:

@@ -1,5 +1,5 @@
-"""The server base: registry semantics (cap, idle expiry, in-flight calls) and the shared routes of both protocol
-families (in process)."""
+"""The server base: the open envs' semantics (`agentgym.open_envs`: cap, idle expiry, in-flight calls) and the
+shared routes of both protocol families (`agentgym.server`, in process)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from waiting import wait_until
 
-from agentgym.server import (
-    FAULT_INJECTION_ENV,
-    EnvCapacityError,
-    EnvExpiredError,
-    EnvRegistry,
-    Family,
-    UnknownEnvError,
-    create_app,
-)
+from agentgym.open_envs import EnvCapacityError, EnvExpiredError, EnvRegistry, UnknownEnvError
+from agentgym.server import FAULT_INJECTION_ENV, create_app
 
 
 class Dummy:
@@ -116,7 +109,7 @@ def test_failed_factory_frees_its_slot() -> None:
 
 
 def test_family_b_routes() -> None:
-    app = create_app("test", EnvRegistry(Dummy, max_envs=1, id_name="id"), Family.B)
+    app = create_app("test", EnvRegistry(Dummy, max_envs=1, id_name="id"), "B")
     client = TestClient(app)
     assert client.get("/").json() == "ok"
     assert client.post("/create").json() == {"id": 0}
@@ -130,11 +123,16 @@ def test_family_b_routes() -> None:
     assert (r.status_code, r.json()) == (422, {"error": 'invalid request: body must be {"id": <int>}'})
 
 
+def test_the_family_is_a_spec_family() -> None:
+    with pytest.raises(ValueError, match="family must be 'A' or 'B', got 'b'"):
+        create_app("test", EnvRegistry(Dummy, max_envs=1), "b")  # type: ignore[arg-type]
+
+
 def test_unexpected_errors_are_500_without_traceback() -> None:
     def broken() -> Dummy:
         raise RuntimeError("secret internals")
 
-    app = create_app("test", EnvRegistry(broken, max_envs=1), Family.A)
+    app = create_app("test", EnvRegistry(broken, max_envs=1), "A")
     r = TestClient(app, raise_server_exceptions=False).post("/create")
     assert (r.status_code, r.json()) == (500, {"error": "internal server error (RuntimeError); see the server log"})
     assert "secret" not in r.text and "Traceback" not in r.text
@@ -217,7 +215,7 @@ def test_no_idle_timeout_means_envs_live_until_closed() -> None:
 
 def test_health_route_sweep_and_410_over_http() -> None:
     registry: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=2, id_name="id", idle_timeout_s=0.2)
-    with TestClient(create_app("test", registry, Family.B)) as client:  # the lifespan runs the sweep
+    with TestClient(create_app("test", registry, "B")) as client:  # the lifespan runs the sweep
         assert client.get("/").json() == "ok"
         assert client.get("/health").json() == {
             "open": 0,
@@ -247,11 +245,11 @@ def test_health_route_sweep_and_410_over_http() -> None:
 
 
 def test_the_fault_injection_route_exists_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = TestClient(create_app("test", EnvRegistry(Dummy, max_envs=1), Family.A))
+    plain = TestClient(create_app("test", EnvRegistry(Dummy, max_envs=1), "A"))
     assert (plain.post("/debug/hang").status_code, plain.post("/debug/hang").json()) == (404, {"error": "Not Found"})
     monkeypatch.setenv(FAULT_INJECTION_ENV, "1")
     registry: EnvRegistry[Dummy] = EnvRegistry(Dummy, max_envs=1)
-    faulty = TestClient(create_app("test", registry, Family.A))
+    faulty = TestClient(create_app("test", registry, "A"))
     assert faulty.post("/debug/hang").json() is True
 
 

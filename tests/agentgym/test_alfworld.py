@@ -21,8 +21,8 @@ from agentgym.alfworld.data import GameFolder, generated_game, task_ids, task_li
 from agentgym.alfworld.env import AlfWorldEnv, StepsFirstLock, normalize
 from agentgym.alfworld.generate import TASK_TYPES, generate
 from agentgym.alfworld.plan import oracle
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
 
 SPEC = get_env_spec("alfworld")
 

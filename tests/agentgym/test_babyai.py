@@ -15,8 +15,8 @@ from agentgym.babyai.data import LEVELS, NUM_TASKS, gym_id, task_ids, task_level
 from agentgym.babyai.env import BabyAIEnv, normalize
 from agentgym.babyai.plan import FORWARD, LEFT, RIGHT, Reach, play
 from agentgym.babyai.view import Thing, thing_sentence, where
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
 
 SPEC = get_env_spec("babyai")
 # task 26 (UnlockPickupDist, seed 0): a locked green door on the left, a wall ahead, its key behind

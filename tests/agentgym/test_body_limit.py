@@ -6,13 +6,14 @@ import pytest
 import requests
 from fastapi.testclient import TestClient
 
-from agentgym.server import EnvRegistry, Family, create_app
+from agentgym.open_envs import EnvRegistry
+from agentgym.server import create_app
 
 
 @pytest.fixture()
 def client() -> TestClient:
     registry: EnvRegistry[object] = EnvRegistry(object, max_envs=4, id_name="env_idx")
-    return TestClient(create_app("Toy", registry, Family.A, max_body_bytes=64))
+    return TestClient(create_app("Toy", registry, "A", max_body_bytes=64))
 
 
 def test_a_body_within_the_limit_reaches_the_route(client: TestClient) -> None:

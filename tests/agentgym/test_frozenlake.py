@@ -11,8 +11,8 @@ from json_call import assert_closes_the_only_env, call, episode_answer, own_serv
 from agentgym.frozenlake.data import task_ids, task_list, task_map
 from agentgym.frozenlake.env import FrozenLakeEnv
 from agentgym.frozenlake.plan import oracle, shortest_path
+from agentgym.open_envs import EpisodeStateError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError
 from agentgym.spawn import serve_subprocess
 
 SPEC = get_env_spec("frozenlake")

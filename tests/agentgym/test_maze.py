@@ -12,8 +12,8 @@ from json_call import call, episode_answer, own_server, server_of, step_answer
 from agentgym.maze.data import GOAL, MAZE, NUM_TASKS, STARTS, is_open, start_of, task_ids, task_list
 from agentgym.maze.env import MazeEnv, describe_walls
 from agentgym.maze.plan import oracle, shortest_path
+from agentgym.open_envs import EpisodeStateError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError
 
 SPEC = get_env_spec("maze")
 WHERE = "The goal is at position 8, 6. Your current position is at position"

@@ -11,11 +11,11 @@ import json_call
 import psutil
 import pytest
 
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 from agentgym.sciworld.app import build_app
 from agentgym.sciworld.data import NUM_TASKS, VARIATIONS, task, task_ids, task_list
 from agentgym.sciworld.env import SciWorldEnv
 from agentgym.sciworld.plan import oracle
-from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.spawn import serve_subprocess
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from episode_play import assert_runs_out, assert_step, assert_wins_at_the_end, p
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
 from json_call import assert_closes_the_only_env, call, episode_answer, own_server, server_of, step_answer
 
+from agentgym.open_envs import EpisodeStateError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError
 from agentgym.sokoban.data import Board, level, parse_board, room_shape, task_ids, task_list
 from agentgym.sokoban.env import SokobanEnv
 from agentgym.sokoban.plan import oracle, solve

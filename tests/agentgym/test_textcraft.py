@@ -11,8 +11,8 @@ from episode_play import assert_step, assert_wins_at_the_end, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range
 from json_call import assert_closes_the_only_env, call, episode_answer, own_server, server_of, step_answer
 
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError, InvalidRequestError
 from agentgym.textcraft.data import cookbook, task_ids, task_list
 from agentgym.textcraft.env import TextCraftEnv, first_observation
 from agentgym.textcraft.plan import NoPlan, oracle, plan

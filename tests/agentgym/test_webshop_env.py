@@ -8,7 +8,7 @@ from typing import Any
 import bm25s
 import pytest
 
-from agentgym.server import EpisodeStateError, InvalidRequestError
+from agentgym.open_envs import EpisodeStateError, InvalidRequestError
 from agentgym.webshop.env import WebShopEnv
 from agentgym.webshop.search import SearchEngine, stem, tokenize
 

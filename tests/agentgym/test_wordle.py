@@ -12,8 +12,8 @@ from episode_play import assert_step, play, play_task, started
 from game_checks import assert_needs_an_episode, assert_noise_refused, assert_refuses_out_of_range, assert_split_ids
 from json_call import call, episode_answer, own_server, server_of, step_answer
 
+from agentgym.open_envs import EpisodeStateError
 from agentgym.registry import get_env_spec
-from agentgym.server import EpisodeStateError
 from agentgym.wordle.data import (
     NUM_TASKS,
     answers,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from agentgym.game import StepResult, require_episode
-from agentgym.server import InvalidRequestError
+from agentgym.open_envs import InvalidRequestError
 from agentgym.splits import Split, task_ids_by_split
 
 NUM_TASKS = 300
