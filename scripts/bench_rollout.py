@@ -197,6 +197,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from openmanus_rl.agent import OpenManusAgent, trajectory_seed
+    from openmanus_rl.evaluation import run
     from verl.protocol import DataProto
     from verl.utils.precision import describe_cpu, resolve_dtype
 
@@ -229,7 +230,7 @@ def main() -> None:
             "max_prompt_length": args.max_prompt_length,
             "max_trajectory_length": args.max_trajectory_length,
             "concurrency": args.concurrency,
-            "temperature": args.temperature,
+            "sampling": run.sampling(args),  # --temperature, the rollout section's top-p and top-k
         }
         agents = {
             mode: stack.enter_context(OpenManusAgent(tokenizer, worker, {**config, "rollout_mode": mode}))

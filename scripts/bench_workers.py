@@ -59,6 +59,8 @@ import time
 
 import torch
 
+PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the model's own distribution: what every call samples
+
 
 def best_rate(run) -> float:
     """Tokens/s of ``run()`` (which returns a token count): best of two after a warm-up call."""
@@ -74,7 +76,7 @@ def best_rate(run) -> float:
 def sampling(prompts, new_tokens):
     from verl.workers.rollout.base import SamplingParams
 
-    return [SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=i) for i in range(len(prompts))]
+    return [SamplingParams(**PLAIN, max_tokens=new_tokens, seed=i) for i in range(len(prompts))]
 
 
 def rollout_bench(worker, hf_engine, prompts, new_tokens):
@@ -83,7 +85,7 @@ def rollout_bench(worker, hf_engine, prompts, new_tokens):
     params = sampling(prompts, new_tokens)
     data = DataProto.from_dict(
         non_tensors={"prompt_ids": prompts, "seed": list(range(len(prompts)))},
-        meta_info={"temperature": 1.0, "max_tokens": new_tokens},
+        meta_info={**PLAIN, "max_tokens": new_tokens},
     )
     vllm_rate = best_rate(lambda: sum(len(r) for r in worker.generate_sequences(data).non_tensor_batch["response_ids"]))
     hf_rate = best_rate(lambda: sum(len(o.token_ids) for o in hf_engine.generate(prompts, params)))
@@ -112,7 +114,7 @@ def training_batch(rows, length, vocab, seed=0):
     responses = torch.randint(100, vocab - 100, (rows, length - prompt_len), generator=g).tolist()
     d = packed_proto(prompts, responses, pad_id=0)
     d.batch["advantages"] = torch.randn(d.batch["responses"].shape, generator=g)
-    d.meta_info["temperature"] = 1.0
+    d.meta_info.update(PLAIN)
     return d
 
 
@@ -137,7 +139,7 @@ def recorded_batch(path: str, tokenizer, pad_id: int):
     d = packed_proto(prompts, responses, response_masks=masks, pad_id=pad_id)
     g = torch.Generator().manual_seed(0)
     d.batch["advantages"] = torch.randn(d.batch["responses"].shape, generator=g) * d.batch["response_mask"]
-    d.meta_info["temperature"] = 1.0
+    d.meta_info.update(PLAIN)
     return d
 
 

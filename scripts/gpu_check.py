@@ -49,6 +49,7 @@ from verl.workers.fsdp_workers import ActorRolloutRefWorker  # noqa: E402
 
 FAILED: list[str] = []
 UPDATE_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
+PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the model's own distribution: every call's sampling
 LORA_RANK, LORA_ALPHA = 8, 16.0
 
 
@@ -92,7 +93,7 @@ def worker_config(model: str, device: str, rows: int, lora_rank: int = 0) -> dic
 def batch(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> DataProto:
     data = packed_proto(prompts, responses, pad_id=pad_id)
     data.batch["advantages"] = torch.ones_like(data.batch["response_mask"], dtype=torch.float32)
-    data.meta_info["temperature"] = 1.0
+    data.meta_info.update(PLAIN)
     return data
 
 
@@ -132,7 +133,7 @@ def update(worker: ActorRolloutRefWorker, data: DataProto, steps: int) -> float:
     sync()
     start = time.perf_counter()
     for _ in range(steps):
-        step = data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"])
+        step = data.select(batch_keys=UPDATE_KEYS, meta_info_keys=list(PLAIN))
         step.meta_info["sync_weights"] = False
         worker.update_actor(step)
     sync()
@@ -264,7 +265,7 @@ def main() -> None:
     start = time.perf_counter()
     out = worker.generate_sequences(
         DataProto.from_dict(
-            non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": args.new_tokens}
+            non_tensors={"prompt_ids": prompts}, meta_info={**PLAIN, "do_sample": False, "max_tokens": args.new_tokens}
         )
     )
     gen_s = time.perf_counter() - start
@@ -298,7 +299,7 @@ def main() -> None:
         "bit-identical" if torch.equal(ref, policy) else f"max |diff| {(ref - policy).abs().max():.2e}",
     )
 
-    worker.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
+    worker.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=list(PLAIN)))
     plain_one = worker.compute_log_prob(data).batch["old_log_probs"]
     ckpt = work / "full"
     worker.save_checkpoint(str(ckpt / "a"), hf_export=False)  # after a step: Adam's moments are in it
@@ -340,7 +341,7 @@ def main() -> None:
         sharded.init_model()
         is_fsdp = type(sharded.actor.module).__name__.startswith("FSDP")
         first = sharded.compute_log_prob(data).batch["old_log_probs"]
-        sharded.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=["temperature"]))
+        sharded.update_actor(data.select(batch_keys=UPDATE_KEYS, meta_info_keys=list(PLAIN)))
         fsdp_one = sharded.compute_log_prob(data).batch["old_log_probs"]
         gap0, gap1 = (first - policy)[mask].abs(), (fsdp_one - plain_one)[mask].abs()
         check(

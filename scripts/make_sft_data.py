@@ -146,7 +146,9 @@ def choose_tasks(env_name: str, split: str, n: int, sample: bool, seed: int) -> 
 
 
 def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
+    """The agent's config under the command line's limits, handed the run's sampling (the expert ignores it)."""
     from openmanus_rl.evaluation.run import episode_limits
+    from verl.workers.config import RolloutConfig
 
     parts = urlsplit(server_url)
     if not parts.scheme or not parts.hostname or not parts.port:
@@ -156,6 +158,7 @@ def agent_config(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
         "env_server_base": f"{parts.scheme}://{parts.hostname}",
         "env_ports": [parts.port],
         **episode_limits(args),
+        "sampling": RolloutConfig().sampling,
         "seed": args.seed,
         "n": 1,
         "write_viewer": False,
@@ -242,10 +245,12 @@ def play_program(args: argparse.Namespace, server_url: str, tokenizer: Any, task
     from openmanus_rl.gateway import GatewayConfig, GatewayRollout
     from openmanus_rl.gateway.demonstrations import ProgramExpert
     from verl.protocol import DataProto
+    from verl.workers.config import RolloutConfig
 
     expert = ProgramExpert(tokenizer, args.env_name, expert_kwargs(args))
     config = GatewayConfig(
         program=args.program,
+        sampling=RolloutConfig().sampling,  # greedy: played with do_sample=False
         n=1,
         concurrency=1,
         max_prompt_length=args.max_prompt_length,

@@ -37,7 +37,8 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from verl.utils.node_labels import is_label_selector
-from verl.utils.typed_config import ConfigError, defaults_from
+from verl.utils.typed_config import defaults_from, handed
+from verl.workers.rollout.base import Sampling
 
 ROLLOUT_MODES = ("async", "sync")
 
@@ -54,7 +55,9 @@ def _plain(value: Any) -> Any:
 @dataclass
 @defaults_from("ppo_trainer", "agent")
 class AgentConfig:
-    """The ``agent`` section of ``ppo_trainer.yaml``, typed; its defaults are the YAML's values."""
+    """The ``agent`` section of ``ppo_trainer.yaml``, typed; its defaults are the YAML's values. Its sampling is
+    no key of the section: whoever builds the agent hands it in (`sampling`; in training the rollout engine's,
+    ``actor_rollout_ref.rollout``)."""
 
     env_name: str  # one env, or several comma-separated ("babyai,webshop"; quote it in a Hydra
     # override: agent.env_name='babyai,webshop'): each row goes to the env its data_source names
@@ -68,9 +71,6 @@ class AgentConfig:
     max_trajectory_length: int | None  # prompt + all turns; None: each env's own budget (EnvSpec.max_trajectory_length)
     n: int  # rollouts per task (the GRPO group)
     action_format: str  # "react" | "xml" | "tool_call" (a registered `ActionTemplate`)
-    temperature: float
-    top_p: float
-    top_k: int
     concurrency: int  # threads for env calls
     request_timeout_s: float
     episode_timeout_s: float  # an agent program's episode (the gateway) running longer is a failed trajectory
@@ -89,6 +89,7 @@ class AgentConfig:
     rollout_mode: str  # "async": no turn barrier between trajectories; "sync": one batched call per turn
     max_in_flight: int  # async: trajectories running at once, the next starting as one finishes; 0: all at once
     progress_every_s: float  # print "[rollout] k/n trajectories finished ..." this often; 0: never
+    sampling: Sampling | None = handed(default=None)  # what every generation request carries; None: not handed in
 
     def __post_init__(self) -> None:
         self.env_ports = _plain(self.env_ports)
@@ -97,6 +98,29 @@ class AgentConfig:
         self.reward_components = _plain(self.reward_components)
         self.env_servers = _plain(self.env_servers)
         self.server_nodes = _plain(self.server_nodes)
+
+    @property
+    def handed_sampling(self) -> Sampling:
+        """`sampling`; ValueError when it was not handed in (the agent has no sampling of its own)."""
+        if self.sampling is None:
+            raise ValueError(
+                "AgentConfig.sampling is not set: hand the agent its sampling (in training, the rollout engine's: "
+                "actor_rollout_ref.rollout)"
+            )
+        return self.sampling
+
+    @property
+    def temperature(self) -> float:
+        """The handed `sampling`'s (as `top_p` and `top_k`): what each generation request carries."""
+        return self.handed_sampling.temperature
+
+    @property
+    def top_p(self) -> float:
+        return self.handed_sampling.top_p
+
+    @property
+    def top_k(self) -> int:
+        return self.handed_sampling.top_k
 
     @property
     def env_names(self) -> list[str]:
@@ -244,10 +268,6 @@ class AgentConfig:
                 f"max_in_flight={self.max_in_flight} applies to the async rollout (each trajectory on its "
                 f"own), not rollout_mode={self.rollout_mode!r}: set it to 0 or use rollout_mode=async"
             )
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not isinstance(self.server_max_restarts, int) or self.server_max_restarts < 0 or self.server_hang_s <= 0:
             raise ValueError(
                 f"server_max_restarts must be an int >= 0 and server_hang_s > 0, "
@@ -301,15 +321,3 @@ def _is_server_url(url: Any) -> bool:
     return (
         port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.query or parts.fragment)
     )
-
-
-def check_sampling_agrees(section: Any, rollout: Any) -> None:
-    """`ConfigError` unless the ``agent`` section's temperature, top_p and top_k equal the rollout engine's
-    (``actor_rollout_ref.rollout``): one setting drives sampling and log-prob recomputation."""
-    for key in ("temperature", "top_p", "top_k"):
-        if getattr(section, key) != getattr(rollout, key):
-            raise ConfigError(
-                f"agent.{key}={getattr(section, key)} differs from "
-                f"actor_rollout_ref.rollout.{key}={getattr(rollout, key)}: "
-                f"one setting drives sampling and log-prob recomputation; set actor_rollout_ref.rollout.{key} only"
-            )

@@ -2,8 +2,8 @@
 (``data.rollout=agent``, registered as a ``verl.rollouts`` entry point).
 
 The engine hands over the whole config; the agent reads its ``agent`` section
-(`AgentConfig`) and checks that the sampling keys it shares with the rollout
-engine agree, and that its env servers answer before any worker starts. With
+(`AgentConfig`), is handed the rollout engine's sampling (``actor_rollout_ref.rollout``,
+the run's one setting), and checks that its env servers answer before any worker starts. With
 ``agent.manage_servers`` it starts those servers itself, supervised
 (`ServerSupervisor`: restarted when they die, stop answering for
 ``agent.server_hang_s``, or leave an env request in flight for the larger of
@@ -30,17 +30,22 @@ from ..envs.pool import check_servers
 from ..envs.remote import ServerWatch, silent_servers
 from ..envs.server_host import remote_supervisors
 from ..envs.supervisor import ServerSupervisor, SupervisorGroup
-from .config import AgentConfig, check_sampling_agrees
+from .config import AgentConfig
 from .openmanus_agent import OpenManusAgent
 
 
+def agent_config(cfg: Any, n: int) -> AgentConfig:
+    """The ``agent`` section with ``n`` rollouts per task, handed the rollout engine's sampling."""
+    return AgentConfig(**{**cfg.agent, "n": n}, sampling=cfg.actor_rollout_ref.rollout.sampling)
+
+
 def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> OpenManusAgent:
-    return OpenManusAgent(tokenizer, generator, AgentConfig(**{**cfg.agent, "n": n}))
+    return OpenManusAgent(tokenizer, generator, agent_config(cfg, n))
 
 
 def _validate(cfg: Any) -> None:
-    """Types and keys of the ``agent`` section, `AgentConfig.validate`, then: one sampling setting drives
-    generation and log-prob recomputation, and the engine's context holds the longest trajectory budget."""
+    """Types and keys of the ``agent`` section, `AgentConfig.validate`, then: the engine's context holds the
+    longest trajectory budget."""
     agent = from_dict(AgentConfig, cfg.agent, "agent")
     rollout = cfg.actor_rollout_ref.rollout
     if agent.longest_trajectory > rollout.max_model_len:
@@ -56,7 +61,6 @@ def _validate(cfg: Any) -> None:
             f"context actor_rollout_ref.rollout.max_model_len={rollout.max_model_len}: raise "
             f"max_model_len or set agent.max_trajectory_length"
         )
-    check_sampling_agrees(agent, rollout)
 
 
 def _preflight(cfg: Any) -> None:

@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from openmanus_rl.evaluation.summary import ci_methods, summarize
 from openmanus_rl.evaluation.tasks import ensure_task_file
 from verl.utils.jsonl import write_jsonl, write_text_atomically
 
+if TYPE_CHECKING:
+    from verl.workers.rollout.base import Sampling
+
 # the agent settings a command line (eval, make_sft_data) carries under the agent section's own names
 EPISODE_LIMITS = (
     "max_turns",
@@ -43,6 +46,15 @@ def episode_limits(args: argparse.Namespace) -> dict[str, Any]:
     """``{name: args.<name>}`` for each of `EPISODE_LIMITS`: the turn cap, token limits and action format of a
     command line, as the agent section's keys."""
     return {name: getattr(args, name) for name in EPISODE_LIMITS}
+
+
+def sampling(args: argparse.Namespace) -> Sampling:
+    """The `Sampling` the evaluation hands its rollout: ``--temperature`` with the rollout section's top-p and
+    top-k, checked as ``actor_rollout_ref.rollout`` is (a run with ``--n 1`` is greedy whatever it says)."""
+    from verl.utils.typed_config import from_dict
+    from verl.workers.config import RolloutConfig
+
+    return from_dict(RolloutConfig, {"temperature": args.temperature}, "actor_rollout_ref.rollout").sampling
 
 
 def rollout_worker(model_path: str, args: argparse.Namespace) -> Any:
@@ -86,7 +98,7 @@ def builtin_agent(
             "env_ports": [],
             "n": args.n,
             **episode_limits(args),
-            "temperature": args.temperature,
+            "sampling": sampling(args),
             "seed": args.seed,
             "write_viewer": False,
             "request_timeout_s": args.request_timeout_s,
@@ -116,8 +128,8 @@ def fit_servers(batch_size: int, n: int, server_urls: list[str]) -> int:
 
 def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch_size: int, hf: Path) -> Any:
     """``args.program`` playing the episodes through the gateway (`openmanus_rl.gateway.GatewayRollout`): every
-    episode of a batch at once, under the evaluation's token limits and sampling (top-p and top-k: the run
-    config's, `GatewayConfig`'s defaults); ``hf`` is the resolved model folder."""
+    episode of a batch at once, under the evaluation's token limits and `sampling`; ``hf`` is the resolved model
+    folder."""
     from openmanus_rl.gateway import GatewayConfig, GatewayRollout
 
     config = GatewayConfig(
@@ -128,7 +140,7 @@ def program_rollout(tokenizer: Any, worker: Any, args: argparse.Namespace, batch
         max_prompt_length=args.max_prompt_length,
         max_response_length=args.max_response_length,
         max_trajectory_length=args.max_trajectory_length,
-        temperature=args.temperature,
+        sampling=sampling(args),
         seed=args.seed,
     )
     return GatewayRollout(tokenizer, worker, config, model=model_label(hf))

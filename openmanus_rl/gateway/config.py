@@ -2,9 +2,10 @@
 
 The ``agent`` section is every rollout plugin's free-form config; in a run it also holds the
 built-in agent's keys (``env_name``, ``env_ports`` ...), which the gateway ignores.  The keys it
-shares with the built-in agent (``n``, the token limits, ``concurrency``, sampling, ``seed``)
-and ``episode_timeout_s`` default to ``ppo_trainer.yaml``'s values; ``program`` is the
-gateway's own (``+agent.program=package.module:function`` on the command line).
+shares with the built-in agent (``n``, the token limits, ``concurrency``, ``seed``) and
+``episode_timeout_s`` default to ``ppo_trainer.yaml``'s values; ``program`` is the gateway's own
+(``+agent.program=package.module:function`` on the command line).  Its sampling is no key: whoever
+builds the gateway hands it in (in training, the rollout engine's, ``actor_rollout_ref.rollout``).
 
 Token budget (the built-in agent's rule): a sample's first prompt holds at most
 ``max_prompt_length`` tokens; everything after it (model replies, the messages added between
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from verl.utils.imports import load_target
+from verl.utils.typed_config import config_fields, handed
 from verl.utils.yaml_defaults import yaml_value
+from verl.workers.rollout.base import Sampling
 
 
 def _agent_default(key: str) -> Any:
@@ -31,25 +34,23 @@ class GatewayConfig:
     """The gateway's keys; `validate` raises ValueError naming the first bad one."""
 
     program: str  # package.module:function, the agent program that plays one episode
+    sampling: Sampling = handed()  # what every call samples with (greedy in validation)
     episode_timeout_s: float = _agent_default("episode_timeout_s")  # an episode running longer is a failed trajectory
     n: int = _agent_default("n")  # episodes per task (the group)
     concurrency: int = _agent_default("concurrency")  # episodes running at once
     max_prompt_length: int = _agent_default("max_prompt_length")
     max_response_length: int = _agent_default("max_response_length")  # per reply
     max_trajectory_length: int = _agent_default("max_trajectory_length")  # per sample: prompt + everything after
-    temperature: float = _agent_default("temperature")
-    top_p: float = _agent_default("top_p")
-    top_k: int = _agent_default("top_k")
     seed: int = _agent_default("seed")
 
     @classmethod
-    def from_section(cls, section: Mapping[str, Any], n: int | None = None) -> "GatewayConfig":
-        """The gateway's keys of an ``agent`` section; a key neither the gateway nor the built-in agent
-        knows is a ValueError (a typo would otherwise be ignored)."""
+    def from_section(cls, section: Mapping[str, Any], sampling: Sampling, n: int | None = None) -> "GatewayConfig":
+        """The gateway's keys of an ``agent`` section, with ``sampling``; a key neither the gateway nor the
+        built-in agent knows is a ValueError (a typo would otherwise be ignored)."""
         from openmanus_rl.agent.config import AgentConfig
 
-        ours = {f.name for f in dataclasses.fields(cls)}
-        theirs = {f.name for f in dataclasses.fields(AgentConfig)}
+        ours = {f.name for f in config_fields(cls)}
+        theirs = {f.name for f in config_fields(AgentConfig)}
         unknown = sorted(set(section) - ours - theirs)
         if unknown:
             raise ValueError(f"unknown key(s) {unknown}; the gateway's keys: {sorted(ours)}")
@@ -58,7 +59,7 @@ class GatewayConfig:
         values = {key: section[key] for key in ours if key in section}
         if n is not None:
             values["n"] = n
-        return cls(**values)
+        return cls(**values, sampling=sampling)
 
     @property
     def response_budget(self) -> int:
@@ -78,8 +79,6 @@ class GatewayConfig:
             )
         if not isinstance(self.episode_timeout_s, (int, float)) or self.episode_timeout_s <= 0:
             raise ValueError(f"episode_timeout_s must be > 0, got {self.episode_timeout_s!r}")
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {self.temperature} and {self.top_p}")
         load_program(self.program)
 
 

@@ -38,7 +38,7 @@ import json
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from verl.utils.openai_api import ApiError, ChatRequest
@@ -69,9 +69,8 @@ class Policy:
 
     @property
     def sampling(self) -> dict[str, float]:
-        """The sampling every call gets: the run's (temperature 0 for greedy validation)."""
-        c = self.config
-        return {"temperature": c.temperature if self.do_sample else 0.0, "top_p": c.top_p, "top_k": c.top_k}
+        """The sampling every call gets: the run's (`Sampling.generated`: greedy in validation)."""
+        return asdict(self.config.sampling.generated(self.do_sample))
 
 
 @dataclass

@@ -6,6 +6,9 @@ from typing import Any, Callable
 
 from openmanus_rl.envs import EnvSpec, register_env
 from verl.protocol import DataProto
+from verl.workers.rollout.base import Sampling
+
+PLAIN = Sampling(temperature=1.0, top_p=1.0, top_k=-1)  # the model's own distribution: what the tests' agents sample
 
 Reply = tuple[list[int], str]  # sampled ids and finish reason
 
@@ -124,6 +127,7 @@ def toy_counter_config(port: int, **overrides: Any) -> dict[str, Any]:
         "max_response_length": 16,
         "max_obs_length": 32,
         "max_trajectory_length": 512,
+        "sampling": PLAIN,
         **overrides,
     }
 
@@ -135,4 +139,5 @@ SMALL_AGENT = {  # the agent limits the tiny-engine rollout tests share: 2 sampl
     "max_obs_length": 64,
     "max_prompt_length": 512,
     "max_trajectory_length": 768,
+    "sampling": PLAIN,
 }

@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from agent_helpers import ScriptedGenerator, task_batch, text_policy
+from agent_helpers import PLAIN, ScriptedGenerator, task_batch, text_policy
 
 from openmanus_rl.agent import OpenManusAgent
 
@@ -22,6 +22,7 @@ def config(*servers, **overrides):
         "max_obs_length": 64,
         "env_retries": 1,
         "env_retry_backoff_s": 0.05,
+        "sampling": PLAIN,
         **overrides,
     }
 

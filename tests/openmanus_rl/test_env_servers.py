@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-from agent_helpers import ScriptedGenerator, task_batch, text_policy
+from agent_helpers import PLAIN, ScriptedGenerator, task_batch, text_policy
 
 from agentgym.spawn import free_port
 from openmanus_rl.agent import AgentConfig, OpenManusAgent
@@ -110,6 +110,7 @@ def test_rollouts_spread_over_listed_servers_and_skip_a_dead_one_that_is_never_r
         "max_obs_length": 64,
         "env_retries": 0,
         "env_cooldown_s": 1.0,
+        "sampling": PLAIN,
     }
     services = PLUGIN.start(SimpleNamespace(agent=cfg), tmp_path)
     policy = text_policy(tokenizer, lambda prompt: "Thought: look around\nAction: search[cotton shirt]")

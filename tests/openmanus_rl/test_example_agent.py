@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pytest
 import requests
-from agent_helpers import Reply, ScriptedGenerator, task_batch, text_policy
+from agent_helpers import PLAIN, Reply, ScriptedGenerator, task_batch, text_policy
 from gateway_helpers import EOT, row
 
 from agentgym.webshop.expert import WebShopExpert
@@ -25,7 +25,7 @@ ACTION = re.compile(r"(search|click)\[(.+)\]")
 
 def rollout(tokenizer: Any, generator: Any, **limits: int) -> GatewayRollout:
     return GatewayRollout(
-        tokenizer, generator, GatewayConfig(program=PROGRAM, n=1, concurrency=1, **{**LIMITS, **limits})
+        tokenizer, generator, GatewayConfig(program=PROGRAM, sampling=PLAIN, n=1, concurrency=1, **{**LIMITS, **limits})
     )
 
 

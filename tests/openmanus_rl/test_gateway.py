@@ -7,7 +7,7 @@ import json
 
 import gateway_helpers as gh
 import pytest
-from agent_helpers import task_batch
+from agent_helpers import PLAIN, task_batch
 from gateway_helpers import EOT, ReplayGenerator, StreamingReplayGenerator, log_probs_for, row
 from waiting import wait_until
 
@@ -19,6 +19,7 @@ from openmanus_rl.gateway.session import call_seed
 from verl.trainer.ppo.reward import RewardManager
 from verl.trainer.ppo.rollout import load_rollout_plugin
 from verl.utils.reward_score import register_reward_score
+from verl.workers.config import RolloutConfig
 
 LIMITS = {"max_prompt_length": 512, "max_response_length": 48, "max_trajectory_length": 1024}
 
@@ -28,7 +29,9 @@ def rollout(tokenizer, generator, program: str, **config) -> GatewayRollout:
     return GatewayRollout(
         tokenizer,
         generator,
-        GatewayConfig(program=f"gateway_helpers:{program}", **{"n": 1, "concurrency": 1, **LIMITS, **config}),
+        GatewayConfig(
+            program=f"gateway_helpers:{program}", sampling=PLAIN, **{"n": 1, "concurrency": 1, **LIMITS, **config}
+        ),
     )
 
 
@@ -342,14 +345,13 @@ def test_groups_seeds_and_greedy_validation(tokenizer):
 def test_plugin_is_registered_and_checks_its_section(tokenizer):
     from types import SimpleNamespace
 
-    from verl.utils.typed_config import ConfigError
-
     assert load_rollout_plugin("gateway") is PLUGIN
-    rollout_cfg = SimpleNamespace(temperature=1.0, top_p=1.0, top_k=-1)
+    rollout_cfg = RolloutConfig()
     cfg = lambda **agent: SimpleNamespace(agent=agent, actor_rollout_ref=SimpleNamespace(rollout=rollout_cfg))  # noqa: E731
     PLUGIN.validate(cfg(program="gateway_helpers:tool_episode", env_name="webshop"))
     with pytest.raises(
-        ConfigError, match=r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0"
+        ValueError,
+        match=r"^unknown key\(s\) \['temperature'\]; the gateway's keys: \['concurrency', 'episode_timeout_s', ",
     ):
         PLUGIN.validate(cfg(program="gateway_helpers:tool_episode", temperature=0.5))
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['programme'\]"):

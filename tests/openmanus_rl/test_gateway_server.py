@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import openai
 import pytest
+from agent_helpers import PLAIN
 from gateway_helpers import EOT, ReplayGenerator
 
 from openmanus_rl.gateway.config import GatewayConfig
@@ -47,6 +48,7 @@ class Served:
         self.generator = Capped(tokenizer, block)
         config = GatewayConfig(
             program="gateway_helpers:silent_episode",
+            sampling=PLAIN,
             **{"max_prompt_length": 256, "max_response_length": 16, "max_trajectory_length": 512, **limits},
         )
         self.policy = Policy(

@@ -2,7 +2,7 @@
 through the ``openai`` client keeps exactly the ids and log-probs the engine returned."""
 
 import pytest
-from agent_helpers import task_batch
+from agent_helpers import PLAIN, task_batch
 from engine_helpers import Recording
 
 from openmanus_rl.gateway import GatewayConfig, GatewayRollout
@@ -14,6 +14,7 @@ def test_two_calls_on_vllm_keep_the_engine_tokens(tokenizer, vllm_engine):
     generator = Recording(vllm_engine)
     config = GatewayConfig(
         program="gateway_helpers:chat_episode",
+        sampling=PLAIN,
         n=2,
         concurrency=2,
         max_prompt_length=256,

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any, Iterator
 
 import pytest
-from agent_helpers import ScriptedGenerator, StreamingScriptedGenerator, text_policy
+from agent_helpers import PLAIN, ScriptedGenerator, StreamingScriptedGenerator, text_policy
 
 from agentgym.frozenlake.plan import oracle as frozenlake_oracle
 from agentgym.maze.plan import oracle as maze_oracle
@@ -152,6 +152,7 @@ def test_each_row_goes_to_its_env_and_metrics_are_per_source(servers: tuple[str,
         "max_trajectory_length": 4096,
         "rollout_mode": "sync",
         "write_viewer": False,
+        "sampling": PLAIN,
     }
     batch = DataProto.from_dict(
         non_tensors={
@@ -315,6 +316,7 @@ def test_an_episode_ends_at_its_own_envs_turn_cap(servers: tuple[str, str], toke
         "max_trajectory_length": 8192,
         "rollout_mode": mode,
         "write_viewer": False,
+        "sampling": PLAIN,
     }
     batch = DataProto.from_dict(
         non_tensors={
@@ -342,6 +344,7 @@ def test_an_episode_ends_at_its_own_envs_token_budget(
         "max_trajectory_length": None,
         "max_prompt_length": 512,
         "write_viewer": False,
+        "sampling": PLAIN,
     }
     batch = DataProto.from_dict(
         non_tensors={

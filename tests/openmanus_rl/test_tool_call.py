@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from agent_helpers import ScriptedGenerator, task_batch, text_policy
+from agent_helpers import PLAIN, ScriptedGenerator, task_batch, text_policy
 
 import agentgym
 from agentgym.tools import EnvTool, call_for
@@ -328,6 +328,7 @@ def test_agent_plays_an_episode_with_tool_calls(tokenizer, tools_tokenizer, toy_
         "max_obs_length": 64,
         "max_trajectory_length": 1024,
         "action_format": "tool_call",
+        "sampling": PLAIN,
     }
     with OpenManusAgent(tok, generator, config) as agent:
         out = agent.run_llm_loop(task_batch([2], data_source="toy-tools"))

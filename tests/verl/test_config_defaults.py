@@ -23,7 +23,7 @@ from verl.trainer.ppo.config import PPOConfig, load_config
 from verl.trainer.rm_trainer import RMConfig
 from verl.trainer.sft_trainer import SFTConfig
 from verl.utils import yaml_defaults
-from verl.utils.typed_config import ConfigError, defaults_from, from_dict
+from verl.utils.typed_config import ConfigError, config_fields, defaults_from, from_dict, handed
 from verl.utils.yaml_defaults import CONFIG_DIR, compose, yaml_value
 from verl.workers.config import CriticConfig, ModelConfig, OptimConfig
 
@@ -35,7 +35,7 @@ TYPED_SECTIONS = {("ppo_trainer", "agent"): AgentConfig}  # sections a root type
 def drift(defaults: Any, yaml: dict, config: str, path: str = "") -> list[str]:
     """Every key whose dataclass default differs from the resolved YAML value, or that only one side has."""
     found = []
-    names = {f.name for f in dataclasses.fields(defaults)}
+    names = {f.name for f in config_fields(defaults)}
     for key in sorted(names | set(yaml)):
         where = f"{path}{key}"
         section = getattr(type(defaults), "section_type", lambda key: None)(key) if key not in names else None
@@ -223,6 +223,25 @@ def test_defaults_from_refuses_a_class_that_disagrees_with_its_yaml(fields, defa
     assert str(err.value) == message
 
 
+def test_a_handed_field_is_no_yaml_key():
+    """`handed`: `defaults_from` matches the section without it, `from_dict` refuses it as a key and leaves it at its
+    default, and the builder hands the value in."""
+    written = type(
+        "KL",
+        (),
+        {"__annotations__": {**KL_FIELDS, "note": str | None}, "__module__": __name__, "note": handed(default=None)},
+    )
+    KL = dataclass(defaults_from("ppo_trainer", "algorithm.kl_ctrl")(written))
+    assert KL().note is None and KL(note="given").note == "given"
+    assert [f.name for f in config_fields(KL)] == list(KL_FIELDS)
+    assert from_dict(KL, {"kl_coef": 0.5}, "kl") == KL(kl_coef=0.5)
+    with pytest.raises(
+        ConfigError,
+        match=r"^kl: unknown key\(s\) \['note'\]; known keys: \['horizon', 'kl_coef', 'target_kl', 'type'\]$",
+    ):
+        from_dict(KL, {"note": "x"}, "kl")
+
+
 def test_yaml_value_reads_by_dotted_key():
     assert yaml_value("ppo_trainer", "agent.max_response_length") == 96
     assert yaml_value("ppo_trainer", "actor_rollout_ref.rollout.response_length") == 96  # interpolation resolved
@@ -302,20 +321,15 @@ def test_warm_start_flags_default_to_the_yaml():
     assert (args.env_name, args.action_format) == ("webshop", "react")
 
 
-def test_single_turn_rollout_defaults_to_the_yaml():
+def test_single_turn_rollout_defaults_to_the_yaml_and_is_handed_its_sampling():
     from verl.trainer.ppo.single_turn import SingleTurnRollout
 
     params = inspect.signature(SingleTurnRollout).parameters
-    assert {
-        name: params[name].default
-        for name in ("n", "max_prompt_length", "max_response_length", "temperature", "top_p", "top_k", "seed")
-    } == {
+    assert params["sampling"].default is inspect.Parameter.empty
+    assert {name: params[name].default for name in ("n", "max_prompt_length", "max_response_length", "seed")} == {
         "n": 1,
         "max_prompt_length": 1024,
         "max_response_length": 96,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "top_k": -1,
         "seed": 1,
     }
     cfg = load_config(["data.rollout=single_turn", "actor_rollout_ref.model.path=m"], check_files=False)

@@ -53,7 +53,7 @@ def batch():
         [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]], [[11, 12, 13, 14], [15], [16, 17, 18], [19, 20]], pad_id=2
     )
     d.batch["advantages"] = torch.ones_like(d.batch["response_mask"], dtype=torch.float32) * d.batch["response_mask"]
-    d.meta_info["temperature"] = 1.0
+    d.meta_info.update(PLAIN)
     return d
 
 
@@ -207,7 +207,9 @@ def test_vllm_serves_the_merged_policy(tiny_model_path, workers):
 
     def greedy() -> tuple[list[list[int]], list[list[float]]]:
         out = w.generate_sequences(
-            DataProto.from_dict(non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": 6})
+            DataProto.from_dict(
+                non_tensors={"prompt_ids": prompts}, meta_info={**PLAIN, "do_sample": False, "max_tokens": 6}
+            )
         )
         return [list(r) for r in out.non_tensor_batch["response_ids"]], [
             list(r) for r in out.non_tensor_batch["response_log_probs"]
@@ -220,7 +222,7 @@ def test_vllm_serves_the_merged_policy(tiny_model_path, workers):
     ids, after = greedy()
     assert after != before  # the engine serves the new weights
     check = packed_proto(prompts, ids, pad_id=2)
-    check.meta_info["temperature"] = 1.0
+    check.meta_info.update(PLAIN)
     trainer = w.compute_log_prob(check).batch["old_log_probs"]  # the LoRA module's own log-probs of the engine's tokens
     for row, lps in enumerate(after):
         np.testing.assert_allclose(trainer[row, : len(lps)].numpy(), lps, atol=1e-3)

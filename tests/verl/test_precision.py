@@ -183,7 +183,7 @@ def test_step0_kl_is_zero_in_bf16(tiny_model_path):
         prompts = torch.randint(10, 1000, (3, 7), generator=g).tolist()
         responses = [torch.randint(10, 1000, (n,), generator=g).tolist() for n in (5, 9, 2)]
         data = packed_proto(prompts, responses, pad_id=0)
-        data.meta_info["temperature"] = 0.7
+        data.meta_info.update(temperature=0.7, top_p=1.0, top_k=-1)
         old = worker.compute_log_prob(data).batch["old_log_probs"]
         ref = worker.compute_ref_log_prob(data).batch["ref_log_prob"]
         assert worker.precision["ref"].dtype == "bfloat16"

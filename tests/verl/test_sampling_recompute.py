@@ -19,6 +19,8 @@ from verl.protocol import DataProto
 from verl.utils.batch import packed_proto
 from verl.utils.torch_functional import FILTERED_LOGIT, filter_logits, logprobs_from_logits
 from verl.workers.actor import PPOActor
+from verl.workers.rollout.base import Sampling
+from verl.workers.token_logprobs import scoring_sampling
 
 pytestmark = pytest.mark.in_process_engine
 
@@ -295,6 +297,39 @@ def test_hf_engine_without_top_k(hf_worker, sampling):
     engine, (recomputed, raw), mask = sample_and_score(hf_worker, sampling, others=(PLAIN,))
     assert (recomputed - engine).abs()[mask].max() <= 1e-4
     assert (raw - engine).abs()[mask].mean() > 0.01
+
+
+def test_a_call_without_its_sampling_is_refused(hf_worker):
+    """The worker has no sampling of its own: each call names the key its ``meta_info`` lacks."""
+    rows = packed_proto([[5, 6, 7]], [[8, 9]], pad_id=2)
+    for missing in PLAIN:
+        rows.meta_info = {key: value for key, value in PLAIN.items() if key != missing}
+        with pytest.raises(
+            ValueError,
+            match=rf"^meta_info has no '{missing}': every generation and log-prob call carries its sampling "
+            r"\(temperature, top_p, top_k; the trainer's: actor_rollout_ref.rollout\)$",
+        ):
+            hf_worker.compute_log_prob(rows)
+    prompts = DataProto.from_dict(non_tensors={"prompt_ids": [[5, 6, 7]]}, meta_info={"do_sample": False})
+    with pytest.raises(ValueError, match=r"^meta_info has no 'temperature'"):
+        hf_worker.generate_sequences(prompts)
+
+
+def test_greedy_generation_and_how_its_tokens_are_scored():
+    """``do_sample=False`` generates at temperature 0; tokens sampled at temperature 0 are scored under the raw
+    distribution (temperature 1), with the filters they were generated under."""
+    sampled = Sampling(temperature=0.7, top_p=0.9, top_k=20)
+    assert sampled.generated(True) == sampled and sampled.generated(False) == Sampling(0.0, 0.9, 20)
+    assert scoring_sampling(sampled) == {"temperature": 0.7, "top_p": 0.9, "top_k": 20}
+    assert scoring_sampling(sampled.generated(False)) == {"temperature": 1.0, "top_p": 0.9, "top_k": 20}
+
+
+def test_tokens_sampled_at_temperature_zero_score_as_at_one(hf_worker):
+    rows = packed_proto([[5, 6, 7], [10, 11]], [[8, 9], [12]], pad_id=2)
+    rows.meta_info.update(PLAIN, temperature=0.0)
+    greedy = hf_worker.compute_log_prob(rows).batch["old_log_probs"]
+    rows.meta_info.update(PLAIN)
+    assert torch.equal(greedy, hf_worker.compute_log_prob(rows).batch["old_log_probs"])
 
 
 @pytest.mark.slow

@@ -134,7 +134,10 @@ def test_sft_output_loads_into_the_vllm_rollout_and_the_actor(tiny_model_path, t
     try:
         prompt = [101, 202, 303]
         reply = worker.generate_sequences(
-            DataProto.from_dict(non_tensors={"prompt_ids": [prompt]}, meta_info={"do_sample": False, "max_tokens": 7})
+            DataProto.from_dict(
+                non_tensors={"prompt_ids": [prompt]},
+                meta_info={"temperature": 1.0, "top_p": 1.0, "top_k": -1, "do_sample": False, "max_tokens": 7},
+            )
         )
         ids = list(reply.non_tensor_batch["response_ids"][0])
         assert 1 <= len(ids) <= 7

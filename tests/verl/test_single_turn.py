@@ -18,11 +18,13 @@ from transformers import AutoTokenizer
 from openmanus_rl.agent import trajectory_seed
 from verl.protocol import DataProto
 from verl.trainer.ppo.single_turn import SingleTurnRollout, _task_name
+from verl.workers.rollout.base import Sampling
 
 pytestmark = pytest.mark.in_process_engine
 
 EOT = 2  # <|im_end|> in the SmolLM2 tokenizer
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "notes")
+PLAIN = Sampling(temperature=1.0, top_p=1.0, top_k=-1)  # the model's own distribution
 
 
 def rows(k: int, **overrides: list[Any]) -> DataProto:
@@ -100,7 +102,13 @@ def test_layout_with_scripted_replies(tokenizer: Any, tmp_path) -> None:
 
     gen = Recorder(script=script)
     rollout = SingleTurnRollout(
-        tokenizer, gen, n=1, max_prompt_length=64, max_response_length=6, temperature=0.7, top_p=0.9, top_k=5, seed=3
+        tokenizer,
+        gen,
+        Sampling(temperature=0.7, top_p=0.9, top_k=5),
+        n=1,
+        max_prompt_length=64,
+        max_response_length=6,
+        seed=3,
     )
     tasks = rows(3, extra_info=[{"split": "test", "index": 40}, {"split": "test"}, {"index": 42}])
     out = rollout.run_llm_loop(tasks, global_step=5, output_dir=str(tmp_path))
@@ -167,7 +175,7 @@ def test_parquet_rows_and_greedy_copies(tokenizer: Any, tmp_path) -> None:
     tasks = DataProto.from_dict(non_tensors={c: frame[c].to_numpy() for c in frame.columns})
     assert isinstance(tasks.non_tensor_batch["prompt"][0], np.ndarray)
     gen = Recorder(script=lambda ids, seed: ([7, EOT], "stop"))
-    rollout = SingleTurnRollout(tokenizer, gen, n=4, max_response_length=8)
+    rollout = SingleTurnRollout(tokenizer, gen, PLAIN, n=4, max_response_length=8)
     out = rollout.run_llm_loop(tasks, do_sample=False)
     assert len(out) == 2 and gen.requests[0].meta_info["do_sample"] is False
     for b in range(2):
@@ -184,14 +192,14 @@ def test_errors(tokenizer: Any) -> None:
     too_long = rows(2, prompt=[[{"role": "user", "content": "hi"}], [{"role": "user", "content": "word " * 60}]])
     length = len(template_ids(tokenizer, too_long.non_tensor_batch["prompt"][1]))
     with pytest.raises(ValueError, match=rf"^row 1: prompt is {length} tokens, above max_prompt_length=40$"):
-        SingleTurnRollout(tokenizer, gen, max_prompt_length=40).run_llm_loop(too_long)
+        SingleTurnRollout(tokenizer, gen, PLAIN, max_prompt_length=40).run_llm_loop(too_long)
     assert gen.requests == []
     with pytest.raises(RuntimeError, match="generator returned 9 tokens and 9 log-probs"):
-        SingleTurnRollout(tokenizer, gen, max_response_length=8).run_llm_loop(rows(1))
+        SingleTurnRollout(tokenizer, gen, PLAIN, max_response_length=8).run_llm_loop(rows(1))
     with pytest.raises(ValueError, match=r"dataset columns \['uid'\] clash"):
-        SingleTurnRollout(tokenizer, gen).run_llm_loop(rows(1, uid=["u"]))
+        SingleTurnRollout(tokenizer, gen, PLAIN).run_llm_loop(rows(1, uid=["u"]))
     with pytest.raises(ValueError, match="non-tensor 'prompt' column"):
-        SingleTurnRollout(tokenizer, gen).run_llm_loop(DataProto.from_dict(non_tensors={"data_source": ["x"]}))
+        SingleTurnRollout(tokenizer, gen, PLAIN).run_llm_loop(DataProto.from_dict(non_tensors={"data_source": ["x"]}))
 
 
 # ----------------------------------------------------------------------------- real engine
@@ -210,7 +218,7 @@ def worker(tiny_model_path: str) -> Any:
 
 def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
     gen = Recorder(worker)
-    rollout = SingleTurnRollout(tokenizer, gen, n=3, max_prompt_length=128, max_response_length=12, seed=1)
+    rollout = SingleTurnRollout(tokenizer, gen, PLAIN, n=3, max_prompt_length=128, max_response_length=12, seed=1)
     tasks = rows(2)
     out = rollout.run_llm_loop(tasks, global_step=2)
     nt, reply = out.non_tensor_batch, gen.replies[0].non_tensor_batch
@@ -250,7 +258,7 @@ def test_engine_rollout(tokenizer: Any, worker: Any) -> None:
 
 
 def test_engine_greedy(tokenizer: Any, worker: Any) -> None:
-    rollout = SingleTurnRollout(tokenizer, worker, n=3, max_response_length=10)
+    rollout = SingleTurnRollout(tokenizer, worker, PLAIN, n=3, max_response_length=10)
     first = rollout.run_llm_loop(rows(2), do_sample=False, global_step=0)
     second = rollout.run_llm_loop(rows(2), do_sample=False, global_step=7)  # other seeds: greedy ignores them
     assert len(first) == 2 and len(set(first.non_tensor_batch["uid"])) == 2

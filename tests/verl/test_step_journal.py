@@ -4,7 +4,7 @@ from pathlib import Path
 
 from verl.trainer.ppo.step_journal import StepJournals, sampling_fingerprint
 
-AGENT = {"env_name": "webshop", "n": 4, "temperature": 1.0, "env_ports": [36001], "max_in_flight": 0}
+AGENT = {"env_name": "webshop", "n": 4, "env_ports": [36001], "max_in_flight": 0}
 
 
 def test_the_fingerprint_follows_sampling_not_plumbing():

@@ -128,10 +128,25 @@ def test_validate_only_checks_and_derive_fills_the_estimators_loss_mode(tiny_mod
         ),
         (
             ["agent.temperature=0.5"],
-            r"agent.temperature=0.5 differs from actor_rollout_ref.rollout.temperature=1.0: "
-            r"one setting drives sampling and log-prob recomputation",
+            r"^bad override: Key 'temperature' is not in struct\n    full_key: agent.temperature\n",
         ),
-        (["agent.top_k=20"], r"agent.top_k=20 differs from actor_rollout_ref.rollout.top_k=-1"),
+        (
+            ["+agent.temperature=0.5"],
+            r"^agent: unknown key\(s\) \['temperature'\]; known keys: \['action_format', 'concurrency', ",
+        ),
+        (["+agent.sampling={temperature:0.5}"], r"^agent: unknown key\(s\) \['sampling'\]; known keys: "),
+        (
+            ["actor_rollout_ref.rollout.temperature=-0.5"],
+            r"^config.actor_rollout_ref.rollout.temperature must be >= 0 \(0: greedy\), got -0.5$",
+        ),
+        (
+            ["actor_rollout_ref.rollout.top_p=0"],
+            r"^config.actor_rollout_ref.rollout.top_p must be in \(0, 1\], got 0.0$",
+        ),
+        (
+            ["actor_rollout_ref.rollout.top_k=0"],
+            r"^config.actor_rollout_ref.rollout.top_k must be -1 \(off\) or >= 1, got 0$",
+        ),
         (
             ["algorithm.reward_allocation=sparse"],
             r"algorithm.reward_allocation must be one of \['last_token', "

@@ -26,7 +26,7 @@ def test_engine_starts_after_numba_and_handles_long_seeded_batches(tiny_model_pa
         assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
         # 6 x 1000 prompt tokens exceed one 4096-token prefill chunk; every request has its own seed
         prompts = [[100 + (i * 7 + j) % 40000 for j in range(1000)] for i in range(6)]
-        params = [SamplingParams(temperature=1.0, max_tokens=4, seed=i) for i in range(6)]
+        params = [SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=4, seed=i) for i in range(6)]
         first = engine.generate(prompts, params)
         again = engine.generate(prompts, params)
         assert [o.token_ids for o in first] == [o.token_ids for o in again]  # per-request seeds reproduce
@@ -52,7 +52,7 @@ def test_engine_starts_after_the_process_group_under_an_earlier_engine_was_destr
     owner.init_distributed()
     assert owner._owns_process_group
     cfg = RolloutConfig(dtype="float32", kv_cache_gb=0.25, max_model_len=256)
-    prompts, greedy = [[5, 6, 7, 8]], [SamplingParams(temperature=0.0, max_tokens=4)]
+    prompts, greedy = [[5, 6, 7, 8]], [SamplingParams(temperature=0.0, top_p=1.0, top_k=-1, max_tokens=4)]
     first = VLLMRollout(tiny_model_path, cfg, num_threads=1)  # stays up, as a session-wide engine does
     try:
         expected = first.generate(prompts, greedy)[0].token_ids
@@ -82,7 +82,7 @@ def test_a_prefix_cache_hit_covers_whole_blocks(tiny_model_path, block_size, hit
     try:
         assert engine.llm.llm_engine.vllm_config.cache_config.block_size == (block_size or 32)
         shared = [100 + j for j in range(100)]
-        greedy = [SamplingParams(temperature=0.0, max_tokens=2)]
+        greedy = [SamplingParams(temperature=0.0, top_p=1.0, top_k=-1, max_tokens=2)]
         engine.generate([shared + [7, 8, 9]], greedy)
         before = engine.prefix_cache_stats()
         engine.generate([shared + [11, 12, 13, 14]], greedy)
@@ -126,7 +126,7 @@ def test_a_bf16_engine_sees_a_change_under_half_a_step_only_when_rounding_stocha
 
     cfg = RolloutConfig(dtype="bfloat16", kv_cache_gb=0.25, max_model_len=256, weight_rounding=rounding)
     prompts = [[100 + 7 * j for j in range(40)]]
-    params = [SamplingParams(temperature=1.0, max_tokens=6, seed=0)]
+    params = [SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=6, seed=0)]
 
     def log_probs(engine: VLLMRollout) -> list[float]:
         return engine.generate(prompts, params)[0].log_probs

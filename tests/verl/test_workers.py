@@ -13,6 +13,7 @@ from verl.utils.batch import packed_proto
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
 
 pytestmark = [pytest.mark.slow, pytest.mark.in_process_engine]
+PLAIN = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the model's own distribution: every call carries its sampling
 
 
 class EchoWorker(Worker):
@@ -218,7 +219,7 @@ def test_fsdp_two_ranks_match_one_process(ray_local, tiny_model_path, tmp_path, 
         try:
             wg.init_model()
             data = training_batch(8)
-            data.meta_info["temperature"] = 1.0
+            data.meta_info.update(PLAIN)
             lp = wg.compute_log_prob(data)
             if lora_rank:
                 assert torch.equal(wg.compute_ref_log_prob(data).batch["ref_log_prob"], lp.batch["old_log_probs"])
@@ -259,7 +260,7 @@ def hybrid(ray_local, tiny_model_path):
 def greedy(wg, prompts, max_tokens=6):
     out = wg.generate_sequences(
         DataProto.from_dict(
-            non_tensors={"prompt_ids": prompts}, meta_info={"do_sample": False, "max_tokens": max_tokens}
+            non_tensors={"prompt_ids": prompts}, meta_info={**PLAIN, "do_sample": False, "max_tokens": max_tokens}
         )
     )
     return [list(r) for r in out.non_tensor_batch["response_ids"]], [
@@ -276,7 +277,7 @@ def test_vllm_and_hf_agree_on_greedy_output(hybrid, tiny_model_path):
 
     vllm_ids, vllm_lps = greedy(hybrid, PROMPTS)
     hf = HFRollout(tiny_model_path, dtype="float32").generate(
-        PROMPTS, [SamplingParams(temperature=0, max_tokens=6)] * 3
+        PROMPTS, [SamplingParams(temperature=0, top_p=1.0, top_k=-1, max_tokens=6)] * 3
     )
     assert vllm_ids == [o.token_ids for o in hf]
     for mine, ref in zip(vllm_lps, hf):
@@ -287,7 +288,7 @@ def test_sampling_is_reproducible_per_seed(hybrid):
     def sample(seeds):
         d = DataProto.from_dict(
             non_tensors={"prompt_ids": [PROMPTS[0]] * len(seeds), "seed": seeds},
-            meta_info={"temperature": 1.0, "max_tokens": 8},
+            meta_info={**PLAIN, "max_tokens": 8},
         )
         return [list(r) for r in hybrid.generate_sequences(d).non_tensor_batch["response_ids"]]
 
@@ -299,7 +300,7 @@ def test_sampling_is_reproducible_per_seed(hybrid):
 def test_update_moves_policy_and_engine_follows(hybrid):
     before_ids, before_lps = greedy(hybrid, PROMPTS)
     target = training_batch(4)  # positive advantage on fixed continuations
-    target.meta_info["temperature"] = 1.0
+    target.meta_info.update(PLAIN)
     old = hybrid.compute_log_prob(target)
     target.union(old)
     metrics = hybrid.update_actor(target).meta_info["metrics"]
@@ -312,10 +313,23 @@ def test_update_moves_policy_and_engine_follows(hybrid):
     assert after_lps != before_lps  # the engine serves the new weights
     # the engine's log-probs of its own greedy output match the trainer's on the same tokens
     check = packed_proto(PROMPTS, after_ids, pad_id=2)
-    check.meta_info["temperature"] = 1.0
+    check.meta_info.update(PLAIN)
     trainer = hybrid.compute_log_prob(check).batch["old_log_probs"]
     for row, lps in enumerate(after_lps):
         np.testing.assert_allclose(trainer[row, : len(lps)].numpy(), lps, atol=1e-3)
+
+
+def test_a_call_without_its_sampling_names_the_missing_key(hybrid):
+    """The worker has no sampling of its own: generation and every log-prob call read it from ``meta_info``."""
+    prompts = DataProto.from_dict(non_tensors={"prompt_ids": PROMPTS}, meta_info={"top_p": 1.0, "top_k": -1})
+    with pytest.raises(
+        WorkerError, match=r"generate_sequences failed on rank 0 of 1:[\s\S]*meta_info has no 'temperature'"
+    ):
+        hybrid.generate_sequences(prompts)
+    rows = training_batch(4)
+    rows.meta_info.update(temperature=1.0, top_p=1.0)
+    with pytest.raises(WorkerError, match=r"compute_log_prob failed on rank 0 of 1:[\s\S]*meta_info has no 'top_k'"):
+        hybrid.compute_log_prob(rows)
 
 
 def assert_same_checkpoint(first: Path, second: Path) -> None:
@@ -335,7 +349,7 @@ def test_checkpoint_roundtrip_is_bit_identical(hybrid, tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     hybrid.save_checkpoint(str(first))
     data = training_batch(4)
-    data.meta_info["temperature"] = 1.0
+    data.meta_info.update(PLAIN)
     data.union(hybrid.compute_log_prob(data))
     hybrid.update_actor(data)  # move away from the checkpoint
     hybrid.load_checkpoint(str(first))
@@ -407,7 +421,7 @@ def test_dynamic_batching_with_uneven_micro_batch_counts_does_not_hang(ray_local
     data.batch["advantages"] = (
         torch.ones_like(data.batch["response_mask"], dtype=torch.float32) * data.batch["response_mask"]
     )
-    data.meta_info["temperature"] = 1.0
+    data.meta_info.update(PLAIN)
     # DP_COMPUTE_PROTO gives rows 0-3 to rank 0 and rows 4-7 to rank 1: 2 x 24 > budget, but 4 x 4 <= budget
     mask = data.batch["attention_mask"]
     assert len(plan_micro_batches(mask[:4], 4, budget)) == 4 and len(plan_micro_batches(mask[4:], 4, budget)) == 1

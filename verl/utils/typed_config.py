@@ -8,6 +8,8 @@ A class may also take sections it does not list as fields, typed by what a
 registry says (``algorithm.<estimator>``): its ``section_type(key)`` names the
 dataclass of section ``key`` (None: an unknown key), and the built sections are
 the instance's ``sections`` (a dict by key).
+A field made with `handed` is no config key: the code that builds the object hands its value in
+(``AgentConfig.sampling``, the rollout engine's, handed to the agent by its plugin).
 `require` and `require_counts` state the bounds a type cannot (``lr`` above 0, a batch size at least 1) with
 one message shape. `defaults_from(config, section)` gives a config dataclass its default values
 from the trainer YAML, the only place they are written; `load_yaml_config`
@@ -30,6 +32,21 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config value is unknown, missing or of the wrong type."""
+
+
+HANDED = "handed"  # field metadata: the value is handed in by the builder, never read from a config
+
+
+def handed(**kwargs: Any) -> Any:
+    """A dataclass field that is no config key (``kwargs`` go to `dataclasses.field`, e.g. ``default=None``):
+    `defaults_from` matches the YAML section without it, and `from_dict` refuses it as an unknown key and leaves
+    it at its default; the code that builds the object hands the value in."""
+    return field(metadata={HANDED: True}, **kwargs)
+
+
+def config_fields(cls: Any) -> list[dataclasses.Field]:
+    """The fields of dataclass ``cls`` (or an instance) that are config keys: all but the `handed` ones."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get(HANDED)]
 
 
 def require(ok: bool, where: str, rule: str, value: Any) -> None:
@@ -95,7 +112,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config", validate: bool = T
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in config_fields(cls)}
     sections = {key: _section_type(cls, key) for key in set(data) - set(fields)}
     unknown = sorted(key for key, tp in sections.items() if tp is None)
     if unknown:
@@ -129,7 +146,7 @@ def _over_default(f: dataclasses.Field, given: Any) -> Any:
 def _overlay(base: Any, given: Any) -> Any:
     if not (dataclasses.is_dataclass(base) and not isinstance(base, type) and isinstance(given, dict)):
         return given
-    merged: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    merged: dict[str, Any] = {f.name: getattr(base, f.name) for f in config_fields(base)}
     for key, value in given.items():
         merged[key] = _overlay(merged.get(key), value)
     return merged
@@ -145,17 +162,17 @@ def defaults_from(config: str, section: str = "") -> Callable[[type[T]], type[T]
     """Class decorator, placed under ``@dataclass``: each field's default is its key's value in ``section``
     (dotted; ``""``: the whole file) of ``<config>.yaml``, type-checked as `from_dict` does.
 
-    The section's keys and the class's fields (inherited ones included) must be the same set, and the class
-    may write no default of its own; either fault raises `ConfigError` when the class is defined. A nested
-    dataclass default is built from its sub-section without running ``validate`` (an empty model path may
-    stand as a default); mutable defaults are copied for each instance. The class records
-    ``_yaml_source = (config, section)``.
+    The section's keys and the class's fields (inherited ones included, `handed` ones not) must be the same set,
+    and the class may write no default of its own but a `handed` field's; either fault raises `ConfigError` when
+    the class is defined. A nested dataclass default is built from its sub-section without running ``validate``
+    (an empty model path may stand as a default); mutable defaults are copied for each instance. The class
+    records ``_yaml_source = (config, section)``.
     """
     source = f"{config}.yaml {section or '(top level)'}"
 
     def fill(cls: type[T]) -> type[T]:
         values = yaml_value(config, section)
-        hints = typing.get_type_hints(cls)
+        hints = {name: tp for name, tp in typing.get_type_hints(cls).items() if not _is_handed(cls, name)}
         annotations = dict(cls.__dict__.get("__annotations__", {}))
         _check_fields(cls, hints, values, source)
         for name, tp in hints.items():
@@ -171,7 +188,7 @@ def defaults_from(config: str, section: str = "") -> Callable[[type[T]], type[T]
 
 def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], source: str) -> None:
     """`ConfigError` when ``cls`` writes a default of its own, or its fields and the YAML ``values`` differ as sets."""
-    written = sorted(name for name in cls.__dict__.get("__annotations__", {}) if name in cls.__dict__)
+    written = sorted(name for name in cls.__dict__.get("__annotations__", {}) if name in cls.__dict__ and name in hints)
     if written:
         raise ConfigError(f"{cls.__name__} writes its own default for {written}: defaults live in {source}")
     keys = {key for key in values if key in hints or _section_type(cls, key) is None}
@@ -180,6 +197,12 @@ def _check_fields(cls: type, hints: dict[str, Any], values: dict[str, Any], sour
             f"{cls.__name__} and {source} disagree: fields only in the class "
             f"{sorted(set(hints) - keys)}, keys only in the YAML {sorted(keys - set(hints))}"
         )
+
+
+def _is_handed(cls: type, name: str) -> bool:
+    """Whether ``cls`` (not yet a dataclass) declares field ``name`` with `handed`."""
+    declared = cls.__dict__.get(name)
+    return isinstance(declared, dataclasses.Field) and bool(declared.metadata.get(HANDED))
 
 
 def _default(value: Any) -> Any:

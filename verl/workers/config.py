@@ -10,6 +10,7 @@ from typing import TypeVar
 from verl.core_algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from verl.utils.precision import DTYPE_CHOICES, Precision, resolve_dtype
 from verl.utils.typed_config import ConfigError, defaults_from, require, require_counts
+from verl.workers.rollout.base import Sampling
 
 T = TypeVar("T")
 
@@ -160,13 +161,13 @@ class RefConfig:
 @dataclass
 @defaults_from("ppo_trainer", "actor_rollout_ref.rollout")
 class RolloutConfig:
-    """The generation engine and its default sampling parameters."""
+    """The generation engine and the run's sampling (`sampling`)."""
 
     name: str
     dtype: str
-    temperature: float  # drives the agent's sampling and the trainer's log-prob recomputation alike
+    temperature: float  # with top_p and top_k, the run's one sampling setting (`sampling`)
     top_p: float
-    top_k: int
+    top_k: int  # -1: off
     response_length: int
     max_model_len: int
     enforce_eager: bool
@@ -179,9 +180,17 @@ class RolloutConfig:
     weight_rounding: str  # fp32 weights into a bf16 engine: stochastic (unbiased) or nearest
     seed: int
 
+    @property
+    def sampling(self) -> Sampling:
+        """``temperature``, ``top_p`` and ``top_k``: what every rollout of the run is handed."""
+        return Sampling(self.temperature, self.top_p, self.top_k)
+
     def validate(self, where: str) -> None:
         _choice(self.name, ("vllm", "hf"), f"{where}.name")
         _choice(self.dtype, DTYPES, f"{where}.dtype")
+        require(self.temperature >= 0, f"{where}.temperature", ">= 0 (0: greedy)", self.temperature)
+        require(0 < self.top_p <= 1, f"{where}.top_p", "in (0, 1]", self.top_p)
+        require(self.top_k == -1 or self.top_k >= 1, f"{where}.top_k", "-1 (off) or >= 1", self.top_k)
         _choice(self.weight_rounding, ("stochastic", "nearest"), f"{where}.weight_rounding")
         if not self.kv_cache_gb > 0:
             raise ConfigError(f"{where}.kv_cache_gb must be > 0 GiB (got {self.kv_cache_gb})")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import resource
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,8 @@ from verl.utils.typed_config import from_dict
 from verl.workers.actor import PPOActor
 from verl.workers.config import ActorRolloutRefConfig, CriticConfig, resolve_policy_precision
 from verl.workers.critic import PPOCritic, ValueModel
-from verl.workers.rollout.base import RolloutEngine, SamplingParams
+from verl.workers.rollout.base import RolloutEngine, Sampling, SamplingParams
+from verl.workers.token_logprobs import scoring_sampling
 
 ROLES = ("actor", "rollout", "ref")
 ROLLOUT_GROUP = (
@@ -146,9 +148,9 @@ class ActorRolloutRefWorker(Worker):
     def generate_sequences(self, data: DataProto) -> DataProto:
         """Sample a continuation for each row's ``prompt_ids`` (a list of token ids).
 
-        Optional per-row ``seed``; sampling settings come from ``meta_info``
-        (``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ``stop``,
-        ``stop_token_ids``, ``do_sample``) over the rollout config's defaults.
+        Optional per-row ``seed``; ``meta_info`` carries the sampling (``temperature``, ``top_p``,
+        ``top_k``, all required: ValueError naming a missing one), ``do_sample`` (False: greedy),
+        ``max_tokens`` (default: the rollout config's ``response_length``), ``stop`` and ``stop_token_ids``.
         Returns ``response_ids``, ``response_log_probs`` and ``finish_reason`` per row.
         """
         engine: RolloutEngine = self._rollout_engine()
@@ -167,16 +169,14 @@ class ActorRolloutRefWorker(Worker):
         )
 
     def _sampling_params(self, data: DataProto) -> list[SamplingParams]:
-        """Each row's settings: ``meta_info`` over the rollout config's defaults, the row's ``seed`` if any."""
-        r, meta = self.config.rollout, data.meta_info
-        greedy = meta.get("do_sample", True) is False
+        """Each row's settings (see `generate_sequences`), with the row's ``seed`` if any."""
+        meta = data.meta_info
+        sampling = asdict(Sampling.from_meta(meta).generated(meta.get("do_sample", True) is not False))
         seeds = data.non_tensor_batch.get("seed")
         return [
             SamplingParams(
-                temperature=0.0 if greedy else float(meta.get("temperature", r.temperature)),
-                top_p=float(meta.get("top_p", r.top_p)),
-                top_k=int(meta.get("top_k", r.top_k)),
-                max_tokens=int(meta.get("max_tokens", r.response_length)),
+                **sampling,
+                max_tokens=int(meta.get("max_tokens", self.config.rollout.response_length)),
                 stop=list(meta.get("stop", [])),
                 stop_token_ids=list(meta.get("stop_token_ids", [])),
                 seed=None if seeds is None else int(seeds[i]),
@@ -227,17 +227,11 @@ class ActorRolloutRefWorker(Worker):
         return self._rollout_engine().prefix_cache_stats()
 
     # ------------------------------------------------------------------ log-probs
-    def _sampling(self, meta: dict) -> dict:
-        """The distribution the engine sampled from: ``temperature``, ``top_p``, ``top_k`` from
-        ``meta_info`` over the rollout config (one setting drives generation and recomputation)."""
-        r = self.config.rollout
-        return {
-            "temperature": float(
-                meta.get("temperature", r.temperature) or 1.0
-            ),  # greedy (0) scores the raw distribution
-            "top_p": float(meta.get("top_p", r.top_p)),
-            "top_k": int(meta.get("top_k", r.top_k)),
-        }
+    @staticmethod
+    def _sampling(meta: dict) -> dict:
+        """The distribution log-probs are recomputed under: `scoring_sampling` of the sampling the call's
+        ``meta_info`` carries (`Sampling.from_meta`: ValueError naming a missing key)."""
+        return scoring_sampling(Sampling.from_meta(meta))
 
     def _log_probs(
         self, model: PPOActor, data: DataProto, micro_rows: int, max_tokens: int, with_entropy: bool
@@ -252,7 +246,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_log_prob(self, data: DataProto) -> DataProto:
-        """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy."""
+        """``old_log_probs`` and ``entropys`` ``(B, T)`` under the current policy and the sampling ``meta_info``
+        carries (`_sampling`), as every log-prob call and the update."""
         cfg = self.config.actor
         out = self._log_probs(
             self._need("actor"), data, cfg.log_prob_micro_batch_size_per_gpu, cfg.log_prob_max_token_len_per_gpu, True

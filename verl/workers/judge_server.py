@@ -141,6 +141,7 @@ class JudgeServer:
         return SamplingParams(
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
+            top_k=-1,  # the chat API has no top-k
             max_tokens=min(request.requested_max_tokens or DEFAULT_MAX_TOKENS, room),
             stop=request.stops,
             seed=seed,

@@ -31,6 +31,7 @@ exactly as for an ordinary forward.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import asdict
 from functools import partial
 
 import torch
@@ -39,6 +40,15 @@ from torch.utils.checkpoint import checkpoint
 from verl.core_algos import entropy_from_log_probs
 from verl.utils.prefix_tree import PackedRows, pack_rows
 from verl.utils.torch_functional import filter_logits, response_window
+from verl.workers.rollout.base import Sampling
+
+
+def scoring_sampling(sampling: Sampling) -> dict:
+    """The ``sampling`` dict (`learned_token_logprobs`) under which tokens sampled with ``sampling`` are scored: the
+    same distribution, except that tokens generated at temperature 0 (greedy, `Sampling.generated`: each one the
+    most likely) are scored under the model's raw distribution, temperature 1, since temperature 0 has no
+    log-probs."""
+    return {**asdict(sampling), "temperature": 1.0 if sampling.temperature == 0 else sampling.temperature}
 
 
 def _chunk_stats(

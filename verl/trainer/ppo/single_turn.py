@@ -29,6 +29,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from verl.utils.batch import pack_sequences
 from verl.utils.jsonl import write_jsonl
 from verl.utils.seeding import task_keys, trajectory_seed
 from verl.utils.yaml_defaults import yaml_value
+from verl.workers.rollout.base import Sampling
 
 GENERATED_COLUMNS = ("uid", "task_id", "seed", "failed", "status", "num_turns", "success", "env_reward")
 
@@ -75,19 +77,17 @@ def _task_id(extra_info: Any, row: int) -> Any:
 
 class SingleTurnRollout:
     """Samples ``n`` responses per dataset row with ``generator`` (anything with
-    ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker group or an in-process worker).
-    Unset limits, sampling settings and seed are ``ppo_trainer.yaml``'s."""
+    ``generate_sequences(DataProto) -> DataProto``: the ActorRolloutRef worker group or an in-process worker),
+    with ``sampling`` (in training, the rollout engine's). Unset limits and seed are ``ppo_trainer.yaml``'s."""
 
     def __init__(
         self,
         tokenizer: Any,
         generator: Any,
+        sampling: Sampling,
         n: int = yaml_value("ppo_trainer", "agent.n"),
         max_prompt_length: int = yaml_value("ppo_trainer", "agent.max_prompt_length"),
         max_response_length: int = yaml_value("ppo_trainer", "agent.max_response_length"),
-        temperature: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.temperature"),
-        top_p: float = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_p"),
-        top_k: int = yaml_value("ppo_trainer", "actor_rollout_ref.rollout.top_k"),
         seed: int = yaml_value("ppo_trainer", "trainer.seed"),
     ) -> None:
         if n < 1 or max_prompt_length < 1 or max_response_length < 1:
@@ -100,7 +100,7 @@ class SingleTurnRollout:
             raise ValueError("the tokenizer has no eos token to end a response")
         self.tokenizer, self.generator = tokenizer, generator
         self.n, self.max_prompt_length, self.max_response_length = n, max_prompt_length, max_response_length
-        self.temperature, self.top_p, self.top_k, self.seed = temperature, top_p, top_k, seed
+        self.sampling, self.seed = sampling, seed
         self.eot_id = eot_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot_id
 
@@ -139,9 +139,7 @@ class SingleTurnRollout:
         request = DataProto.from_dict(
             non_tensors={"prompt_ids": _objects(sample_prompts), "seed": _objects(seeds)},
             meta_info={
-                "temperature": self.temperature,
-                "top_p": self.top_p,
-                "top_k": self.top_k,
+                **asdict(self.sampling),
                 "max_tokens": self.max_response_length,
                 "stop_token_ids": [self.eot_id],
                 "do_sample": do_sample,
@@ -230,16 +228,14 @@ class SingleTurnRollout:
 def _build(cfg: Any, tokenizer: Any, generator: Any, n: int) -> SingleTurnRollout:
     """Limits from the ``agent`` section (``max_prompt_length``, ``max_response_length``),
     sampling from the rollout engine's."""
-    a, r = cfg.agent, cfg.actor_rollout_ref.rollout
+    a = cfg.agent
     return SingleTurnRollout(
         tokenizer,
         generator,
+        cfg.actor_rollout_ref.rollout.sampling,
         n=n,
         max_prompt_length=int(a["max_prompt_length"]),
         max_response_length=int(a["max_response_length"]),
-        temperature=r.temperature,
-        top_p=r.top_p,
-        top_k=r.top_k,
         seed=cfg.trainer.seed,
     )
 

@@ -27,9 +27,10 @@ import torch
 from verl import batch_keys as K
 from verl.protocol import DataProto
 from verl.trainer.ppo.config import PPOConfig
+from verl.workers.rollout.base import Sampling
 
 MODEL_INPUTS = (K.INPUT_IDS, K.ATTENTION_MASK, K.POSITION_IDS, K.RESPONSES, K.RESPONSE_MASK)  # every model pass
-SAMPLING_META = ("temperature", "top_p", "top_k")  # the distribution log-probs are recomputed under
+SAMPLING_META = tuple(f.name for f in dataclasses.fields(Sampling))  # the distribution log-probs are recomputed under
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +70,7 @@ def for_worker(batch: DataProto, *extra: str) -> DataProto:
 def prepare_for_update(batch: DataProto, cfg: PPOConfig) -> DataProto:
     """`pad_to_mini_batches`, the rollout's sampling settings in ``meta_info``, then `balance` over the ranks."""
     batch = pad_to_mini_batches(batch, cfg)
-    r = cfg.actor_rollout_ref.rollout
-    batch.meta_info.update(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
+    batch.meta_info.update(dataclasses.asdict(cfg.actor_rollout_ref.rollout.sampling))
     if cfg.trainer.balance_batch:
         balance(batch, cfg.world_size)
     return batch

@@ -16,8 +16,8 @@ default here queues the requests and generates everything queued in one
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterable, Mapping
 
 import torch
 
@@ -30,13 +30,41 @@ def prefix_cache_delta(before: dict[str, int] | None, after: dict[str, int] | No
     return {key: after[key] - before[key] for key in after}
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """The distribution a policy samples from: the logits divided by ``temperature`` (0: greedy), then the top-k
+    filter (``top_k``; -1: off), then the top-p one (``top_p``; 1: off). A run sets it once, as
+    ``actor_rollout_ref.rollout`` (`verl.workers.config.RolloutConfig.sampling`, which checks its ranges); the
+    rollouts are handed it and every generation and log-prob call carries it in its ``meta_info``."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Sampling:
+        """The sampling a worker call's ``meta_info`` carries; ValueError naming the first key it lacks."""
+        names = [f.name for f in fields(cls)]
+        if missing := [name for name in names if name not in meta]:
+            raise ValueError(
+                f"meta_info has no {missing[0]!r}: every generation and log-prob call carries its sampling "
+                f"({', '.join(names)}; the trainer's: actor_rollout_ref.rollout)"
+            )
+        return cls(float(meta["temperature"]), float(meta["top_p"]), int(meta["top_k"]))
+
+    def generated(self, do_sample: bool) -> Sampling:
+        """What the engine samples with: this, or greedy decoding (temperature 0: each step's most likely token)
+        when ``do_sample`` is False (validation, a greedy baseline)."""
+        return self if do_sample else replace(self, temperature=0.0)
+
+
 @dataclass
 class SamplingParams:
-    """Per-request sampling settings; ``temperature == 0`` means greedy."""
+    """Per-request settings: the `Sampling` (``temperature == 0``: greedy), the length, stops and seed."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
+    temperature: float
+    top_p: float
+    top_k: int
     max_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
